@@ -1,0 +1,11 @@
+/* commands: the subcommands of `wattprof`, one file each (cmd_NAME.c).
+ *
+ * Each takes the arguments after its name (argv[0] is the subcommand) and
+ * returns the process exit status. Errors are printed as one line on stderr
+ * naming the input at fault. */
+#ifndef WATTPROF_COMMANDS_H
+#define WATTPROF_COMMANDS_H
+
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,45 @@
+/* wattprof: one command with subcommands, in the style of git and perf. */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct subcommand {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct subcommand subcommands[] = {
+    //{"run", cmd_run, "run a command and report the energy it used"},
+    {NULL, NULL, NULL},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: wattprof COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; subcommands[i].name; i++)
+        fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(out, "\n`wattprof COMMAND --help` describes each one.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("wattprof %s\n", WATTPROF_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; subcommands[i].name; i++)
+        if (strcmp(argv[1], subcommands[i].name) == 0)
+            return subcommands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "wattprof: unknown command '%s' (see wattprof --help)\n", argv[1]);
+    return 2;
+}

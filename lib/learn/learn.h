@@ -1,0 +1,73 @@
+/* learn: the offline engines that build and judge models.
+ *
+ * Everything here works on in-memory tables and is independent of the
+ * hardware: datasets read from CSV, regression engines, feature selection,
+ * symbolic regression, Gaussian processes and the ranking of program
+ * variants.  Functions return 0 or a negative errno; those that read user
+ * input also fill `err` (UTIL_ERRLEN bytes) with one line naming the file,
+ * line and column at fault. */
+#ifndef WATTPROF_LEARN_H
+#define WATTPROF_LEARN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- Datasets (dataset.c) ------------------------------------------------ */
+
+/* A CSV file read whole: a header of column names, then rows of text cells.
+ * Parsing is libcsv's (RFC 4180 quoting). */
+typedef struct learn_csv {
+    char *path;
+    size_t n_cols, n_rows;
+    char **header; /* n_cols column names */
+    char **cells;  /* n_rows * n_cols, row-major; "" for an empty cell */
+    int *line;     /* file line on which each row ends (1-based) */
+} learn_csv;
+
+/* Reads `path`. A row with a different number of cells than the header is an
+ * error naming its line. Zero data rows is allowed here; engines decide. */
+int learn_csv_read(const char *path, learn_csv **out, char *err, size_t errlen);
+void learn_csv_free(learn_csv *c);
+/* Index of column `name`, or -1. */
+int learn_csv_column(const learn_csv *c, const char *name);
+static inline const char *learn_csv_cell(const learn_csv *c, size_t row, size_t col)
+{
+    return c->cells[row * c->n_cols + col];
+}
+
+/* A numeric table: chosen columns of a CSV as doubles, stored column-major
+ * so that each column is one contiguous vector. */
+typedef struct learn_table {
+    size_t n_rows, n_cols;
+    char **names; /* n_cols */
+    double *x;    /* x[j * n_rows + i] is row i of column j */
+    int *line;    /* source line of each kept row */
+} learn_table;
+
+#define LEARN_DROP_INVALID 1u /* skip rows with empty or non-numeric cells */
+
+/* Picks columns `cols` (n of them) from `c`. An unknown column, or a
+ * non-numeric or empty cell (unless LEARN_DROP_INVALID), is an error naming
+ * FILE:LINE:COLUMN. *n_dropped (may be NULL) counts rows skipped. */
+int learn_table_from_csv(const learn_csv *c, const char *const *cols, size_t n, unsigned flags,
+                         learn_table **out, size_t *n_dropped, char *err, size_t errlen);
+/* learn_csv_read + learn_table_from_csv. */
+int learn_table_read(const char *path, const char *const *cols, size_t n, unsigned flags,
+                     learn_table **out, size_t *n_dropped, char *err, size_t errlen);
+void learn_table_free(learn_table *t);
+static inline double *learn_table_col(const learn_table *t, size_t j)
+{
+    return t->x + j * t->n_rows;
+}
+
+/* ---- Metrics (metrics.c) ------------------------------------------------- */
+
+/* Regression errors of predictions p against truth y (n values). mape is the
+ * papers' mean of |y-p|/|y| as a fraction (0.05 = 5 %); NaN when some y is 0. */
+typedef struct learn_metrics {
+    double mape, mae, rmse, r2;
+} learn_metrics;
+void learn_metrics_compute(const double *y, const double *p, size_t n, learn_metrics *out);
+
+#endif

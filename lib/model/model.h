@@ -1,0 +1,113 @@
+/* model: power models and the attribution of energy to processes.
+ *
+ * A model file (models/README.md) names perf events, min-max scaling per
+ * event, one linear model per cache-miss class, and an idle power.  This
+ * module loads, validates and saves those files, evaluates the models, and
+ * holds the one computation the whole product rests on: given one tick's
+ * counter rates per process, the host energy and a model, how many joules
+ * each process used.  Everything here is pure computation, testable without
+ * hardware. */
+#ifndef WATTPROF_MODEL_H
+#define WATTPROF_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define MODEL_FORMAT "wattprof-model/1"
+#define MODEL_MAX_CLASSES 2
+
+typedef enum model_class_mode {
+    MODEL_CLASS_CUMULATIVE, /* cache-misses since the process was first seen */
+    MODEL_CLASS_RATE,       /* cache-misses per second in the current interval */
+} model_class_mode;
+
+typedef struct model_class {
+    char *name;       /* "high-miss", "low-miss", or "all" */
+    double intercept; /* watts */
+    double *coef;     /* watts per unit of scaled rate, one per event */
+} model_class;
+
+typedef struct model_training {
+    bool present;     /* false for uncalibrated (generic) models */
+    long rows;
+    double cv_mape;
+    char *created, *cpu_model, *kernel, *dataset_sha256;
+} model_training;
+
+typedef struct model {
+    char *name, *engine, *description;
+    char **target; /* RAPL domains the model predicts ("package", "dram") */
+    size_t n_target;
+    char **events; /* perf event names, libpfm4 syntax */
+    size_t n_events;
+    double *scale_min, *scale_max; /* per event, in events per second */
+    int class_event;               /* index into events, or -1 for one class */
+    double class_threshold;
+    model_class_mode class_mode;
+    model_class classes[MODEL_MAX_CLASSES]; /* [0]: value >= threshold, [1]: below */
+    size_t n_classes;
+    double idle_power_w;
+    model_training training;
+    char sha256[65]; /* of the file's bytes as loaded (or as saved) */
+} model;
+
+/* Parses and validates a model from `len` bytes; `origin` (a file name)
+ * prefixes error messages, which give line:column for JSON syntax errors. */
+int model_parse(const char *text, size_t len, const char *origin, model **out, char *err,
+                size_t errlen);
+int model_load(const char *path, model **out, char *err, size_t errlen);
+/* Serialises `m` as pretty JSON (malloc'd) and stores its hash in m->sha256. */
+int model_to_json(model *m, char **out);
+int model_save(model *m, const char *path, char *err, size_t errlen);
+void model_free(model *m);
+/* Fresh zeroed model with room for n_events events and n_classes classes. */
+model *model_new(size_t n_events, size_t n_classes);
+
+/* Class of a process whose class statistic (cumulative cache-misses or
+ * misses per second, as the model's mode says) is `value`. */
+static inline int model_classify(const model *m, double value)
+{
+    if (m->class_event < 0 || m->n_classes < 2)
+        return 0;
+    return value >= m->class_threshold ? 0 : 1;
+}
+
+/* p_k(x) = b_k + sum_j c_kj (x_j - min_j) / (max_j - min_j), in watts, for
+ * rates x in events per second (model event order). A zero-width scaling
+ * range contributes nothing rather than dividing by zero. */
+double model_power(const model *m, int k, const double *rates);
+/* max(0, p_k(x) - p_k(0)): the part of the power that grows with activity. */
+double model_dynamic_power(const model *m, int k, const double *rates);
+
+/* ---- Attribution (attrib.c) ---------------------------------------------- */
+
+/* One tracked process in one tick. */
+typedef struct attrib_proc {
+    const double *rates; /* events per second, model event order */
+    int klass;           /* from model_classify */
+    /* outputs */
+    double standalone_j; /* p_k(x) * dt: the paper's real-time model */
+    double dynamic_w;    /* d_i */
+    double attributed_j; /* share of the measured (or modeled) active energy */
+} attrib_proc;
+
+typedef struct attrib_tick {
+    double dt_s;          /* tick length in seconds (> 0) */
+    bool measured;        /* host_j comes from RAPL */
+    double host_j;        /* measured energy of the model's target domains */
+    double idle_w;        /* idle power to book (model's, or a measured percentile) */
+    double untracked_dynamic_w; /* dynamic power of activity no tracked process
+                                   explains (system-wide counters), >= 0 */
+    /* outputs */
+    double modeled_host_j; /* idle*dt + sum d_i*dt (+ untracked): the model's view */
+    double idle_j, active_j, attributed_j, unattributed_j;
+} attrib_tick;
+
+/* Splits one tick's host energy: idle = min(idle_w*dt, host), active = host -
+ * idle, process i gets active * d_i / D where D = sum d_i + untracked; the
+ * rest is unattributed. Without a measurement host_j is set to the modeled
+ * host energy. Guarantees sum attributed + idle + unattributed = host_j to
+ * rounding, with no negative term. Returns -EINVAL on a bad dt or NaN input. */
+int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size_t n);
+
+#endif

@@ -1,0 +1,135 @@
+/* sample: what the hardware and the kernel say, turned into numbers.
+ *
+ * Three parts, each usable alone:
+ *   events   - event names encoded by libpfm4 into perf_event_attr, and split
+ *              into groups the PMU can schedule together;
+ *   counters - per-task counter groups (perf_event_open, PERF_FORMAT_GROUP
+ *              with time enabled/running), read in one read() per group,
+ *              with deltas scaled for multiplexing;
+ *   rapl     - every RAPL zone through libpowercap, with deltas that carry
+ *              across the counter wrap.
+ *
+ * Nothing here allocates on the read paths: counters_read and rapl_read are
+ * called 50 times a second for every tracked process.  Functions return 0 or
+ * a negative errno; those that can fail because of the machine fill `err`
+ * (UTIL_ERRLEN bytes) with one line naming the event or zone and the reason. */
+#ifndef WATTPROF_SAMPLE_H
+#define WATTPROF_SAMPLE_H
+
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- Events (events.c) --------------------------------------------------- */
+
+typedef struct sample_event {
+    char *name;                  /* as the user wrote it ("cycles", "perf::TASK-CLOCK") */
+    char *canonical;             /* libpfm4's fully qualified name */
+    struct perf_event_attr attr; /* ready for perf_event_open, minus read_format/flags */
+    bool software;               /* counted by the kernel, needs no PMU counter */
+    unsigned group;              /* index of the group this event is scheduled in */
+} sample_event;
+
+typedef struct sample_eventset {
+    sample_event *ev; /* in the order given */
+    size_t n;
+    unsigned n_groups;
+    unsigned hw_counters; /* generic counters of the core PMU used to size groups */
+} sample_eventset;
+
+/* Encodes `names` at user+kernel privilege level. An unknown name fails with
+ * -ENOENT and `err` naming it. Hardware events are packed into groups of at
+ * most hw_counters events; software events share their own group. */
+int events_encode(const char *const *names, size_t n, sample_eventset **out, char *err,
+                  size_t errlen);
+void events_free(sample_eventset *es);
+/* Index of the event named `name` (as given), or -1. */
+int events_find(const sample_eventset *es, const char *name);
+/* Checks that every event opens on this machine for the calling process;
+ * on failure returns the kernel's -errno with `err` naming every event that
+ * did not open and why. */
+int events_probe(const sample_eventset *es, char *err, size_t errlen);
+
+/* ---- Counters (counters.c) ----------------------------------------------- */
+
+enum {
+    /* Count the task's child processes too (inherit=1 without
+     * inherit_thread): what `wattprof run` wants for a command tree. */
+    COUNTERS_CHILDREN = 1u << 0,
+    /* Start disabled; enable when the task calls exec (for fork+exec). */
+    COUNTERS_ENABLE_ON_EXEC = 1u << 1,
+};
+
+typedef struct counters_proc counters_proc;
+
+/* Opens the event set on process `pid`. Without COUNTERS_CHILDREN the
+ * events use inherit + inherit_thread: the process's future threads are
+ * counted, its children are not; one set of groups is opened per thread that
+ * already exists (from /proc/PID/task). */
+int counters_open(const sample_eventset *es, pid_t pid, unsigned flags, counters_proc **out,
+                  char *err, size_t errlen);
+void counters_close(counters_proc *p);
+
+/* One interval of one process, per event of the set. */
+typedef struct counters_delta {
+    double *scaled;  /* delta scaled by enabled/running (estimated true count) */
+    double *ratio;   /* running/enabled over the interval, 1 = never multiplexed,
+                        0 = not counted at all in the interval */
+    uint64_t enabled_ns; /* time enabled over the interval (leader of group 0) */
+} counters_delta;
+
+/* Allocates a delta for `es` (free with counters_delta_free). */
+int counters_delta_new(const sample_eventset *es, counters_delta *d);
+void counters_delta_free(counters_delta *d);
+
+/* Reads every group (one read() each) and stores the change since the
+ * previous read (or since opening) into `d`. Returns -ESRCH once the process
+ * and all its threads are gone; the counts of exited threads stay in. */
+int counters_read(counters_proc *p, counters_delta *d);
+
+/* Totals since opening: scaled counts and the overall running/enabled ratio. */
+void counters_totals(const counters_proc *p, const double **scaled, const double **ratio);
+
+/* ---- RAPL (rapl.c) ------------------------------------------------------- */
+
+typedef struct rapl_zone {
+    char name[64];   /* sysfs name: "package-0", "core", "uncore", "dram", "psys" */
+    char domain[16]; /* name without the "-N" suffix: "package", "core", ... */
+    char id[32];     /* sysfs id, e.g. "intel-rapl:0:1" */
+    unsigned package; /* top-level zone index this zone belongs to */
+    uint32_t path[2]; /* zone indexes for libpowercap */
+    uint32_t depth;
+    uint64_t max_energy_range_uj;
+    uint64_t last_uj; /* reading at the previous rapl_read */
+} rapl_zone;
+
+typedef struct rapl {
+    rapl_zone *zone;
+    size_t n;           /* 0 when the machine has no RAPL */
+    char state[256];    /* one line for people: "4 zones", or why there are none */
+} rapl;
+
+/* Finds every zone of every package. A machine without RAPL (or without
+ * permission to read energy_uj) is not an error: it returns 0 with n = 0 and
+ * the reason in state. */
+int rapl_open(rapl **out);
+void rapl_close(rapl *r);
+
+/* Reads all zones; delta_j[i] gets the energy of zone i in joules since the
+ * previous call (or rapl_open), handling a wrap at max_energy_range_uj. */
+int rapl_read(rapl *r, double *delta_j);
+
+/* Sum of delta_j over the zones whose domain is one of `domains`. core and
+ * uncore are parts of package, so when package is listed they are skipped
+ * and nothing is counted twice (dram is outside package even though sysfs
+ * nests it there). */
+double rapl_sum_domains(const rapl *r, const double *delta_j, const char *const *domains,
+                        size_t n_domains);
+
+/* Energy delta of a counter that went from `prev` to `now` and wraps at
+ * `range` (pure; exposed for tests). */
+uint64_t rapl_wrap_delta(uint64_t prev, uint64_t now, uint64_t range);
+
+#endif

@@ -1,0 +1,189 @@
+/* util: logging, file reading, hashing and parsing shared by all of wattprof. */
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <sha2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+extern char *program_invocation_short_name;
+
+void util_log(int level, const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    /* journald reads the priority from the prefix; a terminal wants a name. */
+    if (getenv("JOURNAL_STREAM"))
+        fprintf(stderr, "<%d>%s\n", level, line);
+    else
+        fprintf(stderr, "%s: %s\n", program_invocation_short_name, line);
+}
+
+int util_err(char *err, size_t errlen, int error, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err && errlen > 0) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return error < 0 ? error : -error;
+}
+
+int util_read_file(const char *path, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    size_t used = 0, cap = 0;
+    int r = 0;
+
+    if (!f)
+        return -errno;
+    for (;;) {
+        if (used + 4096 + 1 > cap) {
+            size_t ncap = cap ? cap * 2 : 8192;
+            char *n = realloc(data, ncap);
+            if (!n) {
+                r = -ENOMEM;
+                goto out;
+            }
+            data = n;
+            cap = ncap;
+        }
+        size_t got = fread(data + used, 1, cap - used - 1, f);
+        used += got;
+        if (got == 0) {
+            if (ferror(f))
+                r = -EIO;
+            break;
+        }
+    }
+out:
+    fclose(f);
+    if (r < 0) {
+        free(data);
+        return r;
+    }
+    data[used] = '\0';
+    *buf = data;
+    if (len)
+        *len = used;
+    return 0;
+}
+
+void util_sha256_hex(const void *data, size_t len, char hex[65])
+{
+    SHA2_CTX ctx;
+    uint8_t digest[SHA256_DIGEST_LENGTH];
+
+    SHA256Init(&ctx);
+    SHA256Update(&ctx, data, len);
+    SHA256Final(digest, &ctx);
+    for (size_t i = 0; i < sizeof(digest); i++)
+        snprintf(hex + 2 * i, 3, "%02x", digest[i]);
+}
+
+uint64_t util_now_ns(int clock_id)
+{
+    struct timespec ts;
+
+    clock_gettime(clock_id, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void util_line_col(const char *text, size_t off, int *line, int *col)
+{
+    int l = 1, c = 1;
+
+    for (size_t i = 0; i < off && text[i]; i++) {
+        if (text[i] == '\n') {
+            l++;
+            c = 1;
+        } else {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
+int util_parse_double(const char *s, double *out)
+{
+    char *end;
+    double v;
+
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    v = strtod(s, &end);
+    while (*end == ' ' || *end == '\t' || *end == '\r')
+        end++;
+    if (*end != '\0' || errno == ERANGE || !isfinite(v))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int util_parse_long(const char *s, long *out)
+{
+    char *end;
+    long v;
+
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (*end != '\0' || errno == ERANGE)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int util_split_list(const char *s, char sep, char ***out, size_t *n)
+{
+    size_t count = 1, k = 0;
+    char **v;
+
+    for (const char *p = s; *p; p++)
+        count += *p == sep;
+    v = calloc(count, sizeof(*v));
+    if (!v)
+        return -ENOMEM;
+    for (const char *p = s;; p++) {
+        const char *end = strchr(p, sep);
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == 0) {
+            util_strv_free(v, k);
+            return -EINVAL;
+        }
+        v[k] = strndup(p, len);
+        if (!v[k]) {
+            util_strv_free(v, k);
+            return -ENOMEM;
+        }
+        k++;
+        if (!end)
+            break;
+        p = end;
+    }
+    *out = v;
+    *n = k;
+    return 0;
+}
+
+void util_strv_free(char **v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}

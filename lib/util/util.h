@@ -1,0 +1,56 @@
+/* util: the few helpers every part of wattprof shares.
+ *
+ * Logging follows sd-daemon conventions: each line starts with a priority
+ * prefix ("<3>") when stderr goes to the journal (JOURNAL_STREAM is set),
+ * otherwise with the program name, so the same binary reads well in a
+ * terminal and in journald.  Functions that can fail return a negative errno
+ * and, where a person needs to know more, fill an error buffer with one line
+ * that names the input at fault. */
+#ifndef WATTPROF_UTIL_H
+#define WATTPROF_UTIL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define UTIL_ERRLEN 512 /* size of every error-message buffer in wattprof */
+
+enum util_log_level { UTIL_LOG_ERR = 3, UTIL_LOG_WARNING = 4, UTIL_LOG_NOTICE = 5,
+                      UTIL_LOG_INFO = 6, UTIL_LOG_DEBUG = 7 };
+
+/* Writes one line to stderr at the given syslog level. */
+void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_error(...) util_log(UTIL_LOG_ERR, __VA_ARGS__)
+#define log_warning(...) util_log(UTIL_LOG_WARNING, __VA_ARGS__)
+#define log_info(...) util_log(UTIL_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) util_log(UTIL_LOG_DEBUG, __VA_ARGS__)
+
+/* printf into an error buffer of errlen bytes (no-op when err is NULL);
+ * returns -error so callers can write `return util_err(err, n, -EINVAL, ...)`. */
+int util_err(char *err, size_t errlen, int error, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Reads a whole file into a NUL-terminated malloc'd buffer. Returns 0 or
+ * -errno; *len excludes the terminator. */
+int util_read_file(const char *path, char **buf, size_t *len);
+
+/* SHA-256 of a buffer as 64 lowercase hex digits plus NUL (hex must hold 65). */
+void util_sha256_hex(const void *data, size_t len, char hex[65]);
+
+/* Nanoseconds on the given clock (CLOCK_MONOTONIC, CLOCK_REALTIME, ...). */
+uint64_t util_now_ns(int clock_id);
+
+/* Line and column (both 1-based) of byte offset `off` in `text`. */
+void util_line_col(const char *text, size_t off, int *line, int *col);
+
+/* Strict number parsing: the whole string must be a finite number. */
+int util_parse_double(const char *s, double *out);
+int util_parse_long(const char *s, long *out);
+
+/* Splits "a,b,c" into a malloc'd array of malloc'd strings (empty items are
+ * an error). Free with util_strv_free. */
+int util_split_list(const char *s, char sep, char ***out, size_t *n);
+void util_strv_free(char **v, size_t n);
+
+#endif
