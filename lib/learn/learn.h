@@ -70,4 +70,39 @@ typedef struct learn_metrics {
 } learn_metrics;
 void learn_metrics_compute(const double *y, const double *p, size_t n, learn_metrics *out);
 
+/* ---- Expressions (expr.c) ----------------------------------------------
+ * A small infix language shared by symbolic regression and the GP's mean
+ * function: numbers, feature names, + - * /, unary minus, and the functions
+ * square, cube, sqrt, log, exp, max(a,b), min(a,b). Every numeric literal is
+ * a constant that fitting may change. Evaluation is protected: x/0 = 1,
+ * log|x| (log 0 = 0), sqrt|x|, exp clamped; a non-finite result makes
+ * evaluation report failure instead of spreading NaN. */
+typedef struct expr expr;
+
+/* Parses `text`; identifiers must be among vars[0..n_vars). Errors name
+ * the column: "expression:1:7: unknown feature 'foo'". */
+int expr_parse(const char *text, const char *const *vars, size_t n_vars, expr **out,
+               char *err, size_t errlen);
+void expr_free(expr *e);
+expr *expr_clone(const expr *e);
+/* Readable infix text after constant folding and simple simplification
+ * (malloc'd). */
+char *expr_print(const expr *e, const char *const *vars);
+size_t expr_size(const expr *e);  /* number of nodes */
+size_t expr_depth(const expr *e); /* a single leaf has depth 0 */
+size_t expr_n_consts(const expr *e);
+void expr_get_consts(const expr *e, double *c);
+void expr_set_consts(expr *e, const double *c);
+/* Evaluates at n points: cols[j] is feature j's column. Returns false when
+ * any result is not finite. */
+bool expr_eval(const expr *e, const double *const *cols, size_t n, double *out);
+/* Values and derivatives with respect to the constants:
+ * jac[k * n + i] = d e(x_i) / d c_k. */
+bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *out,
+                   double *jac);
+/* Fits the constants to y by Levenberg-Marquardt (GSL), at most max_iter
+ * iterations; *rss gets the residual sum of squares. */
+int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n,
+                    int max_iter, double *rss);
+
 #endif
