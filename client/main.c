@@ -11,7 +11,7 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-    //{"run", cmd_run, "run a command and report the energy it used"},
+    {"run", cmd_run, "run a command and report the energy it used"},
     {NULL, NULL, NULL},
 };
 

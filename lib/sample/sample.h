@@ -85,9 +85,21 @@ int counters_delta_new(const sample_eventset *es, counters_delta *d);
 void counters_delta_free(counters_delta *d);
 
 /* Reads every group (one read() each) and stores the change since the
- * previous read (or since opening) into `d`. Returns -ESRCH once the process
- * and all its threads are gone; the counts of exited threads stay in. */
+ * previous read (or since opening) into `d`. Works after the process has
+ * exited too: the kernel keeps the final counts until the events close, so
+ * an exiting process's last partial interval is read before closing. */
 int counters_read(counters_proc *p, counters_delta *d);
+
+/* The pure core of counters_read: adds one group's change between two raw
+ * PERF_FORMAT_GROUP readings {nr, time_enabled, time_running, value[nr]} to
+ * per-event sums. Member m counts event[m]; its delta is scaled by
+ * enabled/running (0 when the group never ran), and enabled/running are
+ * added per event so ratios can be formed over any span. */
+void counters_scale_group(const uint64_t *prev, const uint64_t *now, const size_t *event,
+                          double *scaled, uint64_t *enabled, uint64_t *running);
+
+/* False once every thread the events watch has exited (POLLHUP). */
+bool counters_alive(const counters_proc *p);
 
 /* Totals since opening: scaled counts and the overall running/enabled ratio. */
 void counters_totals(const counters_proc *p, const double **scaled, const double **ratio);
