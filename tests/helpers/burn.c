@@ -3,6 +3,8 @@
  *   burn SECONDS                 burn SECONDS of CPU in this thread
  *   burn --tree SECONDS          burn, then fork a child that burns as much
  *                                and wait for it (2 x SECONDS in all)
+ *   burn --loops N               a fixed amount of work (N million loop
+ *                                iterations), for overhead benchmarks
  *
  * CPU time is measured with CLOCK_THREAD_CPUTIME_ID, so the amount burned
  * is right however the scheduler shares the cores. */
@@ -31,8 +33,21 @@ static void burn(double seconds)
             x += (unsigned long)i;
 }
 
+static void loops(long millions)
+{
+    volatile unsigned long x = 0;
+
+    for (long m = 0; m < millions; m++)
+        for (int i = 0; i < 1000000; i++)
+            x += (unsigned long)i;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--loops") == 0) {
+        loops(atol(argv[2]));
+        return 0;
+    }
     bool tree = argc == 3 && strcmp(argv[1], "--tree") == 0;
     double s = argc >= 2 ? atof(argv[argc - 1]) : 0;
 
