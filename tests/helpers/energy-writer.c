@@ -25,9 +25,10 @@
  *                   It is first written (all zero) before the first update,
  *                   so a test can wait for it to know the writer is running:
  *                     awk '$1 == "total_j" { print $2 }' FILE
- *   --log FILE      appends "T_NS TOTAL_J" at every update (after a "#"
- *                   header), to interpolate the truth between any two
- *                   CLOCK_MONOTONIC instants.
+ *   --log FILE      appends "T_NS TOTAL_J" at the start (0 J, before the
+ *                   truth file first appears) and at every update, after a
+ *                   "#" header; tests/helpers/energy-truth interpolates it
+ *                   between any two CLOCK_MONOTONIC instants.
  *
  * Each zone's counter starts from the value already in its energy_uj and
  * wraps to 0 on reaching its max_energy_range_uj (no wrap when that is 0 or
@@ -351,6 +352,10 @@ static int run(writer *w)
         return 1;
     }
     w->t0_ns = w->last_ns = next = now_ns();
+    /* the starting point, so that the log covers everything after the
+     * truth file appears */
+    if (w->logf)
+        fprintf(w->logf, "%" PRIu64 " 0.000000\n", w->t0_ns);
     if ((r = write_truth(w)) < 0) {
         fprintf(stderr, "energy-writer: %s: %s\n", w->truth, strerror(-r));
         return 1;

@@ -5,12 +5,14 @@
 # RAPL or without permission, exact deltas across a staged wrap, and, with
 # tests/helpers/energy-writer driving energy_uj at a known power (constant,
 # across many wraps, and following real CPU load), the measured energy within
-# 2 % of the truth.  powercap-info (powercap-utils) must read the same tree.
+# 2 % of the truth; and rapl_read allocates nothing.  powercap-info
+# (powercap-utils) must read the same tree.
 set -euo pipefail
 
 fake=$SRCDIR/tests/helpers/fake-powercap
 probe=$BUILDDIR/tests/rapl-probe
 writer=$BUILDDIR/tests/energy-writer
+truth_of=$SRCDIR/tests/helpers/energy-truth
 pc=/sys/class/powercap
 work=$(mktemp -d /tmp/wattprof-rapl.XXXXXX)
 chmod 755 "$work"
@@ -27,7 +29,10 @@ command -v powercap-info >/dev/null ||
   { echo "SKIP: powercap-info not found (Debian package powercap-utils)"; exit 77; }
 
 # key GOT FILE KEY: the value of "KEY VALUE" in FILE
-key() { awk -v k="$2" '$1 == k { print $2; f = 1 } END { exit !f }' "$1" || fail "$2 not in $1"; }
+key() {
+  awk -v k="$2" '$1 == k { print $2; f = 1 } END { exit !f }' "$1" ||
+    { echo "FAIL: $2 not in $1: $(cat "$1")" >&2; exit 1; }
+}
 
 # within NAME GOT WANT REL: |GOT - WANT| <= REL * |WANT|
 within() {
@@ -56,6 +61,7 @@ diff -u "$work/want" "$work/list" || fail "zones of a two-package tree with psys
 ok "two packages with core, uncore, dram, and psys: 9 zones"
 
 # powercap-info sees the same zones with the same names and energies.
+# shellcheck disable=SC2016 # expanded by the inner shell
 "$fake" --packages 2 --psys --energy 12345 -- bash -c '
   for z in 0 0:0 0:1 0:2 1 1:0 1:1 1:2 2; do
     echo "$(powercap-info intel-rapl -z $z -x) $(powercap-info intel-rapl -z $z -j)"
@@ -66,9 +72,9 @@ ok "powercap-info reads the fake tree: same names, energies and zone count"
 
 # More than ten zones: the kernel and libpowercap spell indexes in hex.
 "$fake" --packages 11 --subzones dram -- "$probe" list >"$work/list"
-grep -qx 'zone intel-rapl:a package-10 package 10 1 262143328850' "$work/list" &&
+if ! { grep -qx 'zone intel-rapl:a package-10 package 10 1 262143328850' "$work/list" &&
   grep -qx 'zone intel-rapl:a:0 dram dram 10 2 262143328850' "$work/list" &&
-  [ "$(key "$work/list" n)" = 22 ] || fail "11 packages: $(cat "$work/list")"
+  [ "$(key "$work/list" n)" = 22 ]; }; then fail "11 packages: $(cat "$work/list")"; fi
 ok "11 packages: zone intel-rapl:a found, 22 zones"
 
 # Multi-die parts name zones package-P-die-D: still the package domain.
@@ -79,16 +85,19 @@ ok "package-0-die-1 is in domain package"
 
 # ---- Without RAPL, or without permission: a state, not an error ------------
 "$fake" --empty -- "$probe" list >"$work/list" 2>/dev/null || fail "rapl_open failed without RAPL"
-[ "$(key "$work/list" n)" = 0 ] && grep -q '^state no RAPL: /sys/class/powercap/intel-rapl does not exist' "$work/list" ||
+if ! { [ "$(key "$work/list" n)" = 0 ] &&
+  grep -q '^state no RAPL: /sys/class/powercap/intel-rapl does not exist' "$work/list"; }; then
   fail "without RAPL: $(cat "$work/list")"
+fi
 ok "no intel-rapl: n = 0, $(head -1 "$work/list")"
 
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
   "$fake" -- "${nobody[@]}" "$probe" list >"$work/list" 2>/dev/null || fail "rapl_open failed on EACCES"
-  [ "$(key "$work/list" n)" = 0 ] &&
-    grep -qx 'state no RAPL: /sys/class/powercap/intel-rapl:0/energy_uj is readable only by root (Permission denied)' "$work/list" ||
+  if ! { [ "$(key "$work/list" n)" = 0 ] &&
+    grep -qx 'state no RAPL: /sys/class/powercap/intel-rapl:0/energy_uj is readable only by root (Permission denied)' "$work/list"; }; then
     fail "energy_uj root-only: $(cat "$work/list")"
+  fi
   ok "energy_uj root-only, read as uid 65534: n = 0, $(head -1 "$work/list")"
   "$fake" --mode 0444 -- "${nobody[@]}" "$probe" list >"$work/list"
   [ "$(key "$work/list" n)" = 4 ] || fail "world-readable energy_uj: $(cat "$work/list")"
@@ -111,6 +120,17 @@ printf 'intel-rapl:0 150\nintel-rapl:0:0 100\nintel-rapl:0:1 0\nintel-rapl:0:2 0
 [ "$(key "$work/delta" intel-rapl:0:1)" = 20 ] || fail "counter reset: $(cat "$work/delta")"
 ok "staged wrap 900 -> 50 of 1000 reads 150 uJ; reset reads 20 uJ"
 
+# ---- rapl_read allocates nothing (sample.h's promise for the sampling path) --
+rc=0
+"$fake" --packages 2 --psys -- "$BUILDDIR/tests/rapl-noalloc" 1000 >"$work/noalloc" || rc=$?
+if [ "$rc" = 77 ]; then
+  echo "note: $(cat "$work/noalloc")"
+elif [ "$rc" = 0 ]; then
+  ok "rapl_read: $(cat "$work/noalloc")"
+else
+  fail "rapl_read allocates: $(cat "$work/noalloc")"
+fi
+
 # ---- A writer at a known power ---------------------------------------------
 # measure TRUTH FAKE_OPTS... -- WRITER_ARGS... -- PROBE_ARGS...: starts the
 # writer in the fake tree, waits until it runs, measures, stops the writer.
@@ -119,6 +139,7 @@ measure() {
   local fopts=() wargs=()
   while [ "$1" != -- ]; do fopts+=("$1"); shift; done; shift
   while [ "$1" != -- ]; do wargs+=("$1"); shift; done; shift
+  # shellcheck disable=SC2016 # expanded by the inner shell
   "$fake" "${fopts[@]}" -- bash -c '
     truth=$1 writer=$2 probe=$3 n=$4; shift 4
     "$writer" --truth "$truth" --log "$truth.log" "${@:1:n}" & w=$!
@@ -148,26 +169,21 @@ awk '$1 == "final" && $2 == "intel-rapl:0" { exit !($3 < 1000000) }' "$work/m2" 
   fail "the writer left energy_uj above max_energy_range_uj"
 
 # Following real CPU load: 10 W + 15 W per busy CPU while two processes spin
-# for 2 s.  The truth over the probe's interval comes from the writer's log.
+# for 2 s (one on a single-CPU machine).  The truth over the probe's interval
+# comes from the writer's log.
 measure "$work/t3" -- intel-rapl:0=10+15*load -- 3 --domains package >"$work/m3" &
 m=$!
 sleep 0.5
-timeout 2 sh -c 'while :; do :; done' & timeout 2 sh -c 'while :; do :; done' &
+spinners=$(($(nproc) >= 2 ? 2 : 1))
+for _ in $(seq $spinners); do timeout 2 sh -c 'while :; do :; done' & done
 wait $m || fail "measuring under load"
 wait
 s=$(key "$work/m3" start_ns) e=$(key "$work/m3" end_ns)
-truth=$(awk -v s="$s" -v e="$e" '
-  function at(t) { return t <= t0 ? j0 : j0 + (j1 - j0) * (t - t0) / (t1 - t0) }
-  /^#/ { next }
-  { if (!started) { pt = $1; pj = $2; started = 1 }
-    if ($1 >= s && !hs) { t0 = pt; j0 = pj; t1 = $1; j1 = $2; vs = at(s); hs = 1 }
-    if ($1 >= e && !he) { t0 = pt; j0 = pj; t1 = $1; j1 = $2; ve = at(e); he = 1 }
-    pt = $1; pj = $2 }
-  END { if (!hs || !he) exit 1; printf "%.6f\n", ve - vs }' "$work/t3.log") ||
-  fail "the writer log does not cover the probe's interval"
+truth=$("$truth_of" "$work/t3.log" "$s" "$e") || fail "the writer log does not cover the probe's interval"
 within "package at 10 W + 15 W per busy CPU" "$(key "$work/m3" sum)" "$truth" 0.02
 busy=$(key "$work/t3" busy_cpu_s) el=$(key "$work/t3" elapsed_s) tj=$(key "$work/t3" total_j)
-awk -v b="$busy" 'BEGIN { exit !(b >= 3.5) }' || fail "two spinning processes for 2 s: only $busy busy CPU-seconds"
+awk -v b="$busy" -v n="$spinners" 'BEGIN { exit !(b >= 0.85 * 2 * n) }' ||
+  fail "$spinners spinning processes for 2 s: only $busy busy CPU-seconds"
 within "writer truth = 10 W x ${el} s + 15 W x ${busy} CPU-s" "$tj" \
   "$(awk -v t="$el" -v b="$busy" 'BEGIN { print 10 * t + 15 * b }')" 0.001
 ok "load mode: $(awk -v j="$tj" -v t="$el" 'BEGIN { printf "%.1f W mean", j / t }')"
@@ -177,8 +193,9 @@ expect_error() { # NAME STATUS PATTERN CMD...: CMD fails with STATUS and a line 
   local name=$1 want=$2 pat=$3 rc=0; shift 3
   "$@" >"$work/out" 2>"$work/err" || rc=$?
   [ "$rc" = "$want" ] || fail "$name: exit $rc, want $want ($(cat "$work/err"))"
-  [ "$(wc -l <"$work/err")" = 1 ] && grep -q -- "$pat" "$work/err" ||
+  if ! { [ "$(wc -l <"$work/err")" = 1 ] && grep -q -- "$pat" "$work/err"; }; then
     fail "$name: stderr is not one line matching '$pat': $(cat "$work/err")"
+  fi
   ok "$name: $(cat "$work/err")"
 }
 expect_error "writer, bad power" 2 "bad power (W or IDLE+K\*load): '10+x'" \
@@ -191,4 +208,8 @@ expect_error "probe without RAPL" 1 "rapl-probe: no RAPL: " "$fake" --empty -- "
 expect_error "fake-powercap, bad option" 2 "unknown option '--bogus'" "$fake" --bogus -- true
 expect_error "fake-powercap, bad --packages" 2 "--packages needs a non-negative integer, got 'x'" \
   "$fake" --packages x -- true
+expect_error "energy-truth, interval outside the log" 1 "does not cover 1..2 ns" \
+  "$truth_of" "$work/t3.log" 1 2
+expect_error "energy-truth, bad arguments" 2 "usage: energy-truth LOG START_NS END_NS" \
+  "$truth_of" "$work/t3.log" 5 x
 echo "all RAPL checks passed"
