@@ -104,11 +104,26 @@ static int rapl_zone_init(rapl_zone *z, const uint32_t *path, uint32_t depth, ch
 
     r = powercap_sysfs_zone_get_energy_uj(RAPL_CONTROL_TYPE, z->path, depth, &z->last_uj);
     if (r == -EACCES || r == -EPERM)
-        return util_err(why, whylen, r, "%s%s/energy_uj is readable only by root (%s)", RAPL_FLAT,
-                        z->id, strerror(-r));
+        return util_err(why, whylen, r, "%s%s/energy_uj: %s (root-only since Linux 5.10)",
+                        RAPL_FLAT, z->id, strerror(-r));
     if (r < 0)
         return util_err(why, whylen, r, "cannot read %s%s/energy_uj: %s", RAPL_FLAT, z->id,
                         strerror(-r));
+    return 0;
+}
+
+/* Appends the zone at `path` to r->zone, which holds `cap` zones. */
+static int rapl_add(rapl *r, size_t cap, const uint32_t *path, uint32_t depth, char *why,
+                    size_t whylen)
+{
+    int ret;
+
+    if (r->n == cap)
+        return util_err(why, whylen, -EAGAIN, "%s changed while it was read", RAPL_SYSFS);
+    ret = rapl_zone_init(&r->zone[r->n], path, depth, why, whylen);
+    if (ret < 0)
+        return ret;
+    r->n++;
     return 0;
 }
 
@@ -119,20 +134,11 @@ static int rapl_walk(rapl *r, size_t cap, char *why, size_t whylen)
     int ret;
 
     for (path[0] = 0; path[0] < RAPL_MAX_TOP && zone_exists(path, 1); path[0]++) {
-        if (r->n == cap)
-            return util_err(why, whylen, -EAGAIN, "%s changed while it was read", RAPL_SYSFS);
-        ret = rapl_zone_init(&r->zone[r->n], path, 1, why, whylen);
+        ret = rapl_add(r, cap, path, 1, why, whylen);
+        for (path[1] = 0; ret == 0 && path[1] < RAPL_MAX_SUB && zone_exists(path, 2); path[1]++)
+            ret = rapl_add(r, cap, path, 2, why, whylen);
         if (ret < 0)
             return ret;
-        r->n++;
-        for (path[1] = 0; path[1] < RAPL_MAX_SUB && zone_exists(path, 2); path[1]++) {
-            if (r->n == cap)
-                return util_err(why, whylen, -EAGAIN, "%s changed while it was read", RAPL_SYSFS);
-            ret = rapl_zone_init(&r->zone[r->n], path, 2, why, whylen);
-            if (ret < 0)
-                return ret;
-            r->n++;
-        }
     }
     return 0;
 }

@@ -91,11 +91,18 @@ if ! { [ "$(key "$work/list" n)" = 0 ] &&
 fi
 ok "no intel-rapl: n = 0, $(head -1 "$work/list")"
 
+"$fake" --packages 0 -- "$probe" list >"$work/list" 2>/dev/null || fail "rapl_open failed without zones"
+if ! { [ "$(key "$work/list" n)" = 0 ] &&
+  grep -qx 'state no RAPL: /sys/class/powercap/intel-rapl has no zones' "$work/list"; }; then
+  fail "intel-rapl without zones: $(cat "$work/list")"
+fi
+ok "intel-rapl without zones: n = 0, $(head -1 "$work/list")"
+
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
   "$fake" -- "${nobody[@]}" "$probe" list >"$work/list" 2>/dev/null || fail "rapl_open failed on EACCES"
   if ! { [ "$(key "$work/list" n)" = 0 ] &&
-    grep -qx 'state no RAPL: /sys/class/powercap/intel-rapl:0/energy_uj is readable only by root (Permission denied)' "$work/list"; }; then
+    grep -qx 'state no RAPL: /sys/class/powercap/intel-rapl:0/energy_uj: Permission denied (root-only since Linux 5.10)' "$work/list"; }; then
     fail "energy_uj root-only: $(cat "$work/list")"
   fi
   ok "energy_uj root-only, read as uid 65534: n = 0, $(head -1 "$work/list")"
@@ -119,6 +126,18 @@ printf 'intel-rapl:0 150\nintel-rapl:0:0 100\nintel-rapl:0:1 0\nintel-rapl:0:2 0
   echo 20 >$pc/intel-rapl:0:1/energy_uj" >"$work/delta"
 [ "$(key "$work/delta" intel-rapl:0:1)" = 20 ] || fail "counter reset: $(cat "$work/delta")"
 ok "staged wrap 900 -> 50 of 1000 reads 150 uJ; reset reads 20 uJ"
+
+# A zone that cannot be read is reported; the others are still read.
+rc=0
+"$fake" -- "$probe" delta sh -c "
+  echo 700 >$pc/intel-rapl:0/energy_uj; echo 30 >$pc/intel-rapl:0:2/energy_uj
+  rm $pc/intel-rapl:0:1/energy_uj" >"$work/delta" 2>"$work/err" || rc=$?
+printf 'intel-rapl:0 700\nintel-rapl:0:0 0\nintel-rapl:0:1 0\nintel-rapl:0:2 30\n' |
+  diff -u - "$work/delta" || fail "reads around a zone that vanished"
+if ! { [ "$rc" = 1 ] && grep -qx 'rapl-probe: rapl_read: No such file or directory' "$work/err"; }; then
+  fail "a vanished zone: exit $rc, $(cat "$work/err")"
+fi
+ok "a vanished energy_uj: rapl_read returns -ENOENT, the other zones are read"
 
 # ---- rapl_read allocates nothing (sample.h's promise for the sampling path) --
 rc=0
