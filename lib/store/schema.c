@@ -182,8 +182,10 @@ int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err
     int r;
 
     if (rc != SQLITE_OK) {
-        r = util_err(err, errlen, schema_errno(db, rc), "%s: cannot open the database: %s", path,
-                     db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+        int sys = db ? sqlite3_system_errno(db) : 0;
+        r = util_err(err, errlen, schema_errno(db, rc), "%s: cannot open the database: %s%s%s",
+                     path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), sys > 0 ? ": " : "",
+                     sys > 0 ? strerror(sys) : "");
         sqlite3_close(db);
         return r;
     }
