@@ -504,6 +504,12 @@ static void test_flush_on_close(void **state)
     assert_float_equal(file_num(f->path, "SELECT duration_s FROM calibration"), 0.4, 1e-9);
 }
 
+static void push_many_at(store *s, int64_t t, int pid0, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(push_proc(s, t * NS, pid0 + i, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+}
+
 /* ---- Queries ---------------------------------------------------------------- */
 
 static const char *sha_a = "1111111111111111111111111111111111111111111111111111111111111111";
@@ -926,6 +932,36 @@ static void test_rollup_and_retention(void **state)
     assert_int_equal(store_close(s), 0);
 }
 
+/* The writer's own periodic maintenance, on the data clock: a replay of
+ * old data keeps its rows relative to its own newest second. */
+static void test_periodic_maintenance_data_clock(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    config(&c);
+    c.clock = STORE_CLOCK_DATA;
+    c.maintain_interval_s = 1;
+    s = open_store(f->path, &c);
+    push_many_at(s, T0, 1, 3);
+    push_many_at(s, T0 + 2 * 86400, 1, 3);
+    assert_int_equal(store_flush(s), 0);
+    for (int i = 0; i < 300; i++) {
+        store_get_stats(s, &st);
+        if (st.maintenance_runs > 0)
+            break;
+        sleep_ms(10);
+    }
+    assert_true(st.maintenance_runs > 0);
+    assert_int_equal(store_close(s), 0);
+    /* T0's seconds are two days older than the newest: rolled up. */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 3);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_minute"), 3);
+    assert_int_equal(file_num(f->path, "SELECT min(t) FROM process_energy"), T0 + 2 * 86400);
+}
+
 /* ---- Faults ----------------------------------------------------------------- */
 
 static char *raw_text(sqlite3 *db, const char *sql)
@@ -1092,12 +1128,6 @@ static void test_directory_removed_then_back(void **state)
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 1);
 }
 
-static void push_many(store *s, int64_t t, int pid0, int n)
-{
-    for (int i = 0; i < n; i++)
-        assert_int_equal(push_proc(s, t * NS, pid0 + i, 1, 1.0, 1.0, 0.01, 0, 0), 0);
-}
-
 /* A full database (max_db_bytes): the commit fails with -ENOSPC and keeps
  * its rows; once retention frees pages, they are written. */
 static void test_full_database_resumes(void **state)
@@ -1114,14 +1144,14 @@ static void test_full_database_resumes(void **state)
     assert_int_equal(store_close(open_store(f->path, &c)), 0);
     empty = file_num(f->path, "PRAGMA page_count");
     s = open_store(f->path, &c);
-    push_many(s, T0, 1, 1500);
+    push_many_at(s, T0, 1, 1500);
     assert_int_equal(store_close(s), 0);
     one = file_num(f->path, "PRAGMA page_count") - empty;
 
     /* Room for half of a second batch. */
     c.max_db_bytes = (int64_t)(empty + one * 1.5) * 4096;
     s = open_store(f->path, &c);
-    push_many(s, now - 10, 5000, 1500);
+    push_many_at(s, now - 10, 5000, 1500);
     assert_int_equal(store_flush(s), -ENOSPC);
     store_get_stats(s, &st);
     assert_int_equal(st.error, -ENOSPC);
@@ -1152,6 +1182,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_calibration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rollup_and_retention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_periodic_maintenance_data_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_loses_at_most_last_second, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory_removed_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
