@@ -393,8 +393,8 @@ static void refuse(rpc_server *srv, int fd)
 {
     uint64_t now = util_now_ns(CLOCK_MONOTONIC);
 
+    atomic_fetch_add(&srv->refused, 1); /* before the client can see the close */
     close(fd);
-    atomic_fetch_add(&srv->refused, 1);
     /* One line a second at most: a flood of clients must not flood the log. */
     if (now - srv->refuse_logged_ns >= 1000000000ull || srv->refuse_logged_ns == 0) {
         log_warning("rpc: refusing connections: %u clients connected (max_clients)",
