@@ -24,6 +24,7 @@ int rpc_queue_new(rpc_queue **out)
     pthread_mutex_init(&q->lock, NULL);
     atomic_init(&q->refs, 1);
     atomic_init(&q->running, false);
+    atomic_init(&q->pending, false);
     *out = q;
     return 0;
 }
@@ -59,10 +60,13 @@ rpc_queue_item *rpc_queue_take(rpc_queue *q)
     rpc_queue_item *it;
     uint64_t v;
 
-    /* Reset the eventfd before taking: a push after this read writes again. */
+    /* Consume the eventfd first, then clear `pending`, then take: a push
+     * that saw `pending` set appended before it was cleared, so its item is
+     * taken here; a push after the clear writes the eventfd again. */
     if (read(q->efd, &v, sizeof(v)) < 0) {
         /* EAGAIN: nothing was signalled; items may still be there. */
     }
+    atomic_store(&q->pending, false);
     pthread_mutex_lock(&q->lock);
     it = q->head;
     q->head = q->tail = NULL;
@@ -109,9 +113,10 @@ static int queue_push(rpc_call *call, char *text, size_t len, bool final)
         q->head = it;
     q->tail = it;
     pthread_mutex_unlock(&q->lock);
-    /* The eventfd counter cannot overflow from writes of 1 in practice, and
-     * a full counter still leaves it readable, so the wakeup is not lost. */
-    if (write(q->efd, &one, sizeof(one)) < 0) {
+    /* One wakeup per batch: a syscall per reply would cost the publisher
+     * more than the append itself. */
+    if (!atomic_exchange(&q->pending, true) && write(q->efd, &one, sizeof(one)) < 0) {
+        /* EAGAIN: the counter is full, so it is readable and the server wakes */
     }
     return 0;
 }

@@ -94,8 +94,9 @@ typedef struct rpc_queue {
     pthread_mutex_t lock;
     int efd;
     rpc_queue_item *head, *tail;
-    bool closed;      /* under lock: the server has stopped */
-    pthread_t thread; /* the server thread, while running */
+    bool closed;         /* under lock: the server has stopped */
+    atomic_bool pending; /* the eventfd was written since the last take */
+    pthread_t thread;    /* the server thread, while running */
     atomic_bool running;
 } rpc_queue;
 

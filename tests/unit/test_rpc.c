@@ -536,6 +536,48 @@ static void test_held_call_outlives_the_server(void **state)
     rpc_client_free(c);
 }
 
+/* The sampling thread's side: pushing to a subscriber that never reads costs
+ * a queue append, never a wait, and ends with the subscriber dropped. */
+static void test_push_to_stalled_subscriber_never_blocks(void **state)
+{
+    struct fixture *f = *state;
+    rpc_client *c = connect_to(f);
+    rpc_call *held;
+    rpc_server_stats st;
+    uint64_t worst = 0;
+    char err[UTIL_ERRLEN], pad[200];
+    int i, r = 0;
+
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    assert_int_equal(
+        rpc_client_call(c, "io.wattprof.Unit.Hold", NULL, RPC_CALL_MORE, 1000, err, sizeof(err)),
+        0);
+    held = wait_held(f);
+    for (i = 0; i < 1000000 && r == 0; i++) {
+        json_object *o = json_object_new_object();
+        uint64_t t0;
+        json_object_object_add(o, "pad", json_object_new_string(pad));
+        t0 = util_now_ns(CLOCK_MONOTONIC);
+        r = rpc_reply_more(held, o);
+        t0 = util_now_ns(CLOCK_MONOTONIC) - t0;
+        worst = t0 > worst ? t0 : worst;
+        if (i % 1000 == 999)
+            usleep(100); /* a publisher has a pace; let the server thread run */
+    }
+    /* 1 MiB of unsent output at about 230 bytes a reply, plus what the
+     * socket holds: dropped after some thousands of replies. */
+    print_message("dropped after %d replies; slowest rpc_reply_more %.1f us\n", i,
+                  (double)worst / 1e3);
+    assert_int_equal(r, -ECONNRESET);
+    assert_true(i < 100000);
+    assert_true(worst < 50000000ull); /* ns; a wait on the client would be forever */
+    rpc_server_get_stats(f->srv, &st);
+    assert_int_equal(st.dropped, 1);
+    rpc_call_unref(held);
+    rpc_client_free(c);
+}
+
 static void test_max_clients(void **state)
 {
     struct fixture *f = *state;
@@ -708,6 +750,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_from_another_thread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_timeout_and_departure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_held_call_outlives_the_server, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_to_stalled_subscriber_never_blocks, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_max_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_oneway, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listen_unix, setup, teardown),
