@@ -7,6 +7,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -609,13 +610,19 @@ int rpc_server_add_method(rpc_server *srv, const char *method, rpc_method_fn fn,
 
 int rpc_server_start(rpc_server *srv)
 {
+    sigset_t all, old;
     int r;
 
     if (srv->started)
         return -EALREADY;
     if (atomic_load(&srv->stop))
         return -ESHUTDOWN; /* its queue is closed for good */
+    /* The thread starts with every signal blocked, so the program's own
+     * signal handling (SIGTERM, SIGHUP) never lands on the server thread. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     r = -pthread_create(&srv->thread, NULL, server_main, srv);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r == 0)
         srv->started = true;
     return r;

@@ -19,6 +19,7 @@ import unittest
 SERVER, SRCDIR = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 from varlink_peer import Closed, Connection, VarlinkError, wait_for_socket  # noqa: E402
+import varlink_idl  # noqa: E402
 
 MAX_REQUEST = 64 * 1024
 
@@ -429,6 +430,44 @@ class MaxClients(unittest.TestCase):
             c.call("org.varlink.service.GetInfo")
         stats = self.srv.stop()
         self.assertEqual(stats["refused"], len(errors))
+
+
+class InterfaceDefinitions(unittest.TestCase):
+    """The definitions parse under an independent, strict IDL parser."""
+
+    def test_monitor_definition(self):
+        with open(os.path.join(SRCDIR, "lib", "rpc", "io.wattprof.Monitor.varlink")) as f:
+            idl = varlink_idl.parse(f.read())
+        self.assertEqual(idl["name"], "io.wattprof.Monitor")
+        self.assertEqual(sorted(idl["methods"]),
+                         sorted(["GetStatus", "ListProcesses", "GetProcess", "GetHistory",
+                                 "Subscribe", "ListModels", "ReloadModels"]))
+        self.assertIn("NoSuchProcess", idl["errors"])
+        self.assertEqual(idl["methods"]["GetProcess"][0], "(pid: int, series_s: ?float)")
+
+    def test_every_served_definition_parses(self):
+        srv = Server()
+        try:
+            with srv.connect() as c:
+                for name in c.call("org.varlink.service.GetInfo")["interfaces"]:
+                    text = c.call("org.varlink.service.GetInterfaceDescription",
+                                  {"interface": name})["description"]
+                    self.assertEqual(varlink_idl.parse(text)["name"], name)
+        finally:
+            srv.stop()
+
+    def test_parser_rejects_broken_definitions(self):
+        cases = ["interface a.b\nmethod X(a: Undefined) -> ()",
+                 "interface a.b\nmethod X(a: ??int) -> ()",
+                 "interface a.b\nmethod X(a: int -> ()",
+                 "interface a.b\nmethod X(a: int, a: int) -> ()",
+                 "interface a.b\nmethod X() -> ()\nerror X ()",
+                 "interface a.b\nmethod x() -> ()",
+                 "interface ab\nmethod X() -> ()",
+                 "interface a.b\n"]
+        for text in cases:
+            with self.assertRaises(varlink_idl.IdlError, msg=text):
+                varlink_idl.parse(text)
 
 
 class SocketActivation(unittest.TestCase):
