@@ -37,6 +37,10 @@ static const char test_interface[] =
     "# Replies after ms milliseconds, from another thread.\n"
     "method Slow(ms: int) -> ()\n"
     "\n"
+    "# The server's counters (rpc_server_get_stats).\n"
+    "method Stats() -> (clients: int, accepted: int, refused: int, dropped: int,\n"
+    "  bad_requests: int, calls: int)\n"
+    "\n"
     "method Privileged() -> ()\n"
     "method Declared() -> ()\n";
 
@@ -230,6 +234,25 @@ static int privileged(rpc_call *call, json_object *params, const rpc_peer *peer,
     return peer->privileged ? rpc_reply(call, NULL) : -EPERM;
 }
 
+static int stats(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
+{
+    rpc_server_stats st;
+    json_object *out;
+    int r = rpc_params_check(call, params, NULL, 0);
+
+    if (r < 0)
+        return r;
+    rpc_server_get_stats(userdata, &st);
+    out = json_object_new_object();
+    json_object_object_add(out, "clients", json_object_new_int64(st.clients));
+    json_object_object_add(out, "accepted", json_object_new_int64((int64_t)st.accepted));
+    json_object_object_add(out, "refused", json_object_new_int64((int64_t)st.refused));
+    json_object_object_add(out, "dropped", json_object_new_int64((int64_t)st.dropped));
+    json_object_object_add(out, "bad_requests", json_object_new_int64((int64_t)st.bad_requests));
+    json_object_object_add(out, "calls", json_object_new_int64((int64_t)st.calls));
+    return rpc_reply(call, out);
+}
+
 struct options {
     const char *socket, *group;
     rpc_server_config cfg;
@@ -324,6 +347,7 @@ static int add_methods(rpc_server *srv, struct publisher *pub)
     if ((r = rpc_server_add_method(srv, "io.wattprof.Test.Echo", echo, NULL)) < 0 ||
         (r = rpc_server_add_method(srv, "io.wattprof.Test.Counter", counter, pub)) < 0 ||
         (r = rpc_server_add_method(srv, "io.wattprof.Test.Slow", slow, pub)) < 0 ||
+        (r = rpc_server_add_method(srv, "io.wattprof.Test.Stats", stats, srv)) < 0 ||
         (r = rpc_server_add_method(srv, "io.wattprof.Test.Privileged", privileged, NULL)) < 0)
         fprintf(stderr, "rpc-test-server: adding methods: %s\n", strerror(-r));
     return r;

@@ -17,7 +17,7 @@
  *
  * Limits that protect the daemon: a request over max_request bytes, or one
  * that is not a JSON object, gets org.varlink.service.InvalidParameter and
- * the connection is closed; a client whose unsent output passes max_output
+ * the connection is closed; a client whose unsent output would pass max_output
  * bytes is dropped; connections past max_clients are accepted and closed at
  * once.
  *
@@ -147,9 +147,12 @@ typedef struct rpc_server rpc_server;
 
 typedef struct rpc_server_config {
     const char *vendor, *product, *version, *url; /* for GetInfo; NULL reads "" */
-    gid_t priv_gid;       /* members are privileged; (gid_t)-1 for nobody but root */
-    size_t max_request;   /* 0: RPC_MAX_REQUEST_DEFAULT */
-    size_t max_output;    /* 0: RPC_MAX_OUTPUT_DEFAULT */
+    gid_t priv_gid;     /* members are privileged; (gid_t)-1 for nobody but root */
+    size_t max_request; /* 0: RPC_MAX_REQUEST_DEFAULT */
+    /* Unsent bytes a client may have waiting before it is dropped; a single
+     * larger reply still goes to a client with nothing else pending.
+     * 0: RPC_MAX_OUTPUT_DEFAULT */
+    size_t max_output;
     unsigned max_clients; /* 0: RPC_MAX_CLIENTS_DEFAULT */
 } rpc_server_config;
 

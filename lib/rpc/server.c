@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #define ACCEPT_PAUSE_MS 100 /* after EMFILE and friends, before trying accept again */
-#define READ_CHUNK 16384
 
 struct rpc_conn {
     struct rpc_conn *next, *prev;
@@ -74,10 +73,13 @@ static void conn_flush(struct rpc_conn *conn)
     }
 }
 
-/* Queues a message for the client, dropping a client that does not read. */
+/* Queues a message for the client, dropping a client that does not read:
+ * one whose unsent output would pass max_output.  A single reply bigger
+ * than the bound still goes to a client that has read everything before it. */
 static void conn_send(struct rpc_conn *conn, const char *text, size_t len)
 {
     rpc_server *srv = conn->srv;
+    int r;
 
     if (conn->dead)
         return;
@@ -85,12 +87,18 @@ static void conn_send(struct rpc_conn *conn, const char *text, size_t len)
         conn_flush(conn);
     if (conn->dead)
         return;
-    if (rpc_buf_append(&conn->out, text, len, srv->max_output) < 0) {
+    if (conn->out.len > 0 && conn->out.len + len > srv->max_output) {
         log_warning("rpc: dropping client (pid %d, uid %u): %zu bytes of output unread, "
                     "limit %zu",
                     (int)conn->peer.pid, (unsigned)conn->peer.uid, conn->out.len + len,
                     srv->max_output);
         atomic_fetch_add(&srv->dropped, 1);
+        conn_close(conn);
+        return;
+    }
+    r = rpc_buf_append(&conn->out, text, len, SIZE_MAX);
+    if (r < 0) {
+        log_warning("rpc: dropping client (pid %d): %s", (int)conn->peer.pid, strerror(-r));
         conn_close(conn);
     }
 }

@@ -51,6 +51,16 @@ class Server:
     def connect(self, timeout=10.0):
         return Connection(self.path, timeout)
 
+    def wait_stat(self, key, value, timeout=20.0):
+        """Waits until the server's counter reaches value; returns the time taken."""
+        t0 = time.monotonic()
+        with self.connect() as c:
+            while c.call("io.wattprof.Test.Stats")[key] < value:
+                if time.monotonic() - t0 > timeout:
+                    raise AssertionError("%s stayed below %d for %.0f s" % (key, value, timeout))
+                time.sleep(0.01)
+        return time.monotonic() - t0
+
     def stop(self):
         """Stops the server; returns its counters from the last stderr line."""
         self.proc.terminate()
@@ -328,12 +338,13 @@ class Stalled(unittest.TestCase):
                 stalled.send("io.wattprof.Test.Echo", {"text": "s" * 1024, "repeat": 32})
         except (BrokenPipeError, ConnectionResetError):
             pass  # dropped already
+        # Others are served promptly while the stalled one is still connected.
         t0 = time.monotonic()
         with self.srv.connect() as other:
             for _ in range(20):
                 other.call("org.varlink.service.GetInfo")
         self.assertLess(time.monotonic() - t0, 2.0)
-        time.sleep(0.2)
+        self.srv.wait_stat("dropped", 1)
         got = 0
         try:
             while True:
@@ -346,6 +357,13 @@ class Stalled(unittest.TestCase):
         stats = self.srv.stop()
         self.assertEqual(stats["dropped"], 1)
 
+    def test_one_reply_over_the_bound_reaches_a_reader(self):
+        with self.srv.connect() as c:
+            got = c.call("io.wattprof.Test.Echo", {"text": "b" * 1024, "repeat": 1024})
+            self.assertEqual(len(got["text"]), 1024 * 1024)  # 4x the 256 KiB bound
+            c.call("org.varlink.service.GetInfo")
+        self.assertEqual(self.srv.stop()["dropped"], 0)
+
     def test_stalled_subscriber_is_dropped(self):
         stalled = self.srv.connect()
         stalled.send("io.wattprof.Test.Counter", {"count": 1000000, "interval_ms": 0}, more=True)
@@ -353,10 +371,10 @@ class Stalled(unittest.TestCase):
             for i in range(20):
                 other.call("io.wattprof.Test.Echo", {"text": str(i)})
                 time.sleep(0.02)
-        end = time.monotonic() + 10
+        self.srv.wait_stat("dropped", 1)
         got = 0
         try:
-            while time.monotonic() < end:
+            while True:
                 stalled.reply()
                 got += 1
         except Closed:
