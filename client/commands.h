@@ -7,5 +7,13 @@
 #define WATTPROF_COMMANDS_H
 
 int cmd_run(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_history(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+int cmd_reload(int argc, char **argv);
 
 #endif

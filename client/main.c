@@ -12,6 +12,14 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     {"run", cmd_run, "run a command and report the energy it used"},
+    {"status", cmd_status, "the daemon's health: rate, sources, model, warnings"},
+    {"top", cmd_top, "live view of processes by power"},
+    {"ps", cmd_ps, "processes by energy over a recent window"},
+    {"show", cmd_show, "one process: totals, class history, recent power, model"},
+    {"history", cmd_history, "power over time of a process, command, user or the host"},
+    {"export", cmd_export, "stored per-second process rows as CSV or JSON"},
+    {"models", cmd_models, "models the daemon has loaded"},
+    {"reload", cmd_reload, "ask the daemon to load a model"},
     {NULL, NULL, NULL},
 };
 

@@ -1,0 +1,265 @@
+/* wattprof ps and wattprof show: per-process energy from the daemon.
+ *
+ * `ps` lists processes by energy, power or CPU over a recent window
+ * (ListProcesses); `show PID` adds one process's totals since it was first
+ * seen, its class history, its recent power series and the model
+ * (GetProcess). */
+#include "commands.h"
+#include "format.h"
+#include "plot.h"
+#include "query.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void ps_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wattprof ps [--window DURATION] [--user USER] [--comm REGEX]\n"
+            "                   [--sort energy|power|cpu] [-n N] [--socket PATH] [--json|--csv]\n"
+            "Lists processes by the energy attributed to them over the last window.\n\n"
+            "options:\n"
+            "  --window D       how far back (10s, 5m, 1h; default 10s)\n"
+            "  --user USER      only this user's processes (name or uid)\n"
+            "  --comm REGEX     only commands matching this POSIX extended regex\n"
+            "  --sort KEY       energy (default), power or cpu\n"
+            "  -n N             at most N processes\n" QUERY_COMMON_HELP);
+}
+
+static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
+{
+    static const struct option opts[] = {QUERY_LONGOPTS,
+                                         {"window", required_argument, NULL, 'w'},
+                                         {"user", required_argument, NULL, 'u'},
+                                         {"comm", required_argument, NULL, 'c'},
+                                         {"sort", required_argument, NULL, 's'},
+                                         {"limit", required_argument, NULL, 'n'},
+                                         {NULL, 0, NULL, 0}};
+    char err[UTIL_ERRLEN];
+    double d;
+    long n;
+    int64_t uid;
+    int o;
+
+    optind = 1;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
+        if (query_common_opt(q, o, optarg))
+            continue;
+        switch (o) {
+        case 'h':
+            ps_usage(stdout);
+            return 1;
+        case 'w':
+            if (fmt_parse_duration(optarg, "--window", &d, err, sizeof(err)) < 0) {
+                log_error("%s", err);
+                return -EINVAL;
+            }
+            json_object_object_add(p, "window_s", json_object_new_double(d));
+            break;
+        case 'u':
+            if (query_parse_user(optarg, &uid) < 0)
+                return -EINVAL;
+            json_object_object_add(p, "uid", json_object_new_int64(uid));
+            break;
+        case 'c':
+            json_object_object_add(p, "comm", json_object_new_string(optarg));
+            break;
+        case 's':
+            if (strcmp(optarg, "energy") && strcmp(optarg, "power") && strcmp(optarg, "cpu")) {
+                log_error("--sort '%s': expected energy, power or cpu", optarg);
+                return -EINVAL;
+            }
+            json_object_object_add(p, "sort", json_object_new_string(optarg));
+            break;
+        case 'n':
+            if (util_parse_long(optarg, &n) < 0 || n < 1) {
+                log_error("-n '%s': expected a positive count", optarg);
+                return -EINVAL;
+            }
+            json_object_object_add(p, "limit", json_object_new_int64(n));
+            break;
+        default:
+            query_bad_option("ps", argv[optind - 1]);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        log_error("ps: unexpected argument '%s' (see wattprof ps --help)", argv[optind]);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int cmd_ps(int argc, char **argv)
+{
+    json_object *params = json_object_new_object(), *reply = NULL;
+    query_opts q;
+    int r;
+
+    query_opts_init(&q);
+    if ((r = ps_params(argc, argv, &q, params)) != 0) {
+        json_object_put(params);
+        return r > 0 ? 0 : 2;
+    }
+    r = query_once(&q, "ListProcesses", params, &reply);
+    json_object_put(params);
+    if (r < 0)
+        return 1;
+    if (q.out == QUERY_JSON) {
+        query_print_json(reply);
+    } else {
+        fmt_table *t = query_process_table(query_obj(reply, "processes"));
+        if (!t) {
+            json_object_put(reply);
+            return 1;
+        }
+        if (q.out == QUERY_CSV)
+            fmt_table_print_csv(t, stdout);
+        else
+            fmt_table_print(t, stdout, q.color);
+        fmt_table_free(t);
+    }
+    json_object_put(reply);
+    return 0;
+}
+
+/* ---- show ------------------------------------------------------------------ */
+
+static void show_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wattprof show PID [--series DURATION] [--socket PATH] [--json|--csv]\n"
+            "Shows one process: energy since the daemon first saw it, its class\n"
+            "history, its recent power and the model. --csv prints the series.\n\n"
+            "options:\n"
+            "  --series D       how much recent power to show (default 60s)\n" QUERY_COMMON_HELP);
+}
+
+static void show_text(const query_opts *q, json_object *reply)
+{
+    json_object *p = query_obj(reply, "process"), *m = query_obj(reply, "model");
+    json_object *classes = query_obj(reply, "classes"), *series = query_obj(reply, "series");
+    size_t n = json_object_array_length(series);
+    char a[FMT_LEN], b[FMT_LEN], c[FMT_LEN];
+    double *y = calloc(n ? n : 1, sizeof(double)), sum = 0, peak = 0;
+
+    printf("%s%lld %s%s  user %s (uid %lld), class %s\n", q->color ? "\033[1m" : "",
+           (long long)query_int(p, "pid", 0), query_str(p, "comm"), q->color ? "\033[0m" : "",
+           query_str(p, "user"), (long long)query_int(p, "uid", -1), query_str(p, "class"));
+    if (*query_str(p, "cmdline"))
+        printf("command    %s\n", query_str(p, "cmdline"));
+    printf("seen       since %s", fmt_iso8601(a, query_num(p, "first_seen")));
+    if (!isnan(query_num(p, "exited")))
+        printf(", exited %s", fmt_iso8601(b, query_num(p, "exited")));
+    printf("\nenergy     %s attributed, %s standalone estimate\n",
+           fmt_energy(a, query_num(p, "total_j")), fmt_energy(b, query_num(p, "standalone_j")));
+    printf("classes   ");
+    for (size_t i = 0; i < json_object_array_length(classes); i++) {
+        json_object *k = json_object_array_get_idx(classes, i);
+        printf(" %s%s from %s", i ? "," : "", query_str(k, "class"),
+               fmt_iso8601(a, query_num(k, "t")));
+    }
+    printf("%s\n", json_object_array_length(classes) ? "" : " -");
+    for (size_t i = 0; y && i < n; i++) {
+        y[i] = query_num(json_object_array_get_idx(series, i), "power_w");
+        sum += isfinite(y[i]) ? y[i] : 0;
+        peak = fmax(peak, isfinite(y[i]) ? y[i] : 0);
+    }
+    printf("power      ");
+    if (n && y) {
+        plot_sparkline(stdout, y, n, plot_utf8());
+        printf("  mean %s, peak %s over %zu s\n", fmt_power(b, sum / (double)n), fmt_power(c, peak),
+               n);
+    } else {
+        printf("- (no recent samples)\n");
+    }
+    printf("model      %s (%s, sha256 %.12s)%s\n", query_str(m, "name"), query_str(m, "engine"),
+           query_str(m, "sha256"),
+           json_object_get_boolean(query_obj(m, "calibrated")) ? "" : ", uncalibrated");
+    free(y);
+}
+
+static void show_csv(json_object *reply)
+{
+    json_object *series = query_obj(reply, "series");
+
+    printf("t,time,energy_j,power_w,cpu\n");
+    for (size_t i = 0; i < json_object_array_length(series); i++) {
+        json_object *s = json_object_array_get_idx(series, i);
+        char a[FMT_LEN];
+        printf("%.0f,%s,%.6g,%.6g,%.6g\n", query_num(s, "t"), fmt_iso8601(a, query_num(s, "t")),
+               query_num(s, "energy_j"), query_num(s, "power_w"), query_num(s, "cpu"));
+    }
+}
+
+static int show_params(int argc, char **argv, query_opts *q, json_object *p)
+{
+    static const struct option opts[] = {
+        QUERY_LONGOPTS, {"series", required_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
+    char err[UTIL_ERRLEN];
+    double d;
+    long pid;
+    int o;
+
+    optind = 1;
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (query_common_opt(q, o, optarg))
+            continue;
+        if (o == 'h') {
+            show_usage(stdout);
+            return 1;
+        }
+        if (o == 's' && fmt_parse_duration(optarg, "--series", &d, err, sizeof(err)) == 0) {
+            json_object_object_add(p, "series_s", json_object_new_double(d < 1 ? 1 : d));
+            continue;
+        }
+        if (o == 's')
+            log_error("%s", err);
+        else
+            query_bad_option("show", argv[optind - 1]);
+        return -EINVAL;
+    }
+    if (optind != argc - 1) {
+        log_error("show: expected one PID (usage: wattprof show PID)");
+        return -EINVAL;
+    }
+    if (util_parse_long(argv[optind], &pid) < 0 || pid <= 0 || pid > 0x7fffffff) {
+        log_error("show: '%s' is not a process id", argv[optind]);
+        return -EINVAL;
+    }
+    json_object_object_add(p, "pid", json_object_new_int64(pid));
+    return 0;
+}
+
+int cmd_show(int argc, char **argv)
+{
+    json_object *params = json_object_new_object(), *reply = NULL;
+    query_opts q;
+    int r;
+
+    setlocale(LC_CTYPE, "");
+    query_opts_init(&q);
+    if ((r = show_params(argc, argv, &q, params)) != 0) {
+        json_object_put(params);
+        return r > 0 ? 0 : 2;
+    }
+    r = query_once(&q, "GetProcess", params, &reply);
+    json_object_put(params);
+    if (r < 0)
+        return 1;
+    if (q.out == QUERY_JSON)
+        query_print_json(reply);
+    else if (q.out == QUERY_CSV)
+        show_csv(reply);
+    else
+        show_text(&q, reply);
+    json_object_put(reply);
+    return 0;
+}

@@ -1,0 +1,326 @@
+/* query: socket, calls and Varlink errors for the query commands (query.h
+ * has the contract). */
+#include "query.h"
+#include "format.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void query_opts_init(query_opts *q)
+{
+    q->socket = NULL;
+    q->out = QUERY_TEXT;
+    q->color = fmt_color_wanted(stdout);
+}
+
+int query_common_opt(query_opts *q, int opt, const char *arg)
+{
+    switch (opt) {
+    case 'S':
+        q->socket = arg;
+        return 1;
+    case 'J':
+        q->out = QUERY_JSON;
+        return 1;
+    case 'C':
+        q->out = QUERY_CSV;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int query_bad_option(const char *cmd, const char *arg)
+{
+    log_error("%s: unknown option or missing value '%s' (see wattprof %s --help)", cmd, arg, cmd);
+    return 2;
+}
+
+void query_socket_path(const char *opt, char *buf, size_t len)
+{
+    const char *env = getenv("WATTPROF_SOCKET"), *runtime = getenv("XDG_RUNTIME_DIR");
+    const char *home = getenv("HOME");
+    struct stat st;
+
+    if (opt && *opt) {
+        snprintf(buf, len, "%s", opt);
+        return;
+    }
+    if (env && *env) {
+        snprintf(buf, len, "%s", env);
+        return;
+    }
+    if (geteuid() != 0) {
+        /* The same place an unprivileged wattprofd puts its socket. */
+        if (runtime && *runtime)
+            snprintf(buf, len, "%s/wattprof/io.wattprof.sock", runtime);
+        else
+            snprintf(buf, len, "%s/.local/state/wattprof/io.wattprof.sock", home ? home : "/tmp");
+        if (stat(buf, &st) == 0 && S_ISSOCK(st.st_mode))
+            return;
+    }
+    snprintf(buf, len, "%s", QUERY_SYSTEM_SOCKET);
+}
+
+int query_connect(const query_opts *q, rpc_client **out)
+{
+    char path[4096], err[UTIL_ERRLEN];
+    int r;
+
+    query_socket_path(q->socket, path, sizeof(path));
+    r = rpc_client_connect(path, out, err, sizeof(err));
+    if (r == -ENOENT || r == -ECONNREFUSED)
+        log_error("the daemon is not running: nothing listens on %s (start it with "
+                  "'systemctl start wattprofd', or run wattprofd and pass its --socket)",
+                  path);
+    else if (r == -EACCES || r == -EPERM)
+        log_error("permission denied on %s: this user may not open the daemon's socket "
+                  "(ask for the wattprof group, or use sudo)",
+                  path);
+    else if (r < 0)
+        log_error("cannot reach the daemon: %s", err);
+    return r;
+}
+
+/* One line for each error the daemon can answer. */
+static void report_error(const char *method, const char *name, json_object *p)
+{
+    if (strcmp(name, QUERY_IFACE "NoSuchProcess") == 0)
+        log_error("no process with pid %lld: the daemon has no record of it (or it belongs "
+                  "to another user)",
+                  (long long)query_int(p, "pid", -1));
+    else if (strcmp(name, RPC_ERR_PERMISSION_DENIED) == 0)
+        log_error("permission denied: as uid %u you may see only your own processes, and "
+                  "change nothing; root and members of the daemon's group (wattprof) may do "
+                  "the rest",
+                  (unsigned)getuid());
+    else if (strcmp(name, QUERY_IFACE "InvalidTimeRange") == 0)
+        log_error("bad time range: %s", query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "InvalidRegex") == 0)
+        log_error("bad --comm regex '%s': %s", query_str(p, "pattern"), query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "ModelLoadFailed") == 0)
+        log_error("the daemon could not load %s and keeps its current model: %s",
+                  query_str(p, "path"), query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
+        log_error("the daemon's database is unavailable: %s", query_str(p, "reason"));
+    else if (strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
+        log_error("the daemon refused parameter '%s' of %s", query_str(p, "parameter"), method);
+    else if (strcmp(name, RPC_ERR_METHOD_NOT_FOUND) == 0 ||
+             strcmp(name, RPC_ERR_METHOD_NOT_IMPLEMENTED) == 0)
+        log_error("the daemon does not offer %s (is it an older version?)", method);
+    else
+        log_error("the daemon answered %s with %s", method, name);
+}
+
+static int read_reply(rpc_client *c, const char *method, int timeout_ms, json_object **reply)
+{
+    rpc_reply_msg m = {0};
+    char err[UTIL_ERRLEN];
+    int r = rpc_client_read(c, timeout_ms, &m, err, sizeof(err));
+
+    if (r == -ETIMEDOUT && timeout_ms != QUERY_TIMEOUT_MS)
+        return r; /* a stream's quiet second, not a failure */
+    if (r == -ETIMEDOUT)
+        log_error("the daemon did not answer %s within %d s", method, QUERY_TIMEOUT_MS / 1000);
+    else if (r == -ECONNRESET)
+        log_error("the daemon closed the connection during %s (did it stop?)", method);
+    else if (r < 0)
+        log_error("reading the daemon's answer to %s: %s", method, err);
+    if (r < 0)
+        return r;
+    if (m.error) {
+        report_error(method, m.error, m.params);
+        r = strcmp(m.error, RPC_ERR_PERMISSION_DENIED) == 0 ? -EACCES
+            : strstr(m.error, "NoSuchProcess")              ? -ESRCH
+                                                            : -EINVAL;
+        rpc_reply_msg_clear(&m);
+        return r;
+    }
+    *reply = m.params;
+    m.params = NULL;
+    rpc_reply_msg_clear(&m);
+    return 0;
+}
+
+int query_call(rpc_client *c, const char *method, json_object *params, json_object **reply)
+{
+    char full[256], err[UTIL_ERRLEN];
+    int r;
+
+    snprintf(full, sizeof(full), "%s%s", QUERY_IFACE, method);
+    r = rpc_client_call(c, full, params, 0, QUERY_TIMEOUT_MS, err, sizeof(err));
+    if (r < 0) {
+        log_error("sending %s to the daemon: %s", method, err);
+        return r;
+    }
+    return read_reply(c, method, QUERY_TIMEOUT_MS, reply);
+}
+
+int query_once(const query_opts *q, const char *method, json_object *params, json_object **reply)
+{
+    rpc_client *c;
+    int r = query_connect(q, &c);
+
+    if (r < 0)
+        return r;
+    r = query_call(c, method, params, reply);
+    rpc_client_free(c);
+    return r;
+}
+
+int query_call_more(rpc_client *c, const char *method, json_object *params)
+{
+    char full[256], err[UTIL_ERRLEN];
+    int r;
+
+    snprintf(full, sizeof(full), "%s%s", QUERY_IFACE, method);
+    r = rpc_client_call(c, full, params, RPC_CALL_MORE, QUERY_TIMEOUT_MS, err, sizeof(err));
+    if (r < 0)
+        log_error("sending %s to the daemon: %s", method, err);
+    return r;
+}
+
+int query_next(rpc_client *c, int timeout_ms, json_object **reply)
+{
+    return read_reply(c, "Subscribe", timeout_ms, reply);
+}
+
+void query_print_json(json_object *o)
+{
+    puts(json_object_to_json_string_ext(o,
+                                        JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+}
+
+json_object *query_obj(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (!o || !json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v;
+}
+
+double query_num(json_object *o, const char *key)
+{
+    json_object *v = query_obj(o, key);
+    if (!v || (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)))
+        return NAN;
+    return json_object_get_double(v);
+}
+
+const char *query_str(json_object *o, const char *key)
+{
+    json_object *v = query_obj(o, key);
+    return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : "";
+}
+
+int64_t query_int(json_object *o, const char *key, int64_t dflt)
+{
+    json_object *v = query_obj(o, key);
+    if (!v || (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)))
+        return dflt;
+    return json_object_get_int64(v);
+}
+
+int query_parse_user(const char *s, int64_t *uid)
+{
+    struct passwd *pw = getpwnam(s);
+    long n;
+
+    if (pw) {
+        *uid = pw->pw_uid;
+        return 0;
+    }
+    if (util_parse_long(s, &n) == 0 && n >= 0) {
+        *uid = n;
+        return 0;
+    }
+    log_error("--user '%s': no such user (give a name or a numeric uid)", s);
+    return -EINVAL;
+}
+
+int query_open_out(const char *path, FILE **out)
+{
+    if (strcmp(path, "-") == 0) {
+        *out = stdout;
+        return 0;
+    }
+    *out = fopen(path, "w");
+    if (!*out) {
+        int r = -errno;
+        log_error("cannot write %s: %s", path, strerror(errno));
+        return r;
+    }
+    return 0;
+}
+
+int query_close_out(const char *path, FILE *f)
+{
+    bool bad = ferror(f) != 0;
+    int e = 0;
+
+    if (f == stdout)
+        bad = fflush(f) != 0 || bad;
+    else if (fclose(f) != 0)
+        bad = true;
+    e = errno;
+    if (bad) {
+        log_error("cannot write %s: %s", path, strerror(e ? e : EIO));
+        return -(e ? e : EIO);
+    }
+    return 0;
+}
+
+int query_table_num(fmt_table *t, const char *text, double raw)
+{
+    char buf[64];
+
+    if (isnan(raw))
+        return fmt_table_add(t, text, "");
+    snprintf(buf, sizeof(buf), "%.6g", raw);
+    return fmt_table_add(t, text, buf);
+}
+
+struct fmt_table *query_process_table(json_object *processes)
+{
+    static const char *head[] = {"PID",   "USER",   "COMMAND", "CLASS",
+                                 "POWER", "ENERGY", "TOTAL",   "CPU%"};
+    static const char *csv[] = {"pid",     "user",     "comm",    "class",
+                                "power_w", "energy_j", "total_j", "cpu"};
+    static const fmt_align al[] = {FMT_RIGHT, FMT_LEFT,  FMT_LEFT,  FMT_LEFT,
+                                   FMT_RIGHT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT};
+    fmt_table *t = fmt_table_new(8, head, csv, al);
+    int r = 0;
+
+    for (size_t i = 0; t && r == 0 && i < json_object_array_length(processes); i++) {
+        json_object *p = json_object_array_get_idx(processes, i);
+        char a[FMT_LEN], pid[32];
+        double cpu = query_num(p, "cpu");
+
+        snprintf(pid, sizeof(pid), "%lld", (long long)query_int(p, "pid", 0));
+        r = fmt_table_add(t, pid, NULL);
+        r = r ? r : fmt_table_add(t, query_str(p, "user"), NULL);
+        r = r ? r : fmt_table_add(t, query_str(p, "comm"), NULL);
+        r = r ? r : fmt_table_add(t, query_str(p, "class"), NULL);
+        r = r ? r
+              : query_table_num(t, fmt_power(a, query_num(p, "power_w")), query_num(p, "power_w"));
+        r = r ? r
+              : query_table_num(t, fmt_energy(a, query_num(p, "energy_j")),
+                                query_num(p, "energy_j"));
+        r = r ? r
+              : query_table_num(t, fmt_energy(a, query_num(p, "total_j")), query_num(p, "total_j"));
+        snprintf(a, sizeof(a), "%.1f", cpu * 100);
+        r = r ? r : query_table_num(t, a, cpu);
+    }
+    if (r < 0) {
+        fmt_table_free(t);
+        return NULL;
+    }
+    return t;
+}

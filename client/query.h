@@ -1,0 +1,107 @@
+/* query: what the commands that ask the daemon share — finding and
+ * connecting to its Varlink socket, making a call, turning Varlink errors
+ * into one line a person can act on, the common options (--socket, --json,
+ * --csv, --help) and reading JSON replies.
+ *
+ * Every function that fails has already printed its one-line error on
+ * stderr; callers only propagate the negative errno. */
+#ifndef WATTPROF_CLIENT_QUERY_H
+#define WATTPROF_CLIENT_QUERY_H
+
+#include "rpc/rpc.h"
+
+#include <getopt.h>
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define QUERY_IFACE "io.wattprof.Monitor."
+#define QUERY_SYSTEM_SOCKET "/run/wattprof/io.wattprof.sock"
+#define QUERY_TIMEOUT_MS 30000 /* a daemon that answers nothing in this long is stuck */
+
+typedef enum query_output { QUERY_TEXT, QUERY_JSON, QUERY_CSV } query_output;
+
+/* Options every query command takes. */
+typedef struct query_opts {
+    const char *socket; /* --socket; NULL: query_socket_path's default */
+    query_output out;
+    bool color; /* colour the text output (a TTY, NO_COLOR unset) */
+} query_opts;
+
+/* getopt_long entries for the common options; put them first in a command's
+ * option table. */
+#define QUERY_LONGOPTS                                                                             \
+    {"socket", required_argument, NULL, 'S'}, {"json", no_argument, NULL, 'J'},                    \
+        {"csv", no_argument, NULL, 'C'},                                                           \
+    {                                                                                              \
+        "help", no_argument, NULL, 'h'                                                             \
+    }
+
+#define QUERY_COMMON_HELP                                                                          \
+    "  --socket PATH    the daemon's socket (default: $WATTPROF_SOCKET, else the\n"                \
+    "                   daemon's own default; see wattprof(1))\n"                                  \
+    "  --json, --csv    machine-readable output\n"
+
+/* Initialises opts (text output, colour when stdout is a TTY without NO_COLOR). */
+void query_opts_init(query_opts *q);
+
+/* Handles one of the common options: returns 1 when `opt` was one, 0 if not. */
+int query_common_opt(query_opts *q, int opt, const char *arg);
+
+/* Prints "wattprof: CMD: unknown option or missing value 'ARG' (see wattprof
+ * CMD --help)" and returns 2, the exit status of a usage error. */
+int query_bad_option(const char *cmd, const char *arg);
+
+/* The socket to use: `opt` when given, else $WATTPROF_SOCKET, else the
+ * system daemon's /run/wattprof/io.wattprof.sock for root; for anyone else the
+ * socket of a wattprofd they run themselves
+ * ($XDG_RUNTIME_DIR/wattprof/io.wattprof.sock, or
+ * ~/.local/state/wattprof/io.wattprof.sock without XDG_RUNTIME_DIR) when it
+ * exists, else the system one. */
+void query_socket_path(const char *opt, char *buf, size_t len);
+
+/* Connects to the daemon. */
+int query_connect(const query_opts *q, rpc_client **out);
+
+/* Calls QUERY_IFACE `method` with params (borrowed; NULL: {}) and reads its
+ * reply into *reply (owned by the caller). */
+int query_call(rpc_client *c, const char *method, json_object *params, json_object **reply);
+
+/* Connects, calls, disconnects. */
+int query_once(const query_opts *q, const char *method, json_object *params, json_object **reply);
+
+/* Starts a streamed call ("more": true); read its replies with query_next. */
+int query_call_more(rpc_client *c, const char *method, json_object *params);
+
+/* Reads the next reply of a Subscribe stream; -ETIMEDOUT after timeout_ms. */
+int query_next(rpc_client *c, int timeout_ms, json_object **reply);
+
+/* Prints a reply as indented JSON with a final newline. */
+void query_print_json(json_object *o);
+
+/* Reading replies: a member's value, or NAN / "" / dflt when absent or null. */
+double query_num(json_object *o, const char *key);
+const char *query_str(json_object *o, const char *key);
+int64_t query_int(json_object *o, const char *key, int64_t dflt);
+json_object *query_obj(json_object *o, const char *key);
+
+/* A user name or a numeric uid; prints an error naming --user otherwise. */
+int query_parse_user(const char *s, int64_t *uid);
+
+/* Opens `path` for writing ("-": stdout); prints an error naming it. */
+int query_open_out(const char *path, FILE **out);
+/* Closes what query_open_out opened; a failed write (disk full) is an error
+ * naming the path. */
+int query_close_out(const char *path, FILE *f);
+
+/* The Process objects of a reply as a table: PID USER COMMAND CLASS POWER
+ * ENERGY (over the window) TOTAL CPU%; CSV columns pid, start_time, user,
+ * comm, class, power_w, energy_j, total_j, cpu. NULL on ENOMEM. */
+struct fmt_table;
+struct fmt_table *query_process_table(json_object *processes);
+/* Adds a cell whose CSV value is `raw` (%.6g; empty when NAN). */
+int query_table_num(struct fmt_table *t, const char *text, double raw);
+
+#endif
