@@ -329,6 +329,12 @@ static void track_pid(sampler *s, pid_t pid)
     procs_info_clear(&info);
 }
 
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
 static void rescan(sampler *s)
 {
     pid_t *pids;
@@ -338,11 +344,15 @@ static void rescan(sampler *s)
         return;
     for (size_t i = 0; i < n; i++)
         track_pid(s, pids[i]);
-    free(pids);
-    /* Exits the connector missed (or all of them without it). */
+    /* Exits the connector missed (or all of them without it): a process is
+     * gone when its pid has left /proc. Not counters_alive(): poll() on a
+     * counting perf event without a ring buffer says POLLHUP even while its
+     * task runs, which dropped every live process at each rescan. */
+    qsort(pids, n, sizeof(pid_t), cmp_pid);
     for (size_t i = 0; i < s->n; i++)
-        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
+        if (!bsearch(&s->procs[i]->pid, pids, n, sizeof(pid_t), cmp_pid))
             s->procs[i]->gone = true;
+    free(pids);
 }
 
 static void refresh_comm(sampler *s, pid_t pid)
