@@ -47,25 +47,38 @@ void plot_sparkline(FILE *out, const double *y, size_t n, bool utf8)
     }
 }
 
-/* Means of the points in each of w equal time slices; NAN where none. */
-static double *bucket(const plot_series *s, int w)
+/* The columns to draw, *w of them at most: with fewer points than columns
+ * each point gets an equal run of columns (and *w shrinks to fit them);
+ * otherwise each column is the mean of the points in its time slice (NAN
+ * where none). */
+static double *bucket(const plot_series *s, int *w)
 {
-    double *sum = calloc((size_t)w, sizeof(double)), *cnt = calloc((size_t)w, sizeof(double));
-    double t0 = s->t[0], span = s->t[s->n - 1] - t0;
+    double *sum, *cnt, t0 = s->t[0], span = s->t[s->n - 1] - t0;
 
+    if (s->n <= (size_t)*w) {
+        int k = *w / (int)s->n;
+        *w = k * (int)s->n;
+        if (!(sum = calloc((size_t)*w, sizeof(double))))
+            return NULL;
+        for (int i = 0; i < *w; i++)
+            sum[i] = s->y[i / k];
+        return sum;
+    }
+    sum = calloc((size_t)*w, sizeof(double));
+    cnt = calloc((size_t)*w, sizeof(double));
     if (!sum || !cnt) {
         free(sum);
         free(cnt);
         return NULL;
     }
     for (size_t i = 0; i < s->n; i++) {
-        int k = span > 0 ? (int)((s->t[i] - t0) / span * (w - 1) + 0.5) : 0;
+        int k = span > 0 ? (int)((s->t[i] - t0) / span * (*w - 1) + 0.5) : 0;
         if (!isfinite(s->y[i]))
             continue;
         sum[k] += s->y[i];
         cnt[k]++;
     }
-    for (int k = 0; k < w; k++)
+    for (int k = 0; k < *w; k++)
         sum[k] = cnt[k] > 0 ? sum[k] / cnt[k] : NAN;
     free(cnt);
     return sum;
@@ -80,7 +93,7 @@ int plot_terminal(FILE *out, const plot_series *s, int width, int height, bool u
 
     if (s->n == 0 || width < 10 || height < 2)
         return -EINVAL;
-    if (!(col = bucket(s, width)))
+    if (!(col = bucket(s, &width)))
         return -ENOMEM;
     top = max_of(col, (size_t)width);
     if (top <= 0)
@@ -207,7 +220,7 @@ static void draw_axes(cairo_t *cr, const struct frame *f)
     }
     snprintf(buf, sizeof(buf), "power (%s)", f->unit_name);
     cairo_save(cr);
-    cairo_move_to(cr, 16, (f->y0 + f->y1) / 2);
+    cairo_translate(cr, 18, (f->y0 + f->y1) / 2);
     cairo_rotate(cr, -M_PI / 2);
     text_at(cr, 0, 0, buf, 0.5, 0.5);
     cairo_restore(cr);

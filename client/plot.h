@@ -24,9 +24,10 @@ bool plot_utf8(void);
  * scaled from 0 to the largest value. */
 void plot_sparkline(FILE *out, const double *y, size_t n, bool utf8);
 
-/* Draws s as a column chart `width` columns by `height` rows (plus axes and
- * labels) on out: each column is the mean of the points that fall in its
- * time slice, from zero to the largest mean. Returns 0, or -EINVAL when
+/* Draws s as a column chart at most `width` columns by `height` rows (plus
+ * axes and labels) on out, from zero to the largest value: each column is
+ * the mean of the points that fall in its time slice, or with fewer points
+ * than columns, each point an equal run of columns. Returns 0, or -EINVAL when
  * there is nothing to draw or the size is too small. */
 int plot_terminal(FILE *out, const plot_series *s, int width, int height, bool utf8);
 
