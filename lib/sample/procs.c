@@ -323,23 +323,27 @@ static int procs_send_listen(procs_watch *w)
     return 0;
 }
 
-/* The connector message inside netlink message `nh`, or NULL when it is not
- * a well-formed proc event. */
-static const struct proc_event *procs_nl_event(const struct nlmsghdr *nh)
+/* Copies the proc event carried by netlink message `nh` into `out` (the
+ * payload sits 4 bytes off the 8-byte alignment proc_event needs) and its
+ * connector ack number into `ack`; false when it is not a proc event. */
+static bool procs_nl_event(const struct nlmsghdr *nh, struct proc_event *out, uint32_t *ack)
 {
     const struct cn_msg *cn;
 
     if (nh->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg)))
-        return NULL;
+        return false;
     cn = NLMSG_DATA(nh);
     if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC)
-        return NULL;
+        return false;
     /* The union is as large as its largest member; older kernels send the
      * same layout, so the fork/exec/exit fields are always present. */
     if (cn->len < offsetof(struct proc_event, event_data) + sizeof(struct exit_proc_event) ||
         nh->nlmsg_len < NLMSG_LENGTH(sizeof(struct cn_msg) + cn->len))
-        return NULL;
-    return (const struct proc_event *)cn->data;
+        return false;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, cn->data, cn->len < sizeof(*out) ? cn->len : sizeof(*out));
+    *ack = cn->ack;
+    return true;
 }
 
 /* Receives one datagram from the kernel into w->buf. 0 when one arrived,
@@ -388,9 +392,10 @@ static int procs_wait_ack(procs_watch *w, char *err, size_t errlen)
         size_t left = w->len;
         for (const struct nlmsghdr *nh = (const void *)w->buf; NLMSG_OK(nh, left);
              nh = NLMSG_NEXT(nh, left)) {
-            const struct proc_event *ev = procs_nl_event(nh);
-            const struct cn_msg *cn = NLMSG_DATA(nh);
-            if (!ev || ev->what != PROC_EVENT_NONE || cn->ack != w->nonce + 1)
+            struct proc_event pe;
+            const struct proc_event *ev = &pe;
+            uint32_t ack;
+            if (!procs_nl_event(nh, &pe, &ack) || pe.what != PROC_EVENT_NONE || ack != w->nonce + 1)
                 continue;
             /* Kernels before 6.6 allow listening with CAP_NET_ADMIN only. */
             if (ev->event_data.ack.err == EPERM)
@@ -514,8 +519,9 @@ int procs_watch_read(procs_watch *w, procs_event *ev, size_t max, size_t *n)
             continue;
         }
         w->off += NLMSG_ALIGN(nh->nlmsg_len);
-        const struct proc_event *pe = procs_nl_event(nh);
-        if (pe && procs_convert(pe, &ev[*n]))
+        struct proc_event pe;
+        uint32_t ack;
+        if (procs_nl_event(nh, &pe, &ack) && procs_convert(&pe, &ev[*n]))
             (*n)++;
     }
     return 0;
