@@ -277,6 +277,14 @@ static int run(config *cfg)
     char err[UTIL_ERRLEN];
     sigset_t mask;
 
+    /* Blocked before any thread starts (the store's writer is the first),
+     * so that only the signalfd sees them. */
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&ctx.lock, NULL);
     ctx.started_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
     if (geteuid() != 0 && cfg->n_track_uids == 0 && !cfg->replay_path) {
@@ -313,9 +321,6 @@ static int run(config *cfg)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
-    /* Blocked before the threads start, so only the signalfd sees them. */
-    pthread_sigmask(SIG_BLOCK, &mask, NULL);
-    signal(SIGPIPE, SIG_IGN);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
     if ((r = rpc_server_start(srv)) < 0 || (r = sampler_start(ctx.smp)) < 0) {
         log_error("starting threads: %s", strerror(-r));

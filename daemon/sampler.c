@@ -79,6 +79,7 @@ struct sampler {
     atomic_uint_fast64_t ticks;
     uint64_t seen_ticks;
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
+    double rescan_s; /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_rt0;
 
@@ -329,11 +330,7 @@ static void track_pid(sampler *s, pid_t pid)
     procs_info_clear(&info);
 }
 
-static int cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return (x > y) - (x < y);
-}
+static void refresh_comm(sampler *s, pid_t pid);
 
 static void rescan(sampler *s)
 {
@@ -344,15 +341,15 @@ static void rescan(sampler *s)
         return;
     for (size_t i = 0; i < n; i++)
         track_pid(s, pids[i]);
-    /* Exits the connector missed (or all of them without it): a process is
-     * gone when its pid has left /proc. Not counters_alive(): poll() on a
-     * counting perf event without a ring buffer says POLLHUP even while its
-     * task runs, which dropped every live process at each rescan. */
-    qsort(pids, n, sizeof(pid_t), cmp_pid);
-    for (size_t i = 0; i < s->n; i++)
-        if (!bsearch(&s->procs[i]->pid, pids, n, sizeof(pid_t), cmp_pid))
-            s->procs[i]->gone = true;
     free(pids);
+    /* Exits the connector missed (or all of them without it); without it,
+     * execs too, so commands get their new names. */
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
+            s->procs[i]->gone = true;
+        else if (!s->watch)
+            refresh_comm(s, s->procs[i]->pid);
+    }
 }
 
 static void refresh_comm(sampler *s, pid_t pid)
@@ -364,7 +361,7 @@ static void refresh_comm(sampler *s, pid_t pid)
         track_pid(s, pid); /* an exec may make a process match [track] */
         return;
     }
-    if (procs_read_info(pid, &info) == 0) {
+    if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
         memcpy(t->comm, info.comm, sizeof(t->comm));
         store_proc_info pi = {.t_ns = realtime_ns(), .pid = pid, .start_time = t->start,
                               .comm = info.comm, .cmdline = info.cmdline, .cgroup = info.cgroup,
@@ -372,8 +369,8 @@ static void refresh_comm(sampler *s, pid_t pid)
         store_push_proc_info(s->st, &pi);
         if (s->rec)
             trace_write_proc(s->rec, &info);
-        procs_info_clear(&info);
     }
+    procs_info_clear(&info);
 }
 
 static void drain_proc_events(sampler *s)
@@ -749,7 +746,7 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
         drain_proc_events(s);
         if (woke >= s->next_rescan_ns) {
             rescan(s);
-            s->next_rescan_ns = woke + (uint64_t)(s->cfg->rescan_s * 1e9);
+            s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
         }
         read_hardware(s);
         if (s->rec)
@@ -859,9 +856,13 @@ static int open_sources(sampler *s, char *err, size_t errlen)
         return r;
     if ((r = rapl_open(&s->power)) < 0)
         return util_err(err, errlen, r, "reading RAPL zones: %s", strerror(-r));
-    if (procs_watch_open(&s->watch, why, sizeof(why)) < 0)
+    s->rescan_s = s->cfg->rescan_s;
+    if (procs_watch_open(&s->watch, why, sizeof(why)) < 0) {
+        /* Without fork/exec events, rescans are all we have: make them often. */
+        s->rescan_s = fmin(s->rescan_s, 1.0);
         log_warning("no proc connector (%s): finding processes by rescanning /proc every %g s",
-                    why, s->cfg->rescan_s);
+                    why, s->rescan_s);
+    }
     procs_boot_id(s->boot_id);
     if (s->cfg->record_path) {
         trace_header h = {.events = NULL, .n_events = s->es->n, .n_zones = s->power->n,
@@ -945,7 +946,7 @@ int sampler_start(sampler *s)
 {
     if (!s->rep)
         rescan(s);
-    s->next_rescan_ns = util_now_ns(CLOCK_MONOTONIC) + (uint64_t)(s->cfg->rescan_s * 1e9);
+    s->next_rescan_ns = util_now_ns(CLOCK_MONOTONIC) + (uint64_t)(s->rescan_s * 1e9);
     int r = pthread_create(&s->thread, NULL, s->rep ? replay_loop : hardware_loop, s);
     return -r;
 }
