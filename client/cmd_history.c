@@ -203,6 +203,7 @@ static int draw(const struct history_opts *h, json_object *samples, double step)
     } else if (h->plot_file) {
         s.label = h->what;
         r = plot_image(h->plot_file, &s, 1, title, 900, 500, err, sizeof(err));
+        plot_release();
         if (r < 0)
             log_error("%s", err);
     } else {

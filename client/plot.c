@@ -6,6 +6,7 @@
 #include <cairo-svg.h>
 #include <cairo.h>
 #include <errno.h>
+#include <fontconfig/fontconfig.h>
 #include <langinfo.h>
 #include <math.h>
 #include <stdlib.h>
@@ -343,4 +344,10 @@ int plot_image(const char *path, const plot_series *s, size_t n_series, const ch
         return -EIO;
     }
     return 0;
+}
+
+void plot_release(void)
+{
+    cairo_debug_reset_static_data();
+    FcFini();
 }

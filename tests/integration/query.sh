@@ -21,11 +21,19 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-W() { "$WATTPROF" "$@" --socket "$sock"; }
+# W: a command that must succeed (a non-zero exit, a leak under ASan
+# included, is a failure); Wf: one whose failure is checked by expect_fail.
+Wf() { "$WATTPROF" "$@" --socket "$sock"; }
+W() {
+  "$WATTPROF" "$@" --socket "$sock"
+  local r=$?
+  [ "$r" = 0 ] || { echo "FAIL - wattprof $* exited $r"; failures=$((failures + 1)); }
+  return "$r"
+}
 
 "$WATTPROFD" --state-dir "$tmp" --socket "$sock" >"$tmp/daemon.log" 2>&1 &
 dpid=$!
-for _ in $(seq 100); do W status >/dev/null 2>&1 && break; sleep 0.1; done
+for _ in $(seq 100); do Wf status >/dev/null 2>&1 && break; sleep 0.1; done
 check "the daemon answers status" W status --json >/dev/null
 
 # A workload that outlives a /proc rescan (5 s), so it is found either way.
@@ -160,26 +168,26 @@ expect_fail "daemon not running" 1 "the daemon is not running: nothing listens o
   "$WATTPROF" status --socket "$tmp/none"
 expect_fail "WATTPROF_SOCKET is honoured" 1 "nothing listens on $tmp/env-none" \
   env WATTPROF_SOCKET="$tmp/env-none" "$WATTPROF" ps
-expect_fail "unknown pid" 1 "no process with pid 999999" W show 999999
-expect_fail "not a pid" 2 "'12x' is not a process id" W show 12x
-expect_fail "bad --since" 2 "--since 'yesterday': not a time" W history --host --since yesterday
-expect_fail "bad --until" 2 "--until '2026-13-01': not a time" W history --host --since 1h --until 2026-13-01
-expect_fail "until before since" 1 "bad time range" W history --host --since 1h --until 2h
-expect_fail "history without a subject" 2 "exactly one of --pid" W history --since 1h
-expect_fail "history without --since" 2 "--since is required" W history --host
-expect_fail "bad --window" 2 "--window '0s'" W ps --window 0s
-expect_fail "bad --sort" 2 "--sort 'size'" W ps --sort size
-expect_fail "bad regex" 1 "bad --comm regex '('" W ps --comm '('
-expect_fail "unknown user" 2 "--user 'no-such-user-x'" W ps --user no-such-user-x
-expect_fail "unknown option" 2 "unknown option or missing value '--bogus'" W status --bogus
+expect_fail "unknown pid" 1 "no process with pid 999999" Wf show 999999
+expect_fail "not a pid" 2 "'12x' is not a process id" Wf show 12x
+expect_fail "bad --since" 2 "--since 'yesterday': not a time" Wf history --host --since yesterday
+expect_fail "bad --until" 2 "--until '2026-13-01': not a time" Wf history --host --since 1h --until 2026-13-01
+expect_fail "until before since" 1 "bad time range" Wf history --host --since 1h --until 2h
+expect_fail "history without a subject" 2 "exactly one of --pid" Wf history --since 1h
+expect_fail "history without --since" 2 "--since is required" Wf history --host
+expect_fail "bad --window" 2 "--window '0s'" Wf ps --window 0s
+expect_fail "bad --sort" 2 "--sort 'size'" Wf ps --sort size
+expect_fail "bad regex" 1 "bad --comm regex '('" Wf ps --comm '('
+expect_fail "unknown user" 2 "--user 'no-such-user-x'" Wf ps --user no-such-user-x
+expect_fail "unknown option" 2 "unknown option or missing value '--bogus'" Wf status --bogus
 expect_fail "unwritable export file" 1 "cannot write $tmp/no/dir/x.csv" \
-  W export --since 1h --format csv --out "$tmp/no/dir/x.csv"
+  Wf export --since 1h --format csv --out "$tmp/no/dir/x.csv"
 expect_fail "unwritable picture" 1 "cannot write $tmp/no/dir/x.png" \
-  W history --host --since 1h --plot "$tmp/no/dir/x.png"
-expect_fail "export without --format" 2 "--format is required" W export --since 1h
+  Wf history --host --since 1h --plot "$tmp/no/dir/x.png"
+expect_fail "export without --format" 2 "--format is required" Wf export --since 1h
 expect_fail "reload a file that is not a model" 1 "could not load $SRCDIR/meson.build" \
-  W reload "$SRCDIR/meson.build"
-expect_fail "reload a missing file" 1 "cannot read model $tmp/none.json" W reload "$tmp/none.json"
+  Wf reload "$SRCDIR/meson.build"
+expect_fail "reload a missing file" 1 "cannot read model $tmp/none.json" Wf reload "$tmp/none.json"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   asnobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$WATTPROF" "$@" --socket "$sock"; }
   expect_fail "permission denied: reload as nobody" 1 "permission denied: as uid 65534" \

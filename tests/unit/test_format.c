@@ -302,6 +302,7 @@ static void test_png(void **state)
     assert_non_null(strstr(err, "/nonexistent-dir/x.png"));
     assert_int_equal(plot_image("/tmp/x.jpg", &s, 1, "t", 640, 360, err, sizeof(err)), -EINVAL);
     assert_int_equal(plot_image_kind("A.SVG"), 2);
+    plot_release();
 }
 
 int main(void)
