@@ -34,6 +34,12 @@ W() {
 "$WATTPROFD" --state-dir "$tmp" --socket "$sock" >"$tmp/daemon.log" 2>&1 &
 dpid=$!
 for _ in $(seq 100); do Wf status >/dev/null 2>&1 && break; sleep 0.1; done
+if ! kill -0 "$dpid" 2>/dev/null; then
+  # Its own tests cover why; here it means these checks cannot run.
+  echo "wattprofd could not start here: $(tail -1 "$tmp/daemon.log")"
+  dpid=
+  exit 77
+fi
 check "the daemon answers status" W status --json >/dev/null
 
 # A workload that outlives a /proc rescan (5 s), so it is found either way.
