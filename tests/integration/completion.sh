@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Bash completion (client/wattprof.bash) against the built wattprof: the
+# subcommands, a subcommand's options and the fixed values of --sort and
+# --format, as bash would offer them.
+set -u
+. "$SRCDIR/tests/helpers/lib.sh"
+bin=$(mktemp -d)
+trap 'rm -rf "$bin"' EXIT
+ln -s "$WATTPROF" "$bin/wattprof"
+PATH=$bin:$PATH
+. "$SRCDIR/client/wattprof.bash"
+
+complete_line() { # WORDS...: what bash offers for the last word
+  COMP_WORDS=("$@")
+  COMP_CWORD=$(($# - 1))
+  COMPREPLY=()
+  _wattprof
+  printf '%s\n' "${COMPREPLY[@]}" | sort | tr '\n' ' '
+}
+
+check "subcommands from wattprof --help" \
+  test "$(complete_line wattprof s)" = "show status "
+check "every query subcommand is offered" \
+  "$PYTHON" -c 'import sys; got = set(sys.argv[1].split()); sys.exit(not {"status", "top", "ps", "show", "history", "export", "models", "reload", "run"} <= got)' "$(complete_line wattprof '')"
+check "history's options" test "$(complete_line wattprof history --s)" = "--since --socket --step "
+check "--sort values" test "$(complete_line wattprof ps --sort '')" = "cpu energy power "
+check "--format values" test "$(complete_line wattprof export --format j)" = "json "
+check "show completes pids" grep -qw "$$" <<<"$(complete_line wattprof show '')"
+finish
