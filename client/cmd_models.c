@@ -22,7 +22,7 @@ static void models_usage(FILE *out)
 
 static void reload_usage(FILE *out)
 {
-    fprintf(out, "usage: wattprof reload [FILE] [--socket PATH] [--json]\n"
+    fprintf(out, "usage: wattprof reload [FILE] [--socket PATH] [--json|--csv]\n"
                  "Asks the daemon to load the model FILE (default: its configured model) in\n"
                  "place of the current one; the current one stays if FILE fails to load.\n"
                  "Needs root or the daemon's group.\n\n"
@@ -152,6 +152,10 @@ int cmd_reload(int argc, char **argv)
     json_object *m = query_obj(reply, "model");
     if (q.out == QUERY_JSON)
         query_print_json(reply);
+    else if (q.out == QUERY_CSV)
+        printf("name,engine,sha256,calibrated\n%s,%s,%s,%s\n", query_str(m, "name"),
+               query_str(m, "engine"), query_str(m, "sha256"),
+               json_object_get_boolean(query_obj(m, "calibrated")) ? "true" : "false");
     else
         printf("loaded %s (%s, sha256 %.12s)%s\n", query_str(m, "name"), query_str(m, "engine"),
                query_str(m, "sha256"),

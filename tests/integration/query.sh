@@ -133,6 +133,8 @@ check "models table" grep -q '^\*' <(W models)
 check "models --csv header" test "$(W models --csv | head -1)" = "in_use,name,engine,sha256,created,cv_mape,loaded"
 W reload "$SRCDIR/models/cputime.json" --json >"$tmp/reload.json"
 check "reload FILE loads it" test "$(json_get "$tmp/reload.json" 'd["model"]["in_use"]')" = True
+check "reload --csv" grep -qx 'cputime-generic,ridge,[0-9a-f]\{64\},false' <(W reload "$SRCDIR/models/cputime.json" --csv)
+check "reload text" grep -qx 'loaded cputime-generic (ridge, sha256 [0-9a-f]\{12\}), uncalibrated' <(W reload)
 
 # ---- top ---------------------------------------------------------------------------------
 "$BURN" 30 &
