@@ -21,7 +21,7 @@
 struct export_opts {
     query_opts q;
     double since, until;
-    bool have_since, have_until;
+    bool have_since;
     bool json;
     const char *out; /* "-": stdout */
 };
