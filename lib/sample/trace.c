@@ -28,7 +28,7 @@
 
 #define TRACE_FORMAT "wattprof-trace/1"
 #define TRACE_STDIO_BUF (1u << 20)
-#define TRACE_NUM_MAX 25 /* longest "%.17g" of a double, sign and exponent included */
+#define TRACE_NUM_MAX 25 /* longest number printed: "%.17g" with sign and exponent */
 
 /* ---- Shared rules ----------------------------------------------------------- */
 
@@ -94,10 +94,84 @@ static void trace_put_u64(trace_writer *w, uint64_t v)
     trace_put(w, tmp + i, sizeof(tmp) - i);
 }
 
+static const uint64_t trace_pow10[20] = {
+    UINT64_C(1),
+    UINT64_C(10),
+    UINT64_C(100),
+    UINT64_C(1000),
+    UINT64_C(10000),
+    UINT64_C(100000),
+    UINT64_C(1000000),
+    UINT64_C(10000000),
+    UINT64_C(100000000),
+    UINT64_C(1000000000),
+    UINT64_C(10000000000),
+    UINT64_C(100000000000),
+    UINT64_C(1000000000000),
+    UINT64_C(10000000000000),
+    UINT64_C(100000000000000),
+    UINT64_C(1000000000000000),
+    UINT64_C(10000000000000000),
+    UINT64_C(100000000000000000),
+    UINT64_C(1000000000000000000),
+    UINT64_C(10000000000000000000),
+};
+
+/* Digits of v (< 10^width) zero-padded to `width`, trailing zeros dropped. */
+static void trace_put_fraction(trace_writer *w, uint64_t v, int width)
+{
+    char tmp[20];
+
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        tmp[i] = (char)('0' + v % 10);
+    while (width > 0 && tmp[width - 1] == '0')
+        width--;
+    trace_put(w, tmp, (size_t)width);
+}
+
+/* A positive, non-integral double as a decimal that reads back as the same
+ * double, with integer arithmetic only; false when v is out of its range.
+ *
+ * v = k * 2^-q exactly (k < 2^53). Its integer part prints exactly; the
+ * fraction f/2^q is printed with d digits, rounded to nearest, where d is
+ * the smallest with 10^-d < 2^-(q+1): the printed value is then within half
+ * of the gap to either neighbouring double (the gap below a power of two is
+ * half the gap above, hence q+1), so strtod returns v. Typical counts
+ * (~10^7) take 17 or 18 digits, like "%.17g", at a small fraction of
+ * printf's cost (tests/bench/trace-write). */
+static bool trace_put_exact(trace_writer *w, double v)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &v, sizeof(bits));
+    int biased = (int)(bits >> 52) & 0x7ff;
+    uint64_t k = (bits & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    int q = 1075 - biased; /* v = k * 2^-q for normal v */
+
+    if (biased == 0 || q <= 0 || q > 62) /* subnormal, integral, or below 2^-9:
+                                              10^d would not fit 64 bits */
+        return false;
+    int d = (int)((q + 1) * 0.30102999566398120) + 1;
+    uint64_t ipart = k >> q;
+    uint64_t f = k & ((UINT64_C(1) << q) - 1);
+    uint64_t pow10 = trace_pow10[d];
+    unsigned __int128 r = ((unsigned __int128)f * pow10 + ((unsigned __int128)1 << (q - 1))) >> q;
+    if (r == pow10) {
+        ipart++;
+        r = 0;
+    }
+    trace_put_u64(w, ipart);
+    if (r) {
+        trace_puts(w, ".");
+        trace_put_fraction(w, (uint64_t)r, d);
+    }
+    return true;
+}
+
 static void trace_put_double(trace_writer *w, double v)
 {
-    /* Below 2^53 every integer is exact in a double and reads back as one. */
-    if (v >= 0 && v < 9007199254740992.0 && v == (double)(uint64_t)v && !signbit(v)) {
+    /* Below 2^64 every integral double is an integer and reads back as one. */
+    if (v >= 0 && v < 18446744073709551616.0 && v == (double)(uint64_t)v && !signbit(v)) {
         trace_put_u64(w, (uint64_t)v);
         return;
     }
@@ -105,6 +179,8 @@ static void trace_put_double(trace_writer *w, double v)
         trace_puts(w, "-0.0");
         return;
     }
+    if (v > 0 && trace_put_exact(w, v))
+        return;
     w->line_len += (size_t)snprintf(w->line + w->line_len, TRACE_NUM_MAX + 1, "%.17g", v);
 }
 

@@ -243,6 +243,70 @@ static void test_round_trip(void **state)
     gsl_rng_free(rng);
 }
 
+/* The writer's own decimal printing (lib/sample/trace.c, trace_put_exact)
+ * is exact by an argument about gaps between doubles; its edges are powers of
+ * two, where the gap halves, and the ends of its range. Every double near
+ * each power of two from 2^-12 to 2^66, and a million random ones, must come
+ * back bit for bit. */
+static void test_exact_edges(void **state)
+{
+    enum { PER_TICK = 64 };
+    char *ev[PER_TICK];
+    char names[PER_TICK][8];
+    trace_header h = {.events = ev, .n_events = PER_TICK, .rate_hz = 50, .boot_id = BOOT};
+    double *vals = malloc(2000000 * sizeof(double));
+    size_t n = 0;
+    char path[128], err[UTIL_ERRLEN];
+    gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
+
+    gsl_rng_set(rng, 7);
+    for (int i = 0; i < PER_TICK; i++) {
+        snprintf(names[i], sizeof(names[i]), "e%d", i);
+        ev[i] = names[i];
+    }
+    for (int e = -12; e <= 66; e++) {
+        double p = ldexp(1, e), below = p, above = p;
+        vals[n++] = p;
+        for (int k = 0; k < 40; k++) {
+            below = nextafter(below, 0);
+            above = nextafter(above, INFINITY);
+            vals[n++] = below;
+            vals[n++] = above;
+        }
+    }
+    while (n < 1000000)
+        vals[n++] = ldexp(gsl_rng_uniform_pos(rng), (int)gsl_rng_uniform_int(rng, 80) - 12);
+    n -= n % PER_TICK;
+
+    double ones[PER_TICK];
+    for (int i = 0; i < PER_TICK; i++)
+        ones[i] = 1;
+    trace_proc_delta p = {.pid = 1, .ratio = ones};
+    trace_tick t = {.dt_ns = 1, .procs = &p, .n_procs = 1};
+    trace_writer *w;
+    snprintf(path, sizeof(path), "%s/edges.jsonl", tmpdir);
+    assert_int_equal(trace_writer_open(path, &h, &w, err, sizeof(err)), 0);
+    for (size_t i = 0; i < n; i += PER_TICK) {
+        p.scaled = vals + i;
+        t.mono_ns = i + 1;
+        assert_int_equal(trace_write_tick(w, &t), 0);
+    }
+    assert_int_equal(trace_writer_close(w), 0);
+
+    trace_reader *r;
+    trace_record_kind kind;
+    trace_tick rt;
+    procs_info pi;
+    assert_int_equal(trace_reader_open(path, &r, err, sizeof(err)), 0);
+    for (size_t i = 0; i < n; i += PER_TICK) {
+        assert_int_equal(trace_read(r, &kind, &rt, &pi, err, sizeof(err)), 1);
+        assert_same_doubles(vals + i, rt.procs[0].scaled, PER_TICK);
+    }
+    trace_reader_close(r);
+    gsl_rng_free(rng);
+    free(vals);
+}
+
 /* ---- Malformed traces ---------------------------------------------------- */
 
 typedef struct bad_case {
@@ -497,11 +561,9 @@ static void test_writer_disk_full(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_malformed),
-        cmocka_unit_test(test_truncated_after_records),
-        cmocka_unit_test(test_writer_refuses),
-        cmocka_unit_test(test_writer_disk_full),
+        cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_exact_edges),
+        cmocka_unit_test(test_malformed),      cmocka_unit_test(test_truncated_after_records),
+        cmocka_unit_test(test_writer_refuses), cmocka_unit_test(test_writer_disk_full),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
