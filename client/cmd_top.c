@@ -41,6 +41,7 @@ struct top {
     int64_t uid; /* -1: every visible user */
     enum top_sort sort;
     char filter[128];
+    char note[256]; /* shown on the status line until the next key */
     regex_t re;
     bool have_re;
     struct seen *seen;
@@ -185,6 +186,11 @@ static void draw(struct top *t, time_t started)
         printw("  waiting for the daemon's first update...");
     mvprintw(1, 0, "%zu processes  sort: %s  filter: %s  J view: since %s UTC", n,
              sort_name(t->sort), t->have_re ? t->filter : "none", when);
+    if (t->note[0]) {
+        attron(A_BOLD);
+        mvprintw(2, 0, "%s", t->note);
+        attroff(A_BOLD);
+    }
     attron(A_REVERSE);
     mvprintw(3, 0, "%7s %-10s %-16s %-9s %9s %9s %9s %6s", "PID", "USER", "COMMAND", "CLASS", "W",
              "J view", "J total", "CPU%");
@@ -206,26 +212,33 @@ static void draw(struct top *t, time_t started)
     refresh();
 }
 
-/* Reads a regex on the last line; an empty one clears the filter. */
+/* Reads a regex on the last line: an empty one clears the filter, a bad one
+ * keeps the current filter and says why on the status line. */
 static void ask_filter(struct top *t)
 {
     char buf[sizeof(t->filter)] = "";
+    regex_t re;
+    int r;
 
     move(LINES - 1, 0);
     clrtoeol();
     printw("filter (regex on command, empty clears): ");
     echo();
-    nocbreak();
-    cbreak();
     nodelay(stdscr, FALSE);
     getnstr(buf, (int)sizeof(buf) - 1);
     nodelay(stdscr, TRUE);
     noecho();
+    if (buf[0] && (r = regcomp(&re, buf, REG_EXTENDED | REG_NOSUB)) != 0) {
+        char why[96];
+        regerror(r, &re, why, sizeof(why));
+        snprintf(t->note, sizeof(t->note), "bad regex '%s': %s", buf, why);
+        return;
+    }
     if (t->have_re)
         regfree(&t->re);
-    t->have_re = false;
-    if (buf[0] && regcomp(&t->re, buf, REG_EXTENDED | REG_NOSUB) == 0) {
-        t->have_re = true;
+    t->have_re = buf[0] != '\0';
+    if (t->have_re) {
+        t->re = re;
         snprintf(t->filter, sizeof(t->filter), "%s", buf);
     }
 }
@@ -245,6 +258,7 @@ static int drain(struct top *t, rpc_client *c)
 
 static bool key(struct top *t, int ch)
 {
+    t->note[0] = '\0';
     switch (ch) {
     case 'q':
     case 'Q':

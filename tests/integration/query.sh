@@ -156,6 +156,11 @@ if command -v tmux >/dev/null; then
   check "key / filters by regex" waitfor 'filter: bu.n'
   check "the filter leaves only burn" \
     test "$(pane | sed -n '5,28p' | grep -v '^ *$' | grep -vc ' burn ')" = 0
+  tmux send-keys -t "$session" / '(' Enter
+  check "a bad filter regex is named and the old filter kept" waitfor "bad regex '('"
+  check "the old filter stays" waitfor 'filter: bu.n'
+  tmux send-keys -t "$session" / Enter
+  check "an empty filter clears it" waitfor 'filter: none'
   tmux send-keys -t "$session" q
   sleep 0.5
   check "key q quits" test "$(tmux has-session -t "$session" 2>/dev/null && echo running)" = ""
