@@ -9,6 +9,7 @@
 
 #include "format.h"
 #include "plot.h"
+#include "query.h"
 
 #include <cairo.h>
 #include <errno.h>
@@ -16,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -305,6 +309,40 @@ static void test_png(void **state)
     plot_release();
 }
 
+/* --socket, then $WATTPROF_SOCKET, then the daemon's own default. */
+static void test_socket_path(void **state)
+{
+    char buf[256], dir[] = "/tmp/wattprof-xdg-XXXXXX", sock[300];
+
+    setenv("WATTPROF_SOCKET", "/env/sock", 1);
+    query_socket_path("/opt/sock", buf, sizeof(buf));
+    assert_string_equal(buf, "/opt/sock");
+    query_socket_path(NULL, buf, sizeof(buf));
+    assert_string_equal(buf, "/env/sock");
+    unsetenv("WATTPROF_SOCKET");
+    assert_non_null(mkdtemp(dir));
+    setenv("XDG_RUNTIME_DIR", dir, 1);
+    query_socket_path(NULL, buf, sizeof(buf));
+    assert_string_equal(buf, QUERY_SYSTEM_SOCKET); /* no personal daemon there */
+    /* A personal daemon's socket, where an unprivileged wattprofd puts it. */
+    snprintf(sock, sizeof(sock), "%s/wattprof", dir);
+    assert_int_equal(mkdir(sock, 0700), 0);
+    snprintf(sock, sizeof(sock), "%s/wattprof/io.wattprof.sock", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(sock) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    query_socket_path(NULL, buf, sizeof(buf));
+    /* Root always means the system daemon. */
+    assert_string_equal(buf, geteuid() == 0 ? QUERY_SYSTEM_SOCKET : sock);
+    close(fd);
+    unlink(sock);
+    snprintf(sock, sizeof(sock), "%s/wattprof", dir);
+    rmdir(sock);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_parse_time),     cmocka_unit_test(test_csv_quoting),
         cmocka_unit_test(test_table_layout),   cmocka_unit_test(test_color_not_on_pipes),
         cmocka_unit_test(test_terminal_chart), cmocka_unit_test(test_png),
+        cmocka_unit_test(test_socket_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
