@@ -122,6 +122,8 @@ W export --since 10m --format csv --out "$tmp/export.csv"
 check "export csv header" test "$(head -1 "$tmp/export.csv")" = "t,time,pid,comm,user,uid,class,energy_j,cpu_s"
 esum=$("$PYTHON" -c 'import csv,sys; print(sum(float(r["energy_j"]) for r in csv.DictReader(open(sys.argv[1])) if r["pid"] == sys.argv[2]))' "$tmp/export.csv" "$bpid")
 check "export csv rows of burn sum to its total ($esum J)" within "$esum" "$total" 0.001
+check "export from the epoch (a window longer than the daemon takes)" \
+  grep -q "^[0-9]*,[^,]*,$bpid,burn," <(W export --since @0 --format csv)
 W export --since 10m --until now --format json >"$tmp/export.json"
 check "export json: per-second rows in time order, burn's included" \
   test "$(json_get "$tmp/export.json" '[r["t"] for r in d["rows"]] == sorted(r["t"] for r in d["rows"])' "any(r['pid'] == $bpid for r in d['rows'])")" = "True True"
