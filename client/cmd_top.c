@@ -244,12 +244,12 @@ static void ask_filter(struct top *t)
 }
 
 /* Takes every reply waiting on the socket, keeping the newest. */
-static int drain(struct top *t, rpc_client *c)
+static int drain(struct top *t, rpc_client *c, char *err, size_t errlen)
 {
     json_object *r;
     int e;
 
-    while ((e = query_next(c, 0, &r)) == 0) {
+    while ((e = query_next(c, 0, &r, err, errlen)) == 0) {
         json_object_put(t->last);
         t->last = r;
     }
@@ -292,9 +292,11 @@ static bool key(struct top *t, int ch)
     return true;
 }
 
+/* The full-screen loop; an error is reported once the terminal is back. */
 static int live(struct top *t, rpc_client *c)
 {
     time_t started = time(NULL);
+    char err[UTIL_ERRLEN];
     int r = 0;
     bool run = true;
 
@@ -310,13 +312,15 @@ static int live(struct top *t, rpc_client *c)
                                 {.fd = rpc_client_fd(c), .events = POLLIN}};
         if (poll(pfd, 2, 1000) < 0 && errno != EINTR)
             break;
-        if ((r = drain(t, c)) < 0)
+        if ((r = drain(t, c, err, sizeof(err))) < 0)
             break;
         for (int ch; run && (ch = getch()) != ERR;)
             run = key(t, ch);
         draw(t, started);
     }
     endwin();
+    if (r < 0)
+        log_error("%s", err);
     return r;
 }
 
@@ -374,8 +378,10 @@ int cmd_top(int argc, char **argv)
         r = query_call_more(c, "Subscribe", params);
     json_object_put(params);
     if (r == 0 && (t.q.out != QUERY_TEXT || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO))) {
-        r = query_next(c, QUERY_TIMEOUT_MS, &t.last);
-        if (r == 0)
+        char err[UTIL_ERRLEN];
+        if ((r = query_next(c, QUERY_TIMEOUT_MS, &t.last, err, sizeof(err))) < 0)
+            log_error("%s", err);
+        else
             r = snapshot(&t);
     } else if (r == 0) {
         r = live(&t, c);

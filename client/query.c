@@ -89,54 +89,60 @@ int query_connect(const query_opts *q, rpc_client **out)
     return r;
 }
 
-/* One line for each error the daemon can answer. */
-static void report_error(const char *method, const char *name, json_object *p)
+/* One line for each error the daemon can answer, into msg. */
+static void describe_error(const char *method, const char *name, json_object *p, char *msg,
+                           size_t len)
 {
     if (strcmp(name, QUERY_IFACE "NoSuchProcess") == 0)
-        log_error("no process with pid %lld: the daemon has no record of it (or it belongs "
-                  "to another user)",
-                  (long long)query_int(p, "pid", -1));
+        snprintf(msg, len,
+                 "no process with pid %lld: the daemon has no record of it (or it belongs "
+                 "to another user)",
+                 (long long)query_int(p, "pid", -1));
     else if (strcmp(name, RPC_ERR_PERMISSION_DENIED) == 0)
-        log_error("permission denied: as uid %u you may see only your own processes, and "
-                  "change nothing; root and members of the daemon's group (wattprof) may do "
-                  "the rest",
-                  (unsigned)getuid());
+        snprintf(msg, len,
+                 "permission denied: as uid %u you may see only your own processes, and "
+                 "change nothing; root and members of the daemon's group (wattprof) may do "
+                 "the rest",
+                 (unsigned)getuid());
     else if (strcmp(name, QUERY_IFACE "InvalidTimeRange") == 0)
-        log_error("bad time range: %s", query_str(p, "reason"));
+        snprintf(msg, len, "bad time range: %s", query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "InvalidRegex") == 0)
-        log_error("bad --comm regex '%s': %s", query_str(p, "pattern"), query_str(p, "reason"));
+        snprintf(msg, len, "bad --comm regex '%s': %s", query_str(p, "pattern"),
+                 query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "ModelLoadFailed") == 0)
-        log_error("the daemon could not load %s and keeps its current model: %s",
-                  query_str(p, "path"), query_str(p, "reason"));
+        snprintf(msg, len, "the daemon could not load %s and keeps its current model: %s",
+                 query_str(p, "path"), query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
-        log_error("the daemon's database is unavailable: %s", query_str(p, "reason"));
+        snprintf(msg, len, "the daemon's database is unavailable: %s", query_str(p, "reason"));
     else if (strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
-        log_error("the daemon refused parameter '%s' of %s", query_str(p, "parameter"), method);
+        snprintf(msg, len, "the daemon refused parameter '%s' of %s", query_str(p, "parameter"),
+                 method);
     else if (strcmp(name, RPC_ERR_METHOD_NOT_FOUND) == 0 ||
              strcmp(name, RPC_ERR_METHOD_NOT_IMPLEMENTED) == 0)
-        log_error("the daemon does not offer %s (is it an older version?)", method);
+        snprintf(msg, len, "the daemon does not offer %s (is it an older version?)", method);
     else
-        log_error("the daemon answered %s with %s", method, name);
+        snprintf(msg, len, "the daemon answered %s with %s", method, name);
 }
 
-static int read_reply(rpc_client *c, const char *method, int timeout_ms, json_object **reply)
+/* Reads one reply; on failure fills msg with the line to show. */
+static int read_reply(rpc_client *c, const char *method, int timeout_ms, json_object **reply,
+                      char *msg, size_t len)
 {
     rpc_reply_msg m = {0};
     char err[UTIL_ERRLEN];
     int r = rpc_client_read(c, timeout_ms, &m, err, sizeof(err));
 
-    if (r == -ETIMEDOUT && timeout_ms != QUERY_TIMEOUT_MS)
-        return r; /* a stream's quiet second, not a failure */
     if (r == -ETIMEDOUT)
-        log_error("the daemon did not answer %s within %d s", method, QUERY_TIMEOUT_MS / 1000);
+        snprintf(msg, len, "the daemon did not answer %s within %.0f s", method,
+                 timeout_ms / 1000.0);
     else if (r == -ECONNRESET)
-        log_error("the daemon closed the connection during %s (did it stop?)", method);
+        snprintf(msg, len, "the daemon closed the connection during %s (did it stop?)", method);
     else if (r < 0)
-        log_error("reading the daemon's answer to %s: %s", method, err);
+        snprintf(msg, len, "reading the daemon's answer to %s: %s", method, err);
     if (r < 0)
         return r;
     if (m.error) {
-        report_error(method, m.error, m.params);
+        describe_error(method, m.error, m.params, msg, len);
         r = strcmp(m.error, RPC_ERR_PERMISSION_DENIED) == 0 ? -EACCES
             : strstr(m.error, "NoSuchProcess")              ? -ESRCH
                                                             : -EINVAL;
@@ -160,7 +166,9 @@ int query_call(rpc_client *c, const char *method, json_object *params, json_obje
         log_error("sending %s to the daemon: %s", method, err);
         return r;
     }
-    return read_reply(c, method, QUERY_TIMEOUT_MS, reply);
+    if ((r = read_reply(c, method, QUERY_TIMEOUT_MS, reply, err, sizeof(err))) < 0)
+        log_error("%s", err);
+    return r;
 }
 
 int query_once(const query_opts *q, const char *method, json_object *params, json_object **reply)
@@ -187,9 +195,9 @@ int query_call_more(rpc_client *c, const char *method, json_object *params)
     return r;
 }
 
-int query_next(rpc_client *c, int timeout_ms, json_object **reply)
+int query_next(rpc_client *c, int timeout_ms, json_object **reply, char *err, size_t errlen)
 {
-    return read_reply(c, "Subscribe", timeout_ms, reply);
+    return read_reply(c, "Subscribe", timeout_ms, reply, err, errlen);
 }
 
 void query_print_json(json_object *o)

@@ -75,8 +75,10 @@ int query_once(const query_opts *q, const char *method, json_object *params, jso
 /* Starts a streamed call ("more": true); read its replies with query_next. */
 int query_call_more(rpc_client *c, const char *method, json_object *params);
 
-/* Reads the next reply of a Subscribe stream; -ETIMEDOUT after timeout_ms. */
-int query_next(rpc_client *c, int timeout_ms, json_object **reply);
+/* Reads the next reply of a Subscribe stream; -ETIMEDOUT after timeout_ms.
+ * Unlike the other calls it prints nothing: on failure err has the line to
+ * show, for a caller that must first give the terminal back (top). */
+int query_next(rpc_client *c, int timeout_ms, json_object **reply, char *err, size_t errlen);
 
 /* Prints a reply as indented JSON with a final newline. */
 void query_print_json(json_object *o);
