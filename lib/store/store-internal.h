@@ -150,9 +150,10 @@ typedef struct agg {
     size_t n_calib, cap_calib;
     agg_event *event;
     size_t n_event, cap_event;
-    int64_t watermark; /* newest host tick's second */
-    int64_t newest;    /* newest second of any record */
-    size_t rows;       /* per-second rows held */
+    int64_t watermark; /* newest second of any tick record: every second before
+                          it is complete, since the sampler pushes in order */
+    int64_t oldest;    /* oldest second held, INT64_MAX when none */
+    size_t rows;       /* rows held */
 } agg;
 
 void agg_init(agg *a);
@@ -160,9 +161,9 @@ void agg_free(agg *a);
 /* Adds one record; takes ownership of an ITEM_INFO blob. -ENOMEM leaves the
  * record out (the caller counts it lost). */
 int agg_add(agg *a, store_item *it);
-/* Forgets everything written (after a commit): calibration seconds at or
- * after `keep_calib_from` stay. */
-void agg_clear(agg *a, int64_t keep_calib_from);
+/* Forgets what a commit wrote: every row of a second before `until`, every
+ * calibration second before `calib_until`, and the process events. */
+void agg_clear(agg *a, int64_t until, int64_t calib_until);
 /* Frees and forgets all rows. */
 void agg_discard(agg *a);
 

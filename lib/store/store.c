@@ -16,7 +16,7 @@ void store_config_default(store_config *c)
     memset(c, 0, sizeof(*c));
     c->queue_capacity = 16384;
     c->drain_interval_ms = 100;
-    c->commit_interval_ms = 1000;
+    c->min_commit_gap_ms = 500;
     c->maintain_interval_s = 60;
     c->second_retention_s = 24 * 3600;
     c->minute_retention_s = 90 * 24 * 3600;
@@ -30,9 +30,9 @@ static int check_config(const store_config *c, char *err, size_t errlen)
     if (c->queue_capacity < 16 || c->queue_capacity > (1u << 26))
         return util_err(err, errlen, -EINVAL, "store: queue_capacity %zu is outside 16..%u",
                         c->queue_capacity, 1u << 26);
-    if (c->drain_interval_ms == 0 || c->commit_interval_ms == 0 || c->maintain_interval_s == 0)
+    if (c->drain_interval_ms == 0 || c->maintain_interval_s == 0)
         return util_err(err, errlen, -EINVAL,
-                        "store: drain, commit and maintain intervals must be positive");
+                        "store: drain and maintain intervals must be positive");
     if (c->second_retention_s < 60 || c->minute_retention_s < c->second_retention_s ||
         c->calibration_retention_s < 0)
         return util_err(err, errlen, -EINVAL,

@@ -10,16 +10,22 @@
  *            single-producer queue and returns at once; it never takes a lock,
  *            never touches the disk and never waits.  When the queue is full
  *            the record is dropped and counted (store_get_stats).  The writer
- *            drains the queue every drain_interval_ms, sums the deltas into
- *            per-second rows in memory, and commits everything it holds in one
- *            transaction every commit_interval_ms (one per second by
- *            default).  Rows are merged with additive upserts, so a second whose
- *            ticks straddle two commits ends up as one row with the sum.
- *            store_close drains, commits and closes: the SIGTERM path.  A
- *            crash (SIGKILL) loses what was pushed since the last commit — at
- *            most one commit interval — and never corrupts the file (WAL,
- *            synchronous=NORMAL: committed transactions survive a process
- *            crash; a power cut may also lose the last few).
+ *            drains the queue every drain_interval_ms and sums the deltas into
+ *            per-second rows in memory.  The sampler pushes in time order, so
+ *            the first record of second t+1 shows that second t is complete:
+ *            the writer then commits every complete second in one transaction
+ *            — one transaction per second while sampling live (at most one
+ *            per min_commit_gap_ms when replaying faster).  Each row is
+ *            written once, whole, so its floating-point sums do not depend on
+ *            commit timing and a replay gives the same rows to the last bit;
+ *            rows are upserted additively all the same, so a record that comes
+ *            late, or a second split by store_flush or a restart, adds up.
+ *            store_close drains, commits and closes, partial seconds included:
+ *            the SIGTERM path.  A crash (SIGKILL) loses the second in progress
+ *            and at most drain_interval_ms of the one before, and never
+ *            corrupts the file (WAL, synchronous=NORMAL: committed
+ *            transactions survive a process crash; a power cut may also lose
+ *            the last few).
  *
  *   reader - store_reader_open opens its own read-only connection (WAL lets
  *            it read while the writer writes).  One reader per thread.
@@ -83,7 +89,8 @@ typedef struct store_config {
     size_t queue_capacity;           /* records the queue holds (rounded up to a
                                         power of two); default 16384, 72 bytes each */
     unsigned drain_interval_ms;      /* how often the writer empties the queue; 100 */
-    unsigned commit_interval_ms;     /* one transaction per this; 1000 */
+    unsigned min_commit_gap_ms;      /* least time between two commits (bounds
+                                        the rate when replaying fast); 500 */
     unsigned maintain_interval_s;    /* rollup and retention runs; 60 */
     int64_t second_retention_s;      /* per-second rows kept; 86400 (24 h) */
     int64_t minute_retention_s;      /* one-minute rows kept; 7776000 (90 days) */
@@ -116,9 +123,11 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
  * is allowed. */
 int store_close(store *s);
 
-/* Waits until everything pushed before the call is committed (or the commit
- * failed: its error is returned). For tests and for a clean snapshot before
- * a query; the sampling thread must not call it. */
+/* Waits until everything pushed before the call is committed, the second in
+ * progress included (later records of it add to its rows), or the commit
+ * failed: its error is returned. Calibration rows are written only for
+ * complete seconds. For tests and snapshots; the sampling thread must not
+ * call it. */
 int store_flush(store *s);
 
 /* Runs rollup and retention now, in the writer thread, with `now_s` (Unix
@@ -172,8 +181,8 @@ typedef struct store_proc_tick {
 int store_push_proc(store *s, const store_proc_tick *t);
 
 /* The host's split of one tick: host_j = idle_j + attributed_j +
- * unattributed_j. Its t_ns also marks the tick as seen, which completes the
- * calibration rows of earlier seconds. */
+ * unattributed_j. Push one every tick, even when no process ran: a record of
+ * a new second is what completes the previous ones. */
 typedef struct store_host_tick {
     int64_t t_ns;
     double dt_s;

@@ -1,7 +1,11 @@
 /* writer: the thread that owns the database connection.
  *
  * It empties the queue every drain interval into per-second accumulators
- * (agg.c) and writes them all in one transaction per commit interval. A
+ * (agg.c). When a tick of a new second shows the previous ones complete, it
+ * writes them in one transaction: one per second while sampling live, and
+ * each row written once, whole, so its sums do not depend on when commits
+ * happened (a replay gives the same rows to the last bit). Lifetime totals
+ * are added one second at a time for the same reason. A
  * failed commit keeps the rows in memory and tries again a second later, so
  * a full disk or a removed state directory costs no data until the memory
  * bound; before each commit it checks that the file at its path is still the
@@ -262,28 +266,21 @@ static int write_events(store *s)
     return rc;
 }
 
-/* Upserts the process row with this commit's totals; *id gets its row id. */
-static int write_process(store *s, const agg_proc *p, int64_t *id)
+/* Adds one second to the process row (created when new); *id gets its row
+ * id. Seconds are added one by one, in time order, so the totals' rounding
+ * is the same however seconds were grouped into commits. */
+static int write_process(store *s, const agg_proc *p, const agg_sec *e, int64_t *id)
 {
     sqlite3_stmt *st = s->stmt[ST_PROC];
-    double a = 0, sa = 0, c = 0;
-    int64_t first = p->sec[0].t, last = p->sec[0].t;
     int rc;
 
-    for (size_t i = 0; i < p->n_sec; i++) {
-        a += p->sec[i].attributed_j;
-        sa += p->sec[i].standalone_j;
-        c += p->sec[i].cpu_s;
-        first = p->sec[i].t < first ? p->sec[i].t : first;
-        last = p->sec[i].t > last ? p->sec[i].t : last;
-    }
     bind_identity(s, st, p->pid, p->start_time);
-    sqlite3_bind_int64(st, 4, first);
-    sqlite3_bind_int64(st, 5, last);
-    sqlite3_bind_int(st, 6, p->sec[p->n_sec - 1].klass);
-    sqlite3_bind_double(st, 7, a);
-    sqlite3_bind_double(st, 8, sa);
-    sqlite3_bind_double(st, 9, c);
+    sqlite3_bind_int64(st, 4, e->t);
+    sqlite3_bind_int64(st, 5, e->t);
+    sqlite3_bind_int(st, 6, e->klass);
+    sqlite3_bind_double(st, 7, e->attributed_j);
+    sqlite3_bind_double(st, 8, e->standalone_j);
+    sqlite3_bind_double(st, 9, e->cpu_s);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         *id = sqlite3_column_int64(st, 0);
@@ -294,18 +291,22 @@ static int write_process(store *s, const agg_proc *p, int64_t *id)
     return rc;
 }
 
-static int write_procs(store *s, uint64_t *rows)
+static int write_procs(store *s, int64_t until, uint64_t *rows)
 {
     sqlite3_stmt *st = s->stmt[ST_ENERGY];
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_proc && rc == SQLITE_OK; i++) {
         const agg_proc *p = &s->acc.proc[i];
-        int64_t id = 0;
 
-        rc = write_process(s, p, &id);
         for (size_t k = 0; k < p->n_sec && rc == SQLITE_OK; k++) {
             const agg_sec *e = &p->sec[k];
+            int64_t id = 0;
+            if (e->t >= until)
+                continue;
+            rc = write_process(s, p, e, &id);
+            if (rc != SQLITE_OK)
+                break;
             sqlite3_bind_int64(st, 1, id);
             sqlite3_bind_int64(st, 2, e->t);
             sqlite3_bind_double(st, 3, e->attributed_j);
@@ -320,13 +321,15 @@ static int write_procs(store *s, uint64_t *rows)
     return rc;
 }
 
-static int write_host(store *s, uint64_t *rows)
+static int write_host(store *s, int64_t until, uint64_t *rows)
 {
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_domain && rc == SQLITE_OK; i++) {
         const agg_domain *d = &s->acc.domain[i];
         sqlite3_stmt *st = s->stmt[ST_DOMAIN];
+        if (d->t >= until)
+            continue;
         sqlite3_bind_int64(st, 1, d->t);
         sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
         bind_real_or_null(st, 3, d->measured_j);
@@ -337,6 +340,8 @@ static int write_host(store *s, uint64_t *rows)
     for (size_t i = 0; i < s->acc.n_host && rc == SQLITE_OK; i++) {
         const agg_host *h = &s->acc.host[i];
         sqlite3_stmt *st = s->stmt[ST_HOST];
+        if (h->t >= until)
+            continue;
         sqlite3_bind_int64(st, 1, h->t);
         sqlite3_bind_double(st, 2, h->dt_s);
         sqlite3_bind_double(st, 3, h->host_j);
@@ -422,16 +427,16 @@ static int ensure_connected(store *s, char *err, size_t errlen)
     return r;
 }
 
-static int write_all(store *s, int64_t calib_until, uint64_t *rows)
+static int write_all(store *s, int64_t until, int64_t calib_until, uint64_t *rows)
 {
     int rc = write_models(s, now_ns(CLOCK_REALTIME) / NS_PER_S);
 
     if (rc == SQLITE_OK)
         rc = write_events(s);
     if (rc == SQLITE_OK)
-        rc = write_procs(s, rows);
+        rc = write_procs(s, until, rows);
     if (rc == SQLITE_OK)
-        rc = write_host(s, rows);
+        rc = write_host(s, until, rows);
     if (rc == SQLITE_OK)
         rc = write_calibration(s, calib_until, rows);
     return rc;
@@ -475,24 +480,47 @@ static void commit_failed(store *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* One transaction with everything accumulated; calibration seconds only when
- * complete unless `all` (closing). */
-static int commit(store *s, bool all)
+/* What a commit writes: the complete seconds (before the watermark), or
+ * with `flush` every second held too, and with `all` (closing) the
+ * calibration second in progress as well. */
+typedef struct commit_scope {
+    int64_t until, calib_until;
+} commit_scope;
+
+static commit_scope scope(store *s, bool flush, bool all)
+{
+    commit_scope c = {.until = s->acc.watermark, .calib_until = s->acc.watermark};
+
+    if (flush || all)
+        c.until = INT64_MAX;
+    if (all)
+        c.calib_until = INT64_MAX;
+    return c;
+}
+
+/* True when a commit in this scope would write something. */
+static bool has_work(store *s, commit_scope c)
+{
+    return s->acc.n_event > 0 || s->acc.oldest < c.until ||
+           (c.calib_until == INT64_MAX && s->acc.rows > 0) || models_pending(s);
+}
+
+/* One transaction with what `c` covers. */
+static int commit(store *s, commit_scope c)
 {
     int64_t t0 = now_ns(CLOCK_MONOTONIC);
-    int64_t until = all ? INT64_MAX : s->acc.watermark;
     char err[UTIL_ERRLEN];
     uint64_t rows = 0;
     int rc, r;
 
-    if (s->acc.rows == 0 && !models_pending(s))
+    if (!has_work(s, c))
         return 0;
     r = ensure_connected(s, err, sizeof(err));
     if (r < 0)
         goto fail;
     rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        rc = write_all(s, until, &rows);
+        rc = write_all(s, c.until, c.calib_until, &rows);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
@@ -503,7 +531,7 @@ static int commit(store *s, bool all)
         goto fail;
     }
     mark_models_written(s, true);
-    agg_clear(&s->acc, until);
+    agg_clear(&s->acc, c.until, c.calib_until);
     commit_done(s, rows, t0);
     set_error(s, 0, "");
     return 0;
@@ -579,33 +607,35 @@ static void wait_for_work(store *s, int64_t deadline, bool *stop, uint64_t *req,
 static int64_t maintain_clock(store *s)
 {
     if (s->cfg.clock == STORE_CLOCK_DATA)
-        return s->acc.newest;
+        return s->acc.watermark;
     return now_ns(CLOCK_REALTIME) / NS_PER_S;
 }
 
 void *writer_main(void *arg)
 {
     store *s = arg;
-    int64_t commit_ns = (int64_t)s->cfg.commit_interval_ms * NS_PER_MS;
+    int64_t gap_ns = (int64_t)s->cfg.min_commit_gap_ms * NS_PER_MS;
     int64_t drain_ns = (int64_t)s->cfg.drain_interval_ms * NS_PER_MS;
     int64_t maint_ns = (int64_t)s->cfg.maintain_interval_s * NS_PER_S;
-    int64_t now = now_ns(CLOCK_MONOTONIC);
-    int64_t next_commit = now + commit_ns, next_maint = now + maint_ns;
+    int64_t now = now_ns(CLOCK_MONOTONIC), last_commit = now, next_maint = now + maint_ns;
     uint64_t done = 0;
 
     for (;;) {
-        int64_t deadline = now + drain_ns < next_commit ? now + drain_ns : next_commit, mnow;
+        int64_t mnow;
         bool stop, asked;
         uint64_t req;
         int r = 0;
 
-        wait_for_work(s, deadline, &stop, &req, &mnow);
+        wait_for_work(s, now + drain_ns, &stop, &req, &mnow);
         drain(s);
         asked = req != done;
         now = now_ns(CLOCK_MONOTONIC);
-        if (stop || asked || now >= next_commit) {
-            r = commit(s, stop);
-            next_commit = next_commit + commit_ns > now ? next_commit + commit_ns : now + commit_ns;
+        if (stop || asked || now - last_commit >= gap_ns) {
+            commit_scope c = scope(s, asked, stop);
+            if (has_work(s, c)) {
+                r = commit(s, c);
+                last_commit = now;
+            }
         }
         if (!stop && (mnow > 0 || now >= next_maint)) {
             int m = maintain(s, mnow > 0 ? mnow : maintain_clock(s));

@@ -46,7 +46,7 @@ static int setup(void **state)
 
 static void remove_db(const char *path)
 {
-    char name[160];
+    char name[200];
 
     unlink(path);
     snprintf(name, sizeof(name), "%s-wal", path);
@@ -58,7 +58,7 @@ static void remove_db(const char *path)
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char name[160];
+    char name[200];
 
     remove_db(f->path);
     snprintf(name, sizeof(name), "%s/log", f->dir);
@@ -418,7 +418,7 @@ static void test_push_never_blocks_when_full(void **state)
     config(&c);
     c.queue_capacity = 16;
     c.drain_interval_ms = 60000;
-    c.commit_interval_ms = 60000;
+    c.min_commit_gap_ms = 60000;
     s = open_store(f->path, &c);
     for (int k = 0; k < 1000; k++) {
         double t = now_s();
@@ -482,7 +482,7 @@ static void test_flush_on_close(void **state)
     store *s;
 
     config(&c);
-    c.commit_interval_ms = 60000;
+    c.min_commit_gap_ms = 60000;
     s = open_store(f->path, &c);
     for (int k = 0; k < 20; k++) {
         int64_t t = T0 * NS + k * 20000000LL;
@@ -508,6 +508,85 @@ static void push_many_at(store *s, int64_t t, int pid0, int n)
 {
     for (int i = 0; i < n; i++)
         assert_int_equal(push_proc(s, t * NS, pid0 + i, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+}
+
+/* Pushes 6 seconds of 50 ticks of awkward values (seeded), pausing
+ * `pause_us` after each tick. */
+static void push_replay(store *s, int pause_us)
+{
+    uint64_t x = 88172645463325252ULL;
+
+    for (int k = 0; k < 300; k++) {
+        int64_t t = (T0 + k / 50) * NS + (k % 50) * 20000000LL;
+        for (int p = 0; p < 3; p++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            double v = (double)(x % 1000003) / 7919.0;
+            assert_int_equal(push_proc(s, t, 10 + p, 1, v, v / 3, v / 1e3, 0, 0), 0);
+        }
+        assert_int_equal(push_host(s, t, 0.02, 1.0 / 3, 0.1, 0.2), 0);
+        if (pause_us)
+            usleep(pause_us);
+    }
+}
+
+/* The same ticks give the same rows to the last bit whether the writer
+ * commits often (data trickling in) or once at the end. */
+static void test_rows_independent_of_commit_timing(void **state)
+{
+    fixture *f = *state;
+    char other[160];
+    store_config c;
+    store *s;
+    sqlite3 *a, *b;
+    const char *sql[] = {
+        "SELECT t, attributed_j, standalone_j, cpu_s FROM process_energy"
+        " ORDER BY process_id, t",
+        "SELECT pid, attributed_j, standalone_j, cpu_s, first_seen, last_seen FROM processes"
+        " ORDER BY pid",
+        "SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, duration_s"
+        " FROM host_attribution ORDER BY t",
+    };
+
+    config(&c);
+    c.drain_interval_ms = 1;
+    c.min_commit_gap_ms = 1;
+    s = open_store(f->path, &c);
+    push_replay(s, 1000);
+    assert_int_equal(store_close(s), 0);
+
+    snprintf(other, sizeof(other), "%s/other.db", f->dir);
+    config(&c);
+    c.min_commit_gap_ms = 60000;
+    s = open_store(other, &c);
+    push_replay(s, 0);
+    assert_int_equal(store_close(s), 0);
+
+    a = raw_open(f->path);
+    b = raw_open(other);
+    for (size_t q = 0; q < sizeof(sql) / sizeof(sql[0]); q++) {
+        sqlite3_stmt *sa, *sb;
+        int rows = 0;
+        assert_int_equal(sqlite3_prepare_v2(a, sql[q], -1, &sa, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(b, sql[q], -1, &sb, NULL), SQLITE_OK);
+        for (;;) {
+            int ra = sqlite3_step(sa), rb = sqlite3_step(sb);
+            assert_int_equal(ra, rb);
+            if (ra != SQLITE_ROW)
+                break;
+            rows++;
+            for (int col = 0; col < sqlite3_column_count(sa); col++) {
+                double va = sqlite3_column_double(sa, col), vb = sqlite3_column_double(sb, col);
+                if (memcmp(&va, &vb, sizeof(va)) != 0)
+                    fail_msg("%s: row %d column %d: %.17g != %.17g", sql[q], rows, col, va, vb);
+            }
+        }
+        assert_true(rows >= 3);
+        sqlite3_finalize(sa);
+        sqlite3_finalize(sb);
+    }
+    sqlite3_close(a);
+    sqlite3_close(b);
+    remove_db(other);
 }
 
 /* ---- Queries ---------------------------------------------------------------- */
@@ -1176,6 +1255,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_push_never_blocks_when_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_rejects_bad_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_on_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_independent_of_commit_timing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_history, setup, teardown),
