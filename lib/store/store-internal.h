@@ -61,6 +61,7 @@ typedef struct store_item {
         } proc_id;
     } u;
 } store_item;
+_Static_assert(sizeof(store_item) == 72, "store.h documents 72-byte queue records");
 
 /* ---- Single-producer single-consumer queue (ring.c) ------------------------ */
 
@@ -189,6 +190,7 @@ typedef struct model_entry {
 
 struct store {
     char *path;
+    int lock_fd; /* flock on PATH-lock: one writer per file */
     store_config cfg;
     ring queue;
     _Atomic uint64_t pushed, dropped;

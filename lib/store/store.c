@@ -5,11 +5,14 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 void store_config_default(store_config *c)
 {
@@ -68,6 +71,24 @@ static void free_models(store *s)
     free(s->model);
 }
 
+/* Two writers on one file would interleave model ids and double-count
+ * totals, so the second is refused with a lock beside the database. */
+static int take_lock(store *s, char *err, size_t errlen)
+{
+    char name[4096];
+
+    snprintf(name, sizeof(name), "%s-lock", s->path);
+    s->lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0)
+        return util_err(err, errlen, -errno, "%s: %s", name, strerror(errno));
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        return util_err(err, errlen, r, "%s: %s", s->path,
+                        r == -EBUSY ? "in use by another writer" : strerror(-r));
+    }
+    return 0;
+}
+
 /* Frees a store whose thread is not running. */
 static void destroy(store *s)
 {
@@ -79,6 +100,8 @@ static void destroy(store *s)
             proc_info_free(it->u.proc_id.info);
     }
     writer_disconnect(s);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
     agg_free(&s->acc);
     ring_free(&s->queue);
     free_models(s);
@@ -112,6 +135,7 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
 
     if (!s)
         return -ENOMEM;
+    s->lock_fd = -1;
     if (c)
         s->cfg = *c;
     else
@@ -128,6 +152,8 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
         r = read_boot_id(s->cfg.boot_id, sizeof(s->cfg.boot_id), err, errlen);
     if (r == 0)
         r = ring_init(&s->queue, s->cfg.queue_capacity);
+    if (r == 0)
+        r = take_lock(s, err, errlen);
     if (r == 0)
         r = writer_connect(s, err, errlen);
     if (r == 0)

@@ -59,7 +59,8 @@
  * older than calibration_retention_s too, and processes last seen before the
  * minute retention.
  *
- * One store per database file: two writers on one file are not supported.
+ * One writer per database file: store_open takes an flock on PATH-lock and
+ * refuses a second writer with -EBUSY; readers are unlimited.
  * Functions return 0 or a negative errno; those that can fail because of the
  * database or the caller's input fill `err` (UTIL_ERRLEN bytes) with one line
  * naming the file or the parameter at fault. */
@@ -113,7 +114,8 @@ typedef struct store store;
 /* Opens (creating it and its schema, or migrating it forward) the database
  * at `path` and starts the writer thread. `c` may be NULL for the defaults.
  * Fails with -EINVAL for a bad configuration, -EPROTO for a database whose
- * schema is newer than this program's, or the SQLite error as -EIO/-EACCES/
+ * schema is newer than this program's, -EBUSY when another store has it
+ * open for writing, or the SQLite error as -EIO/-EACCES/
  * -ENOENT..., with `err` naming `path` and the reason. */
 int store_open(const char *path, const store_config *c, store **out, char *err, size_t errlen);
 

@@ -53,6 +53,8 @@ static void remove_db(const char *path)
     unlink(name);
     snprintf(name, sizeof(name), "%s-shm", path);
     unlink(name);
+    snprintf(name, sizeof(name), "%s-lock", path);
+    unlink(name);
 }
 
 static int teardown(void **state)
@@ -328,6 +330,23 @@ static void test_bad_config_and_path(void **state)
     assert_non_null(strstr(err, "not a database"));
 }
 
+static void test_second_writer_refused(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store *s, *other;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_open(f->path, &c, &other, err, sizeof(err)), -EBUSY);
+    assert_true(strncmp(err, f->path, strlen(f->path)) == 0);
+    assert_non_null(strstr(err, "in use by another writer"));
+    assert_int_equal(store_close(s), 0);
+    /* Closed, the file is free again. */
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+}
+
 /* ---- The writer ------------------------------------------------------------- */
 
 static double now_s(void)
@@ -450,6 +469,20 @@ static void test_push_never_blocks_when_full(void **state)
     assert_int_equal(store_close(s), 0);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 16);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 8);
+    remove_db(f->path);
+
+    /* A calibration tick that needs 3 records is refused whole when 2 are free. */
+    double rates[12] = {0};
+    s = open_store(f->path, &c);
+    for (int k = 0; k < 14; k++)
+        assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 12), -EAGAIN);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 10), 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.pushed, 16);
+    assert_int_equal(st.dropped, 3);
+    assert_int_equal(store_close(s), 0);
+    assert_float_equal(file_num(f->path, "SELECT attributed_j FROM processes"), 14.0, 1e-12);
 }
 
 static void test_push_rejects_bad_records(void **state)
@@ -1251,6 +1284,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_and_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_one_transaction_per_second, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_never_blocks_when_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_rejects_bad_records, setup, teardown),
