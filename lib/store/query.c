@@ -135,6 +135,20 @@ static char *dup_col(sqlite3_stmt *st, int i)
     return v ? strdup(v) : NULL;
 }
 
+int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT max(t) FROM host_attribution", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading the newest second");
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the newest second");
+}
+
 /* ---- Processes ------------------------------------------------------------- */
 
 #define PROCESS_COLS                                                                               \

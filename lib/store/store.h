@@ -28,7 +28,10 @@
  *            the last few).
  *
  *   reader - store_reader_open opens its own read-only connection (WAL lets
- *            it read while the writer writes).  One reader per thread.
+ *            it read while the writer writes).  One reader per thread.  The
+ *            rows of second t become visible when second t+1 has begun (plus
+ *            up to drain_interval_ms): a live view asks store_latest_second
+ *            for the newest complete second rather than using the clock.
  *
  * Times: pushed records carry CLOCK_REALTIME nanoseconds (t_ns) at the end
  * of their tick; rows are keyed by the Unix second t = floor(t_ns / 1e9) (or
@@ -230,6 +233,9 @@ typedef struct store_reader store_reader;
  * schema is not this program's (a writer migrates on open). */
 int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen);
 void store_reader_close(store_reader *r);
+
+/* The newest second with a host row, in *t (-1 when there is none). */
+int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen);
 
 /* A process, with its lifetime totals and its energy inside a window. */
 typedef struct store_process {

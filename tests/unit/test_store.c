@@ -186,6 +186,13 @@ static void test_schema_created(void **state)
 
     config(&c);
     assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+    int64_t latest = 0;
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, -1);
+    store_reader_close(r);
     db = raw_open(f->path);
     assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
@@ -679,6 +686,9 @@ static void test_list_processes(void **state)
     store_process *p;
     size_t n;
 
+    int64_t latest;
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, T0 + 9);
     assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 3);
     assert_string_equal(p[0].comm, "burn");
