@@ -185,7 +185,8 @@ typedef struct model_entry {
     char sha256[65];
     char *name, *engine, *json;
     int64_t loaded; /* Unix seconds */
-    bool written;
+    bool written;   /* its row is in the database */
+    bool in_txn;    /* written in the transaction under way */
 } model_entry;
 
 struct store {

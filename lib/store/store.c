@@ -257,6 +257,7 @@ static int add_model(store *s, const char *sha256, const char *name, const char 
         if (strcmp(s->model[i].sha256, sha256) == 0) {
             s->model[i].loaded = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000000);
             s->model[i].written = false; /* to record last_loaded */
+            s->model[i].in_txn = false;
             *id = s->model[i].id;
             return 0;
         }

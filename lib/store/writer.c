@@ -222,16 +222,31 @@ static int write_models(store *s, int64_t now)
         sqlite3_bind_text(st, 5, m->json, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 6, m->loaded ? m->loaded : now);
         rc = run(st);
+        m->in_txn = true;
     }
     pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
-static void mark_models_written(store *s, bool written)
+/* After a transaction: the models it wrote are written when it committed.
+ * Only those: store_model_add may have added one meanwhile. */
+static void end_models_txn(store *s, bool committed)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_model; i++) {
+        if (s->model[i].in_txn && committed)
+            s->model[i].written = true;
+        s->model[i].in_txn = false;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A new database file has none of the models. */
+static void models_unwritten(store *s)
 {
     pthread_mutex_lock(&s->lock);
     for (size_t i = 0; i < s->n_model; i++)
-        s->model[i].written = written;
+        s->model[i].written = false;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -423,7 +438,7 @@ static int ensure_connected(store *s, char *err, size_t errlen)
     }
     r = writer_connect(s, err, errlen);
     if (r == 0)
-        mark_models_written(s, false); /* the new file has none */
+        models_unwritten(s);
     return r;
 }
 
@@ -530,12 +545,13 @@ static int commit(store *s, commit_scope c)
             sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
         goto fail;
     }
-    mark_models_written(s, true);
+    end_models_txn(s, true);
     agg_clear(&s->acc, c.until, c.calib_until);
     commit_done(s, rows, t0);
     set_error(s, 0, "");
     return 0;
 fail:
+    end_models_txn(s, false);
     commit_failed(s);
     set_error(s, r, err);
     return r;

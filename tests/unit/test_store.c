@@ -1223,9 +1223,13 @@ static void test_directory_removed_then_back(void **state)
     store_stats st;
     store *s;
 
+    char err[UTIL_ERRLEN];
+    int32_t id;
+
     config(&c);
     s = open_store(f->path, &c);
-    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.1, 0, 0), 0);
+    assert_int_equal(store_model_add(s, sha_a, "a", "ridge", "{}", &id, err, sizeof(err)), 0);
+    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.1, 0, id), 0);
     assert_int_equal(store_flush(s), 0);
     remove_db(f->path);
     assert_int_equal(rmdir(f->dir), 0);
@@ -1248,6 +1252,8 @@ static void test_directory_removed_then_back(void **state)
     assert_float_equal(file_num(f->path, "SELECT sum(attributed_j) FROM process_energy"), 5.0,
                        1e-9);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 1);
+    /* The model its rows name is in the new file too. */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM models WHERE id = 1"), 1);
 }
 
 /* A full database (max_db_bytes): the commit fails with -ENOSPC and keeps
