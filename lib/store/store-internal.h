@@ -235,6 +235,8 @@ int calib_parse(const char *power, const char *rates, store_calibration_row *row
 
 /* ---- Rollups and retention (retention.c) ------------------------------------ */
 
+/* One rollup-and-retention step at `now_s`: 0 when it is all done, 1 when
+ * more per-second rows are due (run it again soon), or -errno. */
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen);
 
 #endif

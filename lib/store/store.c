@@ -24,6 +24,7 @@ void store_config_default(store_config *c)
     c->second_retention_s = 24 * 3600;
     c->minute_retention_s = 90 * 24 * 3600;
     c->calibration_retention_s = 7 * 24 * 3600;
+    c->rollup_chunk_s = 600;
     c->max_pending_rows = 1000000;
     c->clock = STORE_CLOCK_WALL;
 }
@@ -42,6 +43,10 @@ static int check_config(const store_config *c, char *err, size_t errlen)
                         "store: retention must be at least 60 s per second, and the per-minute"
                         " retention (%lld s) at least the per-second one (%lld s)",
                         (long long)c->minute_retention_s, (long long)c->second_retention_s);
+    if (c->rollup_chunk_s < 60 || c->rollup_chunk_s % 60 != 0)
+        return util_err(err, errlen, -EINVAL,
+                        "store: rollup_chunk_s (%lld) must be a positive number of minutes",
+                        (long long)c->rollup_chunk_s);
     if (c->clock != STORE_CLOCK_WALL && c->clock != STORE_CLOCK_DATA)
         return util_err(err, errlen, -EINVAL, "store: unknown clock %d", (int)c->clock);
     return 0;

@@ -56,8 +56,9 @@
  *                              mean event rates as JSON [[class 0 rates in the
  *                              model's event order], [class 1 ...]]
  *
- * Rollups: the writer runs maintenance every maintain_interval_s: per-second
- * rows older than second_retention_s are summed into minute rows and deleted;
+ * Rollups: the writer runs maintenance every maintain_interval_s (and again
+ * right away while more is due): per-second rows older than
+ * second_retention_s are summed into minute rows and deleted;
  * minute rows older than minute_retention_s are deleted, calibration rows
  * older than calibration_retention_s too, and processes last seen before the
  * minute retention.
@@ -99,6 +100,8 @@ typedef struct store_config {
     int64_t second_retention_s;      /* per-second rows kept; 86400 (24 h) */
     int64_t minute_retention_s;      /* one-minute rows kept; 7776000 (90 days) */
     int64_t calibration_retention_s; /* calibration rows kept; 604800 (7 days) */
+    int64_t rollup_chunk_s;          /* per-second rows rolled up per step (the
+                                        rest follow right after); 600 */
     size_t max_pending_rows;         /* rows held in memory while the database
                                         cannot be written; beyond this they are
                                         discarded and counted; 1000000 */
@@ -135,9 +138,12 @@ int store_close(store *s);
  * call it. */
 int store_flush(store *s);
 
-/* Runs rollup and retention now, in the writer thread, with `now_s` (Unix
- * seconds) as the present, after committing what is queued; waits for it. */
-int store_maintain(store *s, int64_t now_s); /* -EINVAL for now_s <= 0 */
+/* Runs one rollup-and-retention step now, in the writer thread, with `now_s`
+ * (Unix seconds) as the present, after committing what is queued; waits for
+ * it. Returns 0 when all is done, 1 when more per-second rows are due (a step
+ * rolls up at most rollup_chunk_s of them; call again), -EINVAL for
+ * now_s <= 0, or the database error. */
+int store_maintain(store *s, int64_t now_s);
 
 typedef struct store_stats {
     uint64_t pushed;  /* records accepted by store_push_* */

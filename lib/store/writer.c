@@ -574,7 +574,7 @@ static int maintain(store *s, int64_t now_s)
     pthread_mutex_lock(&s->lock);
     s->stats.maintenance_runs++;
     pthread_mutex_unlock(&s->lock);
-    return 0;
+    return r;
 }
 
 /* ---- The thread ------------------------------------------------------------- */
@@ -655,8 +655,10 @@ void *writer_main(void *arg)
         }
         if (!stop && (mnow > 0 || now >= next_maint)) {
             int m = maintain(s, mnow > 0 ? mnow : maintain_clock(s));
-            r = r < 0 ? r : m;
-            next_maint = now + maint_ns;
+            if (mnow > 0) /* asked by store_maintain; else only in stats */
+                r = r < 0 ? r : m;
+            /* more due: the next chunk after the next drain and commit */
+            next_maint = m == 1 ? now : now + maint_ns;
         }
         if (asked) {
             pthread_mutex_lock(&s->lock);
