@@ -157,7 +157,8 @@ typedef struct store_stats {
     double last_commit_ms, max_commit_ms;
     int64_t last_commit_ns; /* CLOCK_REALTIME of the last successful commit */
     uint64_t maintenance_runs;
-    int error;            /* 0 when the last commit succeeded, else -errno */
+    int error;            /* -errno of the last failed commit or maintenance
+                             step, 0 again after a successful commit */
     char error_text[512]; /* one line for people while error != 0 */
     int64_t db_bytes;     /* database file plus its WAL, as on disk */
 } store_stats;

@@ -669,6 +669,7 @@ static store *fill_queries(fixture *f, int32_t *model)
                 assert_int_equal(push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, 1, *model), 0);
             assert_int_equal(push_host(s, ns, 0.5, 4.0, 1.0, 1.55), 0);
         }
+    assert_int_equal(store_push_proc_exit(s, 300, 4, (T0 + 9) * NS + 900000000LL), 0);
     assert_int_equal(store_flush(s), 0);
     return s;
 }
@@ -713,6 +714,7 @@ static void test_list_processes(void **state)
     assert_int_equal(p[0].exit_time, 0);
     assert_string_equal(p[1].comm, "make");
     assert_float_equal(p[1].attributed_j, 5.0, 1e-9);
+    assert_int_equal(p[1].exit_time, T0 + 9);
     /* alive for 5 of the 10 seconds: its power is over those 5 */
     assert_float_equal(p[1].power_w, 1.0, 1e-9);
     assert_string_equal(p[2].comm, "idle");
@@ -1279,6 +1281,32 @@ static void test_directory_removed_then_back(void **state)
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM models WHERE id = 1"), 1);
 }
 
+/* Past max_pending_rows the rows held for a broken database are given up,
+ * counted, and the writer goes on with what comes next. */
+static void test_pending_rows_bounded(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    config(&c);
+    c.max_pending_rows = 10;
+    s = open_store(f->path, &c);
+    remove_db(f->path);
+    assert_int_equal(rmdir(f->dir), 0);
+    push_many_at(s, T0, 1, 20);
+    assert_true(store_flush(s) < 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.rows_lost, 20);
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    push_many_at(s, T0 + 1, 100, 2);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 2);
+    assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 100);
+}
+
 /* A full database (max_db_bytes): the commit fails with -ENOSPC and keeps
  * its rows; once retention frees pages, they are written. */
 static void test_full_database_resumes(void **state)
@@ -1338,6 +1366,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_periodic_maintenance_data_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_loses_at_most_last_second, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory_removed_then_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_rows_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
