@@ -2,9 +2,9 @@
  *
  * The sampler pushes per-tick deltas; the writer folds them here into one
  * accumulator per (process, second), per (second, domain) and per second,
- * so a commit writes one row for each. Calibration seconds are held until
- * a host tick of a later second shows that theirs is complete, because
- * their JSON cannot be merged by an upsert. */
+ * so a commit writes one row for each. A second stays here until a record
+ * of a later one (the watermark) shows it complete; the commit then writes
+ * it and agg_clear forgets it, keeping the second in progress. */
 #include "store/store-internal.h"
 
 #include <errno.h>
