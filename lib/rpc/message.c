@@ -34,7 +34,7 @@ json_object *rpc_json_parse(const char *text, size_t len, char *why, size_t whyl
         util_err(why, whylen, ENOMEM, "out of memory");
         return NULL;
     }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     obj = json_tokener_parse_ex(tok, text, (int)len + 1);
     e = json_tokener_get_error(tok);
     if (e == json_tokener_continue) {

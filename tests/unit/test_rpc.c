@@ -121,6 +121,7 @@ static void test_parse_call_errors_name_the_field(void **state)
         {"[]", ""},
         {"{\"method\":\"a.B\"} x", ""},
         {"", ""},
+        {"{\"method\":\"a.\xc1\xbf\"}", ""}, /* not UTF-8: JSON text must be */
         {"{}", "method"},
         {"{\"method\":1}", "method"},
         {"{\"method\":\"a.B\",\"parameters\":[1]}", "parameters"},
