@@ -13,6 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#define READS_PER_WAKEUP 16
+
 void rpc_conn_end_call(struct rpc_conn *conn)
 {
     rpc_call *call = conn->call;
@@ -137,12 +139,16 @@ static void conn_process(struct rpc_conn *conn)
     }
 }
 
-/* Reads while no call is in progress; calls are dispatched as they complete. */
+/* Reads while no call is in progress; calls are dispatched as they complete.
+ * A bounded number of reads per wakeup, so a client that never stops
+ * sending cannot keep the loop from the others (epoll reports it again). */
 static void conn_read(struct rpc_conn *conn)
 {
     size_t limit = conn->srv->max_request + 1;
 
-    while (!conn->dead && !conn->call && !conn->closing && !conn->eof) {
+    for (int reads = 0;
+         reads < READS_PER_WAKEUP && !conn->dead && !conn->call && !conn->closing && !conn->eof;
+         reads++) {
         ssize_t n;
         /* A full buffer holds no complete message: conn_process has already
          * answered it as too large, so this only guards the arithmetic. */
