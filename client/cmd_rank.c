@@ -581,10 +581,19 @@ static void print_table(const struct opts *o, const rank_variants *rv, const str
            rank_report_range.upper, rank_report_range.lower, o->n_ranges,
            *metric_unit(o) ? ", in " : "", metric_unit(o));
     if (res->measured)
-        printf("measured: %zu round%s of %ld, %s (change %.4f, eps %g); '-' rows were not "
-               "shortlisted (N counts their single run)\n",
-               res->rounds, res->rounds == 1 ? "" : "s", o->reps,
-               res->converged ? "converged" : "stopped at --max", res->change, o->eps);
+        printf("measured: %zu round%s of %ld per variant after %ld warm-up run%s and 1 single "
+               "run; %s (change %.4f, eps %g)\n",
+               res->rounds, res->rounds == 1 ? "" : "s", o->reps, o->warmup,
+               o->warmup == 1 ? "" : "s", res->converged ? "converged" : "stopped at --max",
+               res->change, o->eps);
+    for (size_t v = 0; res->measured && v < rv->p; v++) {
+        if (!res->ranked[v]) {
+            printf("not shortlisted ('-'): single run beyond --threshold %g and not minimum-FLOP; "
+                   "N counts that run\n",
+                   o->threshold);
+            break;
+        }
+    }
     printf("verdict: %s\n", why);
 }
 

@@ -17,16 +17,18 @@
 #include <string.h>
 #include <strings.h>
 
-#define PLOT_H 520.0
+#define PLOT_H 480.0
 #define PLOT_LEFT 80.0
 #define PLOT_RIGHT 130.0 /* room for the legend */
 #define PLOT_TOP 40.0
-#define PLOT_BOTTOM 150.0 /* room for slanted names */
-#define PLOT_SLOT 44.0    /* horizontal space per variant */
+#define PLOT_BOTTOM 110.0 /* room for slanted names */
+#define PLOT_SLOT 44.0    /* horizontal space per variant, at least */
+#define PLOT_MIN_W 360.0  /* plotting area width, at least */
 
 struct frame {
     double ymin, ymax;   /* data range on the axis */
     double x0, y0, w, h; /* plotting area in device units */
+    double slot;         /* width per variant */
 };
 
 /* Colours for ranks 1, 2, ...; the cycle repeats beyond eight classes. */
@@ -89,7 +91,7 @@ static void draw_box(cairo_t *cr, const struct frame *f, const rank_sample *s, c
                      double cx, int rank)
 {
     /* The median of every measurement, as the table reports it. */
-    double half = PLOT_SLOT * 0.3, med = rank_quantile(all, s->n_all, 0.5);
+    double half = fmin(f->slot * 0.3, 40), med = rank_quantile(all, s->n_all, 0.5);
 
     set_rank_colour(cr, rank, 0.35);
     cairo_rectangle(cr, cx - half, to_y(f, s->q3), 2 * half, to_y(f, s->q1) - to_y(f, s->q3));
@@ -202,9 +204,12 @@ static int draw(cairo_t *cr, const struct frame *f, const rank_variants *rv, con
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     draw_axes(cr, f, ylabel);
+    cairo_set_font_size(cr, 12);
+    cairo_move_to(cr, f->x0, f->y0 - 14);
+    cairo_show_text(cr, "box Q1-Q3, whiskers at 1.5 IQR, dots: outliers; colour: rank at (75,25)");
     for (size_t k = 0; r == 0 && k < n; k++) {
         size_t v = order[k];
-        double cx = f->x0 + PLOT_SLOT * ((double)k + 0.5);
+        double cx = f->x0 + f->slot * ((double)k + 0.5);
         r = draw_variant(cr, f, rv->x[v], rv->n[v], cx, rank[v]);
         draw_name(cr, f, cx, rv->names[v]);
         max_rank = rank[v] > max_rank ? rank[v] : max_rank;
@@ -234,7 +239,8 @@ int rank_plot_write(const char *path, const rank_variants *rv, const size_t *ord
     if (!png && !ends_with(path, ".svg"))
         return util_err(err, errlen, -EINVAL, "--plot %s: the file name must end in .png or .svg",
                         path);
-    f.w = PLOT_SLOT * (double)n_order;
+    f.slot = fmax(PLOT_SLOT, PLOT_MIN_W / (double)(n_order ? n_order : 1));
+    f.w = f.slot * (double)n_order;
     data_range(rv, order, n_order, &f);
     if (png)
         surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24,
