@@ -26,15 +26,27 @@ static const char *self_path(void)
     return env && *env ? env : "/proc/self/exe";
 }
 
-/* In the child: stdin from /dev/null, stdout to `out_fd` (-1: /dev/null),
- * then exec argv. Never returns. */
-static void child_exec(char *const argv[], int out_fd)
+/* The descriptor on which `wattprof run` writes its report for us, so the
+ * command's own stdout and stderr stay out of it. */
+#define REPORT_FD 3
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* In the child: stdin and stdout on /dev/null, `pipe_wr` (if >= 0) as
+ * descriptor `target`, then exec argv. Never returns. */
+static void child_exec(char *const argv[], int pipe_wr, int target)
 {
     int null_fd = open("/dev/null", O_RDWR);
 
     if (null_fd >= 0) {
         dup2(null_fd, STDIN_FILENO);
-        dup2(out_fd >= 0 ? out_fd : null_fd, STDOUT_FILENO);
+        dup2(null_fd, STDOUT_FILENO);
+    }
+    if (pipe_wr >= 0) {
+        if (pipe_wr == target)
+            fcntl(pipe_wr, F_SETFD, 0); /* dup2 onto itself keeps CLOEXEC */
+        else
+            dup2(pipe_wr, target);
     }
     execv(argv[0], argv);
     _exit(127);
@@ -70,9 +82,10 @@ static int read_all(int fd, char **out)
     return 0;
 }
 
-/* Runs argv, capturing stdout when `captured` is not NULL; *status gets the
- * wait status and *seconds the wall time from fork to reaping. */
-static int spawn(char *const argv[], char **captured, int *status, double *seconds)
+/* Runs argv, capturing what it writes to descriptor `target` when
+ * `captured` is not NULL; *status gets the wait status and *seconds the wall
+ * time from fork to reaping. */
+static int spawn(char *const argv[], int target, char **captured, int *status, double *seconds)
 {
     int pipefd[2] = {-1, -1}, r = 0;
     uint64_t t0;
@@ -91,7 +104,7 @@ static int spawn(char *const argv[], char **captured, int *status, double *secon
         return r;
     }
     if (pid == 0)
-        child_exec(argv, pipefd[1]);
+        child_exec(argv, pipefd[1], target);
     if (captured) {
         close(pipefd[1]);
         r = read_all(pipefd[0], captured);
@@ -151,21 +164,20 @@ static int energy_from_json(const char *cmd, const char *text, double *out, char
 int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, char *err,
                       size_t errlen)
 {
-    /* The command's own output must not mix with run's JSON on stdout. */
-    char *quiet = NULL;
     char *sh[] = {"/bin/sh", "-c", (char *)cmd, NULL};
-    char *run[] = {(char *)self_path(), "run", "--json", "--", "/bin/sh", "-c", NULL, NULL};
+    char *run[] = {
+        (char *)self_path(), "run", "--json",    "--output", "/dev/fd/" STR(REPORT_FD), "--",
+        "/bin/sh",           "-c",  (char *)cmd, NULL};
     char *text = NULL;
     double seconds = 0;
     int status = 0, r;
 
-    if (metric == RANK_METRIC_ENERGY) {
-        if (asprintf(&quiet, "exec >/dev/null\n%s", cmd) < 0)
-            return -ENOMEM;
-        run[6] = quiet;
-    }
-    r = spawn(metric == RANK_METRIC_ENERGY ? run : sh, metric == RANK_METRIC_TIME ? NULL : &text,
-              &status, &seconds);
+    if (metric == RANK_METRIC_TIME)
+        r = spawn(sh, -1, NULL, &status, &seconds);
+    else if (metric == RANK_METRIC_OUTPUT)
+        r = spawn(sh, STDOUT_FILENO, &text, &status, &seconds);
+    else
+        r = spawn(run, REPORT_FD, &text, &status, &seconds);
     if (r < 0)
         r = util_err(err, errlen, r, "command '%s': %s", cmd, strerror(-r));
     if (r == 0)
@@ -177,6 +189,5 @@ int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, cha
     else if (r == 0)
         r = energy_from_json(cmd, text, out, err, errlen);
     free(text);
-    free(quiet);
     return r;
 }
