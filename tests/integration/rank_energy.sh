@@ -6,7 +6,8 @@
 set -euo pipefail
 
 : "${WATTPROF:?}" "${PYTHON:=/usr/bin/python3}"
-if "$WATTPROF" run --help 2>&1 | grep -q "unknown command"; then
+commands=$("$WATTPROF" --help 2>&1 || true)
+if ! grep -q "^  run " <<<"$commands"; then
     echo "this build has no 'wattprof run' yet, which --metric energy measures with"
     exit 77
 fi
