@@ -425,7 +425,13 @@ static int rank_included(const struct opts *o, const rank_variants *rv, struct r
     }
     for (size_t i = 0; s && i < q; i++)
         rank_sample_clear(&s[i]);
-    free(sub), free(subh0), free(order), free(s), free(rank), free(ranks), free(mean);
+    free(sub);
+    free(subh0);
+    free(order);
+    free(s);
+    free(rank);
+    free(ranks);
+    free(mean);
     return r;
 }
 
@@ -472,8 +478,10 @@ static int finish(const struct opts *o, const rank_variants *rv, struct result *
         size_t q = 0;
         rank_relative(rv->p, rv->flops, res->rf);
         for (size_t v = 0; f && m && v < rv->p; v++)
-            if (res->ranked[v])
-                f[q] = rv->flops[v], m[q++] = res->mean[v];
+            if (res->ranked[v]) {
+                f[q] = rv->flops[v];
+                m[q++] = res->mean[v];
+            }
         /* Indices inside the anomaly are those of the ranked subset. */
         r = f && m ? rank_anomaly_test(q, f, m, &res->anomaly) : -ENOMEM;
         free(f);
@@ -497,25 +505,54 @@ static size_t ranked_variant(const rank_variants *rv, const struct result *res, 
     return 0;
 }
 
+/* "a, b, c": the ranked variants with the minimum FLOP count. */
+static char *min_flop_names(const rank_variants *rv, const struct result *res)
+{
+    double least = INFINITY;
+    char *list = NULL;
+
+    for (size_t v = 0; v < rv->p; v++)
+        if (res->ranked[v])
+            least = fmin(least, rv->flops[v]);
+    for (size_t v = 0; v < rv->p; v++) {
+        char *next;
+        if (!res->ranked[v] || rv->flops[v] != least)
+            continue;
+        if (asprintf(&next, "%s%s%s", list ? list : "", list ? ", " : "", rv->names[v]) < 0)
+            next = NULL;
+        free(list);
+        list = next;
+        if (!list)
+            break;
+    }
+    return list;
+}
+
+static char *verdict_fine(const rank_variants *rv, const struct result *res)
+{
+    size_t best = ranked_variant(rv, res, res->anomaly.best_min), n = res->anomaly.n_min;
+    char *names = min_flop_names(rv, res), *s = NULL;
+
+    if (names &&
+        asprintf(&s, "no anomaly: the minimum-FLOP variant%s (%s) %s the best mean rank %.3g",
+                 n == 1 ? "" : "s", names, n == 1 ? "has" : "share", res->mean[best]) < 0)
+        s = NULL;
+    free(names);
+    return s;
+}
+
 static char *verdict(const rank_variants *rv, const struct result *res)
 {
     const rank_anomaly *a = &res->anomaly;
-    size_t best = ranked_variant(rv, res, a->best_min),
-           worst = ranked_variant(rv, res, a->worst_min);
+    size_t best = ranked_variant(rv, res, a->best_min);
+    size_t worst = ranked_variant(rv, res, a->worst_min);
     size_t out = ranked_variant(rv, res, a->outsider);
-    char *s = NULL, *t = NULL;
+    char *s = NULL, *t = NULL, *all = NULL;
 
     if (!res->flops_known)
         return strdup("no FLOP counts, so no anomaly test (give --flops or a flops column)");
-    if (a->flags == 0) {
-        if (asprintf(&s,
-                     "no anomaly: the %zu minimum-FLOP variant%s (%s%s) share%s the best mean "
-                     "rank %.3g",
-                     a->n_min, a->n_min == 1 ? "" : "s", rv->names[best],
-                     a->n_min > 1 ? ", ..." : "", a->n_min == 1 ? "s" : "", res->mean[best]) < 0)
-            return NULL;
-        return s;
-    }
+    if (a->flags == 0)
+        return verdict_fine(rv, res);
     if ((a->flags & RANK_ANOMALY_OUTSIDER) &&
         asprintf(&s,
                  "%s (RF %.3g) has mean rank %.3g, better than every minimum-FLOP variant "
@@ -529,7 +566,6 @@ static char *verdict(const rank_variants *rv, const struct result *res)
         free(s);
         return NULL;
     }
-    char *all = NULL;
     if (asprintf(&all, "anomaly: %s%s%s", s ? s : "", s && t ? "; and " : "", t ? t : "") < 0)
         all = NULL;
     free(s);
@@ -829,8 +865,10 @@ static int converge(const struct opts *o, rank_variants *rv, struct result *res)
     int r = sub && h0 ? 0 : -ENOMEM;
 
     for (size_t i = 0; r == 0 && i < rv->p; i++)
-        if (res->ranked[res->h0[i]])
-            h0[c.q] = c.q, sub[c.q++] = res->h0[i];
+        if (res->ranked[res->h0[i]]) {
+            h0[c.q] = c.q;
+            sub[c.q++] = res->h0[i];
+        }
     c.sub = sub;
     c.rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (r == 0 && !c.rng)
