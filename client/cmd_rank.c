@@ -595,13 +595,11 @@ static void print_table(const struct opts *o, const rank_variants *rv, const str
 
     for (size_t v = 0; v < rv->p; v++)
         w = (int)strlen(rv->names[v]) > w ? (int)strlen(rv->names[v]) : w;
-    if (w > 48)
-        w = 48;
     printf("%-*s %5s %6s %6s %10s %10s %10s %10s\n", w, "variant", "rank", "mean", "N", "median",
            "RT", "FLOPs", "RF");
     for (size_t i = 0; i < rv->p; i++) {
         size_t v = res->order[i];
-        printf("%-*.*s ", w, w, rv->names[v]);
+        printf("%-*s ", w, rv->names[v]);
         if (res->ranked[v])
             printf("%5d %6.3f", res->rank[v], res->mean[v]);
         else
@@ -796,9 +794,13 @@ static void measure_progress(size_t round, size_t n, double change, void *data)
 {
     struct measure_ctx *c = data;
 
-    if (c->tty)
-        fprintf(stderr, "\rwattprof rank: round %zu, %zu per variant, change %.4f   ", round, n,
-                change);
+    if (!c->tty)
+        return;
+    fprintf(stderr, "\rwattprof rank: round %zu, %zu per variant", round, n);
+    if (isnan(change))
+        fprintf(stderr, ", first ranking   ");
+    else
+        fprintf(stderr, ", change %.4f   ", change);
 }
 
 /* Warm-up runs, then one measured run per variant for h0 and RT. */
