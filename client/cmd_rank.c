@@ -53,6 +53,7 @@ struct result {
     bool measured, converged;
     size_t rounds;
     double change, *single;
+    char source[16]; /* where the measurements came from, e.g. "rapl" */
 };
 
 static void usage(FILE *out)
@@ -620,6 +621,8 @@ static void print_table(const struct opts *o, const rank_variants *rv, const str
                res->rounds, res->rounds == 1 ? "" : "s", o->reps, o->warmup,
                o->warmup == 1 ? "" : "s", res->converged ? "converged" : "stopped at --max",
                res->change, o->eps);
+    if (res->measured && o->metric == RANK_METRIC_ENERGY)
+        printf("energy source: %s (from wattprof run)\n", res->source);
     for (size_t v = 0; res->measured && v < rv->p; v++) {
         if (!res->ranked[v]) {
             printf("not shortlisted ('-'): single run beyond --threshold %g and not minimum-FLOP; "
@@ -664,6 +667,7 @@ static json_object *json_measure(const struct opts *o, const struct result *res)
     json_object *m = json_object_new_object();
 
     json_object_object_add(m, "metric", json_object_new_string(metrics[o->metric]));
+    json_object_object_add(m, "source", json_object_new_string(res->source));
     json_object_object_add(m, "rounds", json_object_new_int64((int64_t)res->rounds));
     json_object_object_add(m, "converged", json_object_new_boolean(res->converged));
     json_object_object_add(m, "change", json_num(res->change));
@@ -754,19 +758,26 @@ static int run_data(const struct opts *o, rank_variants *rv, struct result *res)
 
 struct measure_ctx {
     const struct opts *o;
+    struct result *res;
     const size_t *sub; /* loop variant -> variant */
     size_t q;
     gsl_rng *rng;
     bool tty;
 };
 
-static int measure(const struct opts *o, size_t v, double *out)
+/* Measures variant v once; res->source keeps where the numbers came from,
+ * "mixed" if that changed during the run. */
+static int measure(const struct opts *o, struct result *res, size_t v, double *out)
 {
-    char err[UTIL_ERRLEN];
-    int r = rank_measure_once(o->cmds[v], o->metric, out, err, sizeof(err));
+    char err[UTIL_ERRLEN], source[16] = "";
+    int r = rank_measure_once(o->cmds[v], o->metric, out, source, err, sizeof(err));
 
     if (r < 0)
         log_error("rank: %s", err);
+    else if (!res->source[0])
+        snprintf(res->source, sizeof(res->source), "%s", source);
+    else if (strcmp(res->source, source) != 0)
+        snprintf(res->source, sizeof(res->source), "mixed");
     return r;
 }
 
@@ -783,7 +794,7 @@ static int measure_round(size_t round, size_t m, double *out, void *data)
         gsl_ran_shuffle(c->rng, sched, c->q * m, sizeof(*sched));
     for (size_t i = 0; r == 0 && i < c->q * m; i++) {
         size_t k = sched[i];
-        r = measure(c->o, c->sub[k], &out[k * m + filled[k]++]);
+        r = measure(c->o, c->res, c->sub[k], &out[k * m + filled[k]++]);
     }
     free(sched);
     free(filled);
@@ -804,16 +815,16 @@ static void measure_progress(size_t round, size_t n, double change, void *data)
 }
 
 /* Warm-up runs, then one measured run per variant for h0 and RT. */
-static int single_runs(const struct opts *o, size_t p, double *single)
+static int single_runs(const struct opts *o, size_t p, struct result *res)
 {
     double ignored;
     int r = 0;
 
     for (long k = 0; r == 0 && k < o->warmup; k++)
         for (size_t v = 0; r == 0 && v < p; v++)
-            r = measure(o, v, &ignored);
+            r = measure(o, res, v, &ignored);
     for (size_t v = 0; r == 0 && v < p; v++)
-        r = measure(o, v, &single[v]);
+        r = measure(o, res, v, &res->single[v]);
     return r;
 }
 
@@ -861,7 +872,7 @@ static void shortlist(const struct opts *o, const rank_variants *rv, struct resu
 
 static int converge(const struct opts *o, rank_variants *rv, struct result *res)
 {
-    struct measure_ctx c = {.o = o, .tty = isatty(STDERR_FILENO)};
+    struct measure_ctx c = {.o = o, .res = res, .tty = isatty(STDERR_FILENO)};
     size_t *sub = calloc(rv->p, sizeof(*sub)), *h0 = calloc(rv->p, sizeof(*h0));
     rank_outcome out = {0};
     int r = sub && h0 ? 0 : -ENOMEM;
@@ -913,7 +924,7 @@ static int run_measure(const struct opts *o, rank_variants *rv, struct result *r
     if (r == 0)
         r = result_alloc(res, rv->p, o->n_ranges);
     if (r == 0)
-        r = single_runs(o, rv->p, res->single);
+        r = single_runs(o, rv->p, res);
     for (size_t v = 0; r == 0 && v < rv->p; v++)
         r = rank_variants_push(rv, v, res->single[v]);
     if (r == 0)

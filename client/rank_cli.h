@@ -40,10 +40,11 @@ enum rank_metric { RANK_METRIC_TIME, RANK_METRIC_ENERGY, RANK_METRIC_OUTPUT };
 
 /* Runs `cmd` once with /bin/sh -c and measures it: wall time in seconds,
  * energy in joules through `wattprof run --json`, or the number the command
- * prints last on stdout. A command that fails is an error naming it and its
- * exit status. */
-int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, char *err,
-                      size_t errlen);
+ * prints last on stdout. *source (may be NULL) gets where the number came
+ * from: "wall clock", "output", or run's energy_source ("rapl", "model").
+ * A command that fails is an error naming it and its exit status. */
+int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, char source[16],
+                      char *err, size_t errlen);
 
 /* Draws box plots (whiskers at 1.5 IQR, outliers as dots) of the variants in
  * `order`, each coloured by rank[v] (0: unranked, grey), into a .png or .svg

@@ -145,10 +145,10 @@ static int last_number(const char *cmd, char *text, double *out, char *err, size
     return 0;
 }
 
-static int energy_from_json(const char *cmd, const char *text, double *out, char *err,
-                            size_t errlen)
+static int energy_from_json(const char *cmd, const char *text, double *out, char source[16],
+                            char *err, size_t errlen)
 {
-    json_object *j = json_tokener_parse(text), *e;
+    json_object *j = json_tokener_parse(text), *e, *src;
     int r = 0;
 
     if (!j || !json_object_object_get_ex(j, "energy_j", &e) ||
@@ -157,13 +157,16 @@ static int energy_from_json(const char *cmd, const char *text, double *out, char
                      "command '%s': `wattprof run --json` gave no number \"energy_j\"", cmd);
     else
         *out = json_object_get_double(e);
+    if (r == 0 && json_object_object_get_ex(j, "energy_source", &src))
+        snprintf(source, 16, "%s", json_object_get_string(src));
     json_object_put(j);
     return r;
 }
 
-int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, char *err,
-                      size_t errlen)
+int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, char source[16],
+                      char *err, size_t errlen)
 {
+    char ignored[16];
     char *sh[] = {"/bin/sh", "-c", (char *)cmd, NULL};
     char *run[] = {
         (char *)self_path(), "run", "--json",    "--output", "/dev/fd/" STR(REPORT_FD), "--",
@@ -187,7 +190,9 @@ int rank_measure_once(const char *cmd, enum rank_metric metric, double *out, cha
     else if (r == 0 && metric == RANK_METRIC_OUTPUT)
         r = last_number(cmd, text, out, err, errlen);
     else if (r == 0)
-        r = energy_from_json(cmd, text, out, err, errlen);
+        r = energy_from_json(cmd, text, out, source ? source : ignored, err, errlen);
+    if (r == 0 && source && metric != RANK_METRIC_ENERGY)
+        snprintf(source, 16, "%s", metric == RANK_METRIC_TIME ? "wall clock" : "output");
     free(text);
     return r;
 }
