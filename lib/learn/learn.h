@@ -181,7 +181,8 @@ int rank_h0_by_key(size_t p, const double *key, size_t *h0);
 
 /* The convergence criterion ||dy - dx||_2 / (p-1), where dx and dy are the
  * differences between adjacent entries of prev and cur (mean ranks of two
- * successive rounds), each sorted ascending. 0 when p < 2. */
+ * successive rounds), each sorted ascending. 0 when p < 2; NaN when out of
+ * memory. */
 double rank_convergence(const double *prev, const double *cur, size_t p);
 
 /* Supplies m more measurements of every variant in round `round` (1-based):
