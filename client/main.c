@@ -11,6 +11,7 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+    {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
     {"run", cmd_run, "run a command and report the energy it used"},
     {NULL, NULL, NULL},
 };
