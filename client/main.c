@@ -11,7 +11,8 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-    //{"run", cmd_run, "run a command and report the energy it used"},
+    {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
+    {"run", cmd_run, "run a command and report the energy it used"},
     {NULL, NULL, NULL},
 };
 
