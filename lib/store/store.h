@@ -278,6 +278,7 @@ typedef struct store_process_query {
     size_t limit;           /* 0 = no limit */
     int64_t uid;            /* -1 = any */
     const char *comm_regex; /* POSIX extended regex on comm, NULL = any */
+    bool only_running;      /* leave out processes that have exited */
 } store_process_query;
 
 /* Processes with energy rows in the window, sorted (ties by row id). A bad
@@ -302,9 +303,19 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
                       size_t errlen);
 void store_process_free(store_process *p);
 
+/* When a process's class changed: its first row's class, then every row
+ * whose class differs from the one before (seconds and minute rows, in time
+ * order). process_id is store_process.id. Free *out with free(). */
+typedef struct store_class_change {
+    int64_t t;
+    int klass;
+} store_class_change;
+int store_process_classes(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
+                          char *err, size_t errlen);
+
 typedef enum store_history_by {
     STORE_HISTORY_PID,  /* every process with that pid */
-    STORE_HISTORY_COMM, /* every process whose comm is exactly that */
+    STORE_HISTORY_COMM, /* every process whose comm matches a POSIX extended regex */
     STORE_HISTORY_UID,
     STORE_HISTORY_HOST, /* host_attribution */
 } store_history_by;
@@ -325,6 +336,7 @@ typedef struct store_point {
     int64_t t;
     double attributed_j, standalone_j, cpu_s;
     double host_j, idle_j, unattributed_j, modeled_j;
+    bool measured; /* host: every second of the bucket measured by RAPL */
 } store_point;
 
 /* Buckets with data, in time order (empty buckets are left out). */

@@ -666,7 +666,8 @@ static store *fill_queries(fixture *f, int32_t *model)
             assert_int_equal(push_proc(s, ns, 100, 1, 1.0, 1.5, 0.5, 0, *model), 0);
             assert_int_equal(push_proc(s, ns, 200, 2, 0.05, 0.1, 0.01, 1, *model), 0);
             if (t >= T0 + 5)
-                assert_int_equal(push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, 1, *model), 0);
+                assert_int_equal(
+                    push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, t >= T0 + 8 ? 0 : 1, *model), 0);
             assert_int_equal(push_host(s, ns, 0.5, 4.0, 1.0, 1.55), 0);
         }
     assert_int_equal(store_push_proc_exit(s, 300, 4, (T0 + 9) * NS + 900000000LL), 0);
@@ -736,6 +737,12 @@ static void test_list_processes(void **state)
     assert_string_equal(p[0].comm, "make");
     store_processes_free(p, n);
     q.uid = -1;
+    q.only_running = true; /* "make" exited at T0 + 9 */
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+    q.only_running = false;
     q.comm_regex = "^(bu|id)";
     q.sort = STORE_SORT_POWER;
     assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
@@ -810,6 +817,29 @@ static void test_get_process(void **state)
     store_process_free(&p);
     free(series);
 
+    /* Class changes: pid 100 is class 0 throughout; "make" moves to class
+     * 0 at T0 + 8. */
+    store_class_change *cls;
+    assert_int_equal(store_get_process(r, 100, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cls[0].t, T0);
+    assert_int_equal(cls[0].klass, 0);
+    free(cls);
+    store_process_free(&p);
+    assert_int_equal(store_get_process(r, 300, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(p.klass, 0);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cls[0].t, T0 + 5);
+    assert_int_equal(cls[0].klass, 1);
+    assert_int_equal(cls[1].t, T0 + 8);
+    assert_int_equal(cls[1].klass, 0);
+    free(cls);
+    store_process_free(&p);
+
     assert_int_equal(store_get_process(r, 999, 0, 60, &p, &series, &n, err, sizeof(err)), -ENOENT);
     assert_string_equal(err, "no process with pid 999");
     assert_int_equal(store_get_process(r, 100, 0, -1, &p, &series, &n, err, sizeof(err)), -EINVAL);
@@ -849,13 +879,23 @@ static void test_history(void **state)
     free(p);
 
     q.by = STORE_HISTORY_COMM;
-    q.comm = "idle";
+    q.comm = "^id";
     q.since = T0;
     q.step = 1;
     assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 10);
     assert_float_equal(p[3].attributed_j, 0.1, 1e-9);
     free(p);
+    q.comm = "^(idle|burn)$";
+    q.step = 10;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 21.0, 1e-9);
+    free(p);
+    q.comm = "*x";
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "comm regex '*x'"));
+    q.step = 1;
 
     q.by = STORE_HISTORY_UID;
     q.uid = 1000;
@@ -874,6 +914,7 @@ static void test_history(void **state)
     assert_float_equal(p[0].attributed_j, 6.2, 1e-9);
     assert_float_equal(p[0].host_j, p[0].idle_j + p[0].attributed_j + p[0].unattributed_j, 1e-9);
     assert_float_equal(p[0].modeled_j, 17.6, 1e-9);
+    assert_true(p[0].measured);
     free(p);
 
     q.step = 0;
