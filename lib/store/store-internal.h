@@ -178,7 +178,7 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
 /* -errno for an SQLite result code. */
 int schema_errno(sqlite3 *db, int rc);
 
-/* ---- The writer's connection (writer.c) ------------------------------------- */
+/* ---- The store ------------------------------------------------------------------- */
 
 typedef struct model_entry {
     int32_t id;
@@ -217,13 +217,26 @@ struct store {
     store_stats stats;
 };
 
-/* The writer thread's body. */
+/* The writer thread's body (writer.c). */
 void *writer_main(void *arg);
-/* Opens the database for the writer (first open and reopen after trouble). */
-int writer_connect(store *s, char *err, size_t errlen);
-void writer_disconnect(store *s);
+
+/* ---- The writer's connection (conn.c) ---------------------------------------- */
+
+/* Opens the database for the writer (first open, and again after trouble)
+ * and prepares its statements; records the file's identity. */
+int conn_open(store *s, char *err, size_t errlen);
+void conn_close(store *s);
 /* Loads the models table into s->model (at open). */
-int writer_load_models(store *s, char *err, size_t errlen);
+int conn_load_models(store *s, char *err, size_t errlen);
+/* Writes, inside the caller's transaction, the models not yet written, the
+ * process events, and the rows of seconds before `until` (calibration:
+ * before `calib_until`); *rows counts them. Returns an SQLite code. */
+int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows);
+bool conn_models_pending(store *s);
+/* After the transaction: the models it wrote are written if it committed. */
+void conn_models_end_txn(store *s, bool committed);
+/* A new file has none of the models. */
+void conn_models_unwritten(store *s);
 
 /* ---- Calibration rows as JSON (calib.c) ------------------------------------- */
 

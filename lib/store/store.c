@@ -104,7 +104,7 @@ static void destroy(store *s)
         if (it->kind == ITEM_INFO)
             proc_info_free(it->u.proc_id.info);
     }
-    writer_disconnect(s);
+    conn_close(s);
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     agg_free(&s->acc);
@@ -160,9 +160,9 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
     if (r == 0)
         r = take_lock(s, err, errlen);
     if (r == 0)
-        r = writer_connect(s, err, errlen);
+        r = conn_open(s, err, errlen);
     if (r == 0)
-        r = writer_load_models(s, err, errlen);
+        r = conn_load_models(s, err, errlen);
     if (r == 0)
         r = -pthread_create(&s->thread, NULL, writer_main, s);
     if (r < 0) {
