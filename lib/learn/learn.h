@@ -105,4 +105,32 @@ bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *o
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n,
                     int max_iter, double *rss);
 
+/* The operators of an expression, for engines that build trees (symbolic
+ * regression, the GP's mean). Binary: add sub mul div max min; unary: neg
+ * square cube sqrt log exp; leaves: const var. */
+enum expr_op {
+    EXPR_CONST, EXPR_VAR, EXPR_ADD, EXPR_SUB, EXPR_MUL, EXPR_DIV, EXPR_MAX, EXPR_MIN,
+    EXPR_NEG, EXPR_SQUARE, EXPR_CUBE, EXPR_SQRT, EXPR_LOG, EXPR_EXP, EXPR_N_OPS
+};
+/* 0 for leaves, 1 or 2 for operators. */
+int expr_op_arity(enum expr_op op);
+/* Lowercase name ("add", "square", "const", ...). */
+const char *expr_op_name(enum expr_op op);
+/* The operator named `name`, or -EINVAL. */
+int expr_op_from_name(const char *name);
+/* Constructors; NULL when out of memory. expr_new_op takes ownership of `a`
+ * and `b` (b is NULL for a unary op) and frees them even when it fails. */
+expr *expr_new_const(double c);
+expr *expr_new_var(size_t var);
+expr *expr_new_op(enum expr_op op, expr *a, expr *b);
+/* A new expression after constant folding and the simplifications that
+ * expr_print shows (x+0, x*1, x-x, x/x, c1*(c2*x), ...); NULL when out of
+ * memory. The value at every point is unchanged where both are finite. */
+expr *expr_simplify(const expr *e);
+/* Number of variable indices the expression uses: 1 + the largest, 0 when
+ * it has no variable. Callers check it against their column count. */
+size_t expr_n_vars(const expr *e);
+/* Protected value of `op` at scalar arguments (b unused for unary ops). */
+double expr_op_apply(enum expr_op op, double a, double b);
+
 #endif
