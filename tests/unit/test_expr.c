@@ -1,10 +1,11 @@
 /* Unit tests for learn/expr.c: parsing and its errors, printing with
  * simplification, protected evaluation, derivatives with respect to the
  * constants, and Levenberg-Marquardt on the constants. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
 
 #include "learn/learn.h"
 #include "util/util.h"
