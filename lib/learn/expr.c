@@ -78,7 +78,8 @@ expr *expr_from_nodes(const struct expr_node *nodes, size_t n)
         free(e);
         return NULL;
     }
-    memcpy(e->node, nodes, n * sizeof(*nodes));
+    if (n)
+        memcpy(e->node, nodes, n * sizeof(*nodes));
     e->n = n;
     return e;
 }
@@ -115,7 +116,8 @@ int expr_splice(expr *e, size_t from, size_t to, const struct expr_node *with, s
     if (reserve(e, from + n + tail) < 0)
         return -ENOMEM;
     memmove(e->node + from + n, e->node + to, tail * sizeof(*e->node));
-    memcpy(e->node + from, with, n * sizeof(*with));
+    if (n)
+        memcpy(e->node + from, with, n * sizeof(*with));
     e->n = from + n + tail;
     return 0;
 }
@@ -1059,7 +1061,7 @@ char *expr_print(const expr *e, const char *const *vars)
 struct fit_ctx {
     const expr *e;
     const double *const *cols;
-    const double *y;
+    const double *y, *w; /* w may be NULL: unit weights */
     size_t n, p;
     double *val, *jac; /* n and p*n scratch */
 };
@@ -1073,7 +1075,7 @@ static int fit_f(const gsl_vector *x, void *data, gsl_vector *f)
     if (!expr_eval(e, ctx->cols, ctx->n, ctx->val))
         return GSL_EDOM;
     for (size_t i = 0; i < ctx->n; i++)
-        gsl_vector_set(f, i, ctx->val[i] - ctx->y[i]);
+        gsl_vector_set(f, i, (ctx->val[i] - ctx->y[i]) * (ctx->w ? ctx->w[i] : 1));
     return GSL_SUCCESS;
 }
 
@@ -1087,19 +1089,20 @@ static int fit_df(const gsl_vector *x, void *data, gsl_matrix *J)
         return GSL_EDOM;
     for (size_t i = 0; i < ctx->n; i++)
         for (size_t k = 0; k < ctx->p; k++)
-            gsl_matrix_set(J, i, k, ctx->jac[k * ctx->n + i]);
+            gsl_matrix_set(J, i, k, ctx->jac[k * ctx->n + i] * (ctx->w ? ctx->w[i] : 1));
     return GSL_SUCCESS;
 }
 
-static double rss_of(const expr *e, const double *const *cols, const double *y, size_t n,
-                     double *val)
+static double rss_of(const struct fit_ctx *ctx)
 {
     double s = 0;
 
-    if (!expr_eval(e, cols, n, val))
+    if (!expr_eval(ctx->e, ctx->cols, ctx->n, ctx->val))
         return INFINITY;
-    for (size_t i = 0; i < n; i++)
-        s += (val[i] - y[i]) * (val[i] - y[i]);
+    for (size_t i = 0; i < ctx->n; i++) {
+        double r = (ctx->val[i] - ctx->y[i]) * (ctx->w ? ctx->w[i] : 1);
+        s += r * r;
+    }
     return isfinite(s) ? s : INFINITY;
 }
 
@@ -1126,7 +1129,7 @@ static void fit_run(struct fit_ctx *ctx, expr *e, int max_iter, double *best)
          * is the best point visited; it is still checked, because a failed
          * evaluation can stop the driver part-way. */
         expr_set_consts(e, w->x->data);
-        double rss = rss_of(e, ctx->cols, ctx->y, ctx->n, ctx->val);
+        double rss = rss_of(ctx);
         if (rss <= *best)
             *best = rss;
         else
@@ -1140,7 +1143,13 @@ static void fit_run(struct fit_ctx *ctx, expr *e, int max_iter, double *best)
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
                     double *rss)
 {
-    struct fit_ctx ctx = {.e = e, .cols = cols, .y = y, .n = n, .p = expr_n_consts(e)};
+    return expr_fit_consts_weighted(e, cols, y, NULL, n, max_iter, rss);
+}
+
+int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
+                             size_t n, int max_iter, double *rss)
+{
+    struct fit_ctx ctx = {.e = e, .cols = cols, .y = y, .w = w, .n = n, .p = expr_n_consts(e)};
     double best;
 
     ctx.val = malloc((n ? n : 1) * sizeof(double));
@@ -1150,7 +1159,7 @@ int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t 
         free(ctx.jac);
         return -ENOMEM;
     }
-    best = rss_of(e, cols, y, n, ctx.val);
+    best = rss_of(&ctx);
     /* GSL needs at least as many points as parameters. */
     if (ctx.p > 0 && n >= ctx.p && max_iter > 0)
         fit_run(&ctx, e, max_iter, &best);
