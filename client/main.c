@@ -12,6 +12,7 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     //{"run", cmd_run, "run a command and report the energy it used"},
+    {"symreg", cmd_symreg, "find an equation for a measured quantity (genetic programming)"},
     {NULL, NULL, NULL},
 };
 

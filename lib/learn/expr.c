@@ -346,10 +346,49 @@ static size_t stack_need(const expr *e)
     return max;
 }
 
+/* b[j] = op(a[j], b[j]) as apply_values, also storing the partial
+ * derivatives in pa and pb (taken before b is overwritten). */
+static void apply_partials(enum expr_op op, const double *a, double *b, size_t m, double *pa,
+                           double *pb)
+{
+    switch (op) {
+    case EXPR_ADD:
+    case EXPR_SUB:
+        for (size_t j = 0; j < m; j++)
+            pa[j] = 1, pb[j] = op == EXPR_ADD ? 1 : -1;
+        apply_values(op, a, b, m);
+        break;
+    case EXPR_MUL:
+        for (size_t j = 0; j < m; j++) {
+            pa[j] = b[j], pb[j] = a[j];
+            b[j] = a[j] * b[j];
+        }
+        break;
+    case EXPR_SQUARE:
+        for (size_t j = 0; j < m; j++) {
+            pa[j] = 2 * a[j];
+            b[j] = a[j] * a[j];
+        }
+        break;
+    case EXPR_CUBE:
+        for (size_t j = 0; j < m; j++) {
+            pa[j] = 3 * a[j] * a[j];
+            b[j] = a[j] * a[j] * a[j];
+        }
+        break;
+    default:
+        for (size_t j = 0; j < m; j++)
+            b[j] = apply(op, a[j], b[j], &pa[j], &pb[j]);
+        break;
+    }
+}
+
 /* Evaluates points [0, m) of one block. A stack slot holds 1 + nk vectors
- * of EXPR_BLOCK: the value, then d/dc_k for each constant. */
+ * of EXPR_BLOCK: the value, then d/dc_k for each constant. A subtree's
+ * constants are a contiguous run of indices (prefix order), so each slot
+ * only keeps the gradients in its run [klo, khi): the rest are zero. */
 static void eval_block(const expr *e, const double *const *cols, size_t off, size_t m, size_t nk,
-                       double *stack)
+                       double *stack, size_t *klo, size_t *khi)
 {
     const size_t slot = (1 + nk) * EXPR_BLOCK;
     size_t sp = 0, k = nk; /* constants are met last-first */
@@ -360,40 +399,51 @@ static void eval_block(const expr *e, const double *const *cols, size_t off, siz
         int arity = op_info[nd->op].arity;
         double *top = stack + sp * slot;
 
-        if (nd->op == EXPR_CONST || nd->op == EXPR_VAR) {
+        if (nd->op == EXPR_VAR) {
+            memcpy(top, cols[nd->var] + off, m * sizeof(double));
+            klo[sp] = khi[sp] = 0;
+            sp++;
+            continue;
+        }
+        if (nd->op == EXPR_CONST) {
+            k--;
             for (size_t j = 0; j < m; j++)
-                top[j] = nd->op == EXPR_CONST ? nd->c : cols[nd->var][off + j];
+                top[j] = nd->c;
             if (nk)
-                memset(top + EXPR_BLOCK, 0, nk * EXPR_BLOCK * sizeof(double));
-            if (nd->op == EXPR_CONST) {
-                k--;
-                if (nk)
-                    for (size_t j = 0; j < m; j++)
-                        top[(1 + k) * EXPR_BLOCK + j] = 1;
-            }
+                for (size_t j = 0; j < m; j++)
+                    top[(1 + k) * EXPR_BLOCK + j] = 1;
+            klo[sp] = k, khi[sp] = k + 1;
             sp++;
             continue;
         }
         /* a is the first child (top of the stack), b the second. */
-        double *a = stack + (sp - 1) * slot;
-        double *b = arity == 2 ? stack + (sp - 2) * slot : a;
+        size_t ia = sp - 1, ib = arity == 2 ? sp - 2 : ia;
+        double *a = stack + ia * slot, *b = stack + ib * slot;
         double *r = b; /* the result replaces the lowest operand */
         if (nk == 0) {
             apply_values(nd->op, a, b, m);
             sp -= (size_t)arity - 1;
             continue;
         }
-        /* The partials are taken before the values are overwritten. */
-        for (size_t j = 0; j < m; j++)
-            r[j] = apply(nd->op, a[j], arity == 2 ? b[j] : 0, &pa[j], &pb[j]);
-        for (size_t q = 1; q <= nk; q++) {
-            double *ga = a + q * EXPR_BLOCK, *gr = r + q * EXPR_BLOCK;
-            if (arity == 2)
+        apply_partials(nd->op, a, b, m, pa, pb);
+        for (size_t q = klo[ia]; q < khi[ia]; q++) {
+            double *ga = a + (1 + q) * EXPR_BLOCK, *gr = r + (1 + q) * EXPR_BLOCK;
+            for (size_t j = 0; j < m; j++)
+                gr[j] = pa[j] * ga[j];
+        }
+        if (arity == 2) {
+            for (size_t q = klo[ib]; q < khi[ib]; q++) {
+                double *gr = r + (1 + q) * EXPR_BLOCK;
                 for (size_t j = 0; j < m; j++)
-                    gr[j] = pa[j] * ga[j] + pb[j] * gr[j];
+                    gr[j] *= pb[j];
+            }
+            /* a's constants come before b's: the runs are adjacent. */
+            if (klo[ia] == khi[ia])
+                ;
+            else if (klo[ib] == khi[ib])
+                klo[ib] = klo[ia], khi[ib] = khi[ia];
             else
-                for (size_t j = 0; j < m; j++)
-                    gr[j] = pa[j] * ga[j];
+                klo[ib] = klo[ia];
         }
         sp -= (size_t)arity - 1;
     }
@@ -412,13 +462,14 @@ static bool eval_all(const expr *e, const double *const *cols, size_t n, double 
     size_t nk = jac ? expr_n_consts(e) : 0;
     size_t slots = stack_need(e);
     double *stack = malloc(slots * (1 + nk) * EXPR_BLOCK * sizeof(double));
+    size_t klo[slots], khi[slots];
     bool ok = true;
 
     if (!stack)
         return false;
     for (size_t off = 0; off < n; off += EXPR_BLOCK) {
         size_t m = n - off < EXPR_BLOCK ? n - off : EXPR_BLOCK;
-        eval_block(e, cols, off, m, nk, stack);
+        eval_block(e, cols, off, m, nk, stack, klo, khi);
         memcpy(out + off, stack, m * sizeof(double));
         for (size_t q = 0; q < nk; q++)
             memcpy(jac + q * n + off, stack + (1 + q) * EXPR_BLOCK, m * sizeof(double));
@@ -1089,7 +1140,7 @@ static int fit_df(const gsl_vector *x, void *data, gsl_matrix *J)
         return GSL_EDOM;
     for (size_t i = 0; i < ctx->n; i++)
         for (size_t k = 0; k < ctx->p; k++)
-            gsl_matrix_set(J, i, k, ctx->jac[k * ctx->n + i] * (ctx->w ? ctx->w[i] : 1));
+            J->data[i * J->tda + k] = ctx->jac[k * ctx->n + i] * (ctx->w ? ctx->w[i] : 1);
     return GSL_SUCCESS;
 }
 
@@ -1120,6 +1171,10 @@ static void fit_run(struct fit_ctx *ctx, expr *e, int max_iter, double *best)
     expr_get_consts(e, start);
     gsl_vector_view x0 = gsl_vector_view_array(start, ctx->p);
     par.trs = gsl_multifit_nlinear_trs_lm;
+    /* Normal equations: with LM's damping they stay well posed, and for a
+     * handful of constants they are much cheaper than QR of the n x p
+     * Jacobian. */
+    par.solver = gsl_multifit_nlinear_solver_cholesky;
     w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, ctx->n, ctx->p);
     if (!w)
         return;
