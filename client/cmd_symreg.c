@@ -340,6 +340,7 @@ static int read_csv(struct config *c, const char *path, int line, learn_csv **ou
     else if ((*out)->n_rows == 0) {
         snprintf(c->err, sizeof(c->err), "%s: no data rows", path);
         learn_csv_free(*out);
+        *out = NULL;
         r = -EINVAL;
     }
     return r;

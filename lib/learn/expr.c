@@ -839,6 +839,11 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             keep_range(d, s, a, m);
             return 0;
         }
+        if (d->node[m].op == EXPR_MUL && is_const(d, m + 1) && d->node[m + 1].c < 0) {
+            d->node[s].op = EXPR_SUB; /* x + (-c * y) -> x - c * y */
+            d->node[m + 1].c = -d->node[m + 1].c;
+            return 0;
+        }
         if (same_subtree(d, a, m, m, e)) { /* x + x -> 2 * x */
             d->node[s].op = EXPR_MUL;
             d->node[m] = (struct expr_node){.op = EXPR_CONST, .c = 2};
@@ -867,6 +872,11 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             d->node[m - 1].c = c1 - d->node[m].c;
             d->node[a].op = EXPR_ADD;
             keep_range(d, s, a, m);
+            return 0;
+        }
+        if (d->node[m].op == EXPR_MUL && is_const(d, m + 1) && d->node[m + 1].c < 0) {
+            d->node[s].op = EXPR_ADD; /* x - (-c * y) -> x + c * y */
+            d->node[m + 1].c = -d->node[m + 1].c;
             return 0;
         }
         if (same_subtree(d, a, m, m, e)) {

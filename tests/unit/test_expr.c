@@ -82,6 +82,8 @@ static void test_simplification(void **state)
     check_print("square(3) + 1 / 4 + log(0)", "9.25");
     check_print("-1 * x", "-x");
     check_print("2 * -(3 * m)", "-6 * m");
+    check_print("x + -2 * m", "x - 2 * m");
+    check_print("x - -2 * m", "x + 2 * m");
 }
 
 static void check_error(const char *text, const char *want)
