@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define EXPR_BLOCK 128     /* points evaluated together */
+#define EXPR_LOCAL 4096    /* doubles of evaluation stack kept on the C stack */
 #define EXPR_EXP_MAX 700.0 /* exp's argument is clamped here: e^709 overflows */
 
 static const struct {
@@ -384,13 +385,13 @@ static void apply_partials(enum expr_op op, const double *a, double *b, size_t m
 }
 
 /* Evaluates points [0, m) of one block. A stack slot holds 1 + nk vectors
- * of EXPR_BLOCK: the value, then d/dc_k for each constant. A subtree's
+ * of bs (the block size): the value, then d/dc_k for each constant. A subtree's
  * constants are a contiguous run of indices (prefix order), so each slot
  * only keeps the gradients in its run [klo, khi): the rest are zero. */
 static void eval_block(const expr *e, const double *const *cols, size_t off, size_t m, size_t nk,
-                       double *stack, size_t *klo, size_t *khi)
+                       size_t bs, double *stack, size_t *klo, size_t *khi)
 {
-    const size_t slot = (1 + nk) * EXPR_BLOCK;
+    const size_t slot = (1 + nk) * bs;
     size_t sp = 0, k = nk; /* constants are met last-first */
     double pa[EXPR_BLOCK], pb[EXPR_BLOCK];
 
@@ -411,7 +412,7 @@ static void eval_block(const expr *e, const double *const *cols, size_t off, siz
                 top[j] = nd->c;
             if (nk)
                 for (size_t j = 0; j < m; j++)
-                    top[(1 + k) * EXPR_BLOCK + j] = 1;
+                    top[(1 + k) * bs + j] = 1;
             klo[sp] = k, khi[sp] = k + 1;
             sp++;
             continue;
@@ -427,13 +428,13 @@ static void eval_block(const expr *e, const double *const *cols, size_t off, siz
         }
         apply_partials(nd->op, a, b, m, pa, pb);
         for (size_t q = klo[ia]; q < khi[ia]; q++) {
-            double *ga = a + (1 + q) * EXPR_BLOCK, *gr = r + (1 + q) * EXPR_BLOCK;
+            double *ga = a + (1 + q) * bs, *gr = r + (1 + q) * bs;
             for (size_t j = 0; j < m; j++)
                 gr[j] = pa[j] * ga[j];
         }
         if (arity == 2) {
             for (size_t q = klo[ib]; q < khi[ib]; q++) {
-                double *gr = r + (1 + q) * EXPR_BLOCK;
+                double *gr = r + (1 + q) * bs;
                 for (size_t j = 0; j < m; j++)
                     gr[j] *= pb[j];
             }
@@ -459,24 +460,25 @@ static bool all_finite(const double *x, size_t n)
 
 static bool eval_all(const expr *e, const double *const *cols, size_t n, double *out, double *jac)
 {
-    size_t nk = jac ? expr_n_consts(e) : 0;
-    size_t slots = stack_need(e);
-    double *stack = malloc(slots * (1 + nk) * EXPR_BLOCK * sizeof(double));
+    size_t nk = jac ? expr_n_consts(e) : 0, slots = stack_need(e);
+    size_t bs = n < EXPR_BLOCK ? (n ? n : 1) : EXPR_BLOCK, need = slots * (1 + nk) * bs;
+    /* Small problems (the usual case in symbolic regression) use the C
+     * stack: a malloc per evaluation showed in profiles. */
+    double local[EXPR_LOCAL], *stack = need <= EXPR_LOCAL ? local : malloc(need * sizeof(double));
     size_t klo[slots], khi[slots];
-    bool ok = true;
 
     if (!stack)
         return false;
-    for (size_t off = 0; off < n; off += EXPR_BLOCK) {
-        size_t m = n - off < EXPR_BLOCK ? n - off : EXPR_BLOCK;
-        eval_block(e, cols, off, m, nk, stack, klo, khi);
+    for (size_t off = 0; off < n; off += bs) {
+        size_t m = n - off < bs ? n - off : bs;
+        eval_block(e, cols, off, m, nk, bs, stack, klo, khi);
         memcpy(out + off, stack, m * sizeof(double));
         for (size_t q = 0; q < nk; q++)
-            memcpy(jac + q * n + off, stack + (1 + q) * EXPR_BLOCK, m * sizeof(double));
+            memcpy(jac + q * n + off, stack + (1 + q) * bs, m * sizeof(double));
     }
-    free(stack);
-    ok = all_finite(out, n) && (!jac || all_finite(jac, nk * n));
-    return ok;
+    if (stack != local)
+        free(stack);
+    return all_finite(out, n) && (!jac || all_finite(jac, nk * n));
 }
 
 bool expr_eval(const expr *e, const double *const *cols, size_t n, double *out)
@@ -1136,7 +1138,7 @@ static int fit_f(const gsl_vector *x, void *data, gsl_vector *f)
     if (!expr_eval(e, ctx->cols, ctx->n, ctx->val))
         return GSL_EDOM;
     for (size_t i = 0; i < ctx->n; i++)
-        gsl_vector_set(f, i, (ctx->val[i] - ctx->y[i]) * (ctx->w ? ctx->w[i] : 1));
+        f->data[i * f->stride] = (ctx->val[i] - ctx->y[i]) * (ctx->w ? ctx->w[i] : 1);
     return GSL_SUCCESS;
 }
 
@@ -1185,11 +1187,12 @@ static void fit_run(struct fit_ctx *ctx, expr *e, int max_iter, double *best)
      * handful of constants they are much cheaper than QR of the n x p
      * Jacobian. */
     par.solver = gsl_multifit_nlinear_solver_cholesky;
+
     w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, ctx->n, ctx->p);
     if (!w)
         return;
     if (gsl_multifit_nlinear_init(&x0.vector, &fdf, w) == GSL_SUCCESS) {
-        gsl_multifit_nlinear_driver((size_t)max_iter, 1e-12, 1e-12, 1e-14, NULL, NULL, &info, w);
+        gsl_multifit_nlinear_driver((size_t)max_iter, 1e-12, 1e-12, 0, NULL, NULL, &info, w);
         /* The trust region only accepts steps that lower the cost, so w->x
          * is the best point visited; it is still checked, because a failed
          * evaluation can stop the driver part-way. */
