@@ -22,6 +22,8 @@ struct expr {
     struct expr_node *node;
 };
 
+/* Grows the node array to hold at least n nodes. */
+int expr_reserve(expr *e, size_t n);
 /* Index one past the subtree that starts at node i. */
 size_t expr_subtree_end(const expr *e, size_t i);
 /* Replaces nodes [from, to) of `e` with the n nodes `with`. */
@@ -30,5 +32,16 @@ int expr_splice(expr *e, size_t from, size_t to, const struct expr_node *with, s
 expr *expr_from_nodes(const struct expr_node *nodes, size_t n);
 /* Depth of each node (root 0) into depth[0..e->n); returns the maximum. */
 size_t expr_node_depths(const expr *e, size_t *depth);
+
+/* Characters of feature names that need no quotes. */
+static inline bool expr_is_name_start(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
+}
+
+static inline bool expr_is_name_char(char ch)
+{
+    return expr_is_name_start(ch) || (ch >= '0' && ch <= '9');
+}
 
 #endif
