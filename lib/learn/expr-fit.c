@@ -81,7 +81,7 @@ static void fit_run(struct fit_ctx *ctx, expr *e, int max_iter, double *best)
     if (!w)
         return;
     if (gsl_multifit_nlinear_init(&x0.vector, &fdf, w) == GSL_SUCCESS) {
-        gsl_multifit_nlinear_driver((size_t)max_iter, 1e-12, 1e-12, 0, NULL, NULL, &info, w);
+        gsl_multifit_nlinear_driver((size_t)max_iter, 1e-15, 1e-15, 0, NULL, NULL, &info, w);
         /* The trust region only accepts steps that lower the cost, so w->x
          * is the best point visited; it is still checked, because a failed
          * evaluation can stop the driver part-way. */
