@@ -45,6 +45,13 @@ static void keep_range(expr *d, size_t s, size_t from, size_t to)
     d->n = s + (to - from);
 }
 
+/* Removes the single node at i (a unary operator whose child moves up). */
+static void drop_node(expr *d, size_t i)
+{
+    memmove(d->node + i, d->node + i + 1, (d->n - i - 1) * sizeof(*d->node));
+    d->n--;
+}
+
 /* Swaps the adjacent runs [a, m) and [m, e). */
 static int swap_runs(expr *d, size_t a, size_t m, size_t e)
 {
@@ -101,6 +108,16 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             keep_range(d, s, a, m);
             return 0;
         }
+        if (d->node[m].op == EXPR_NEG) { /* x + -y -> x - y */
+            d->node[s].op = EXPR_SUB;
+            drop_node(d, m);
+            return 0;
+        }
+        if (d->node[a].op == EXPR_NEG) { /* -x + y -> y - x */
+            d->node[s].op = EXPR_SUB;
+            drop_node(d, a);
+            return swap_runs(d, a, m - 1, d->n);
+        }
         if (d->node[m].op == EXPR_MUL && is_const(d, m + 1) && d->node[m + 1].c < 0) {
             d->node[s].op = EXPR_SUB; /* x + (-c * y) -> x - c * y */
             d->node[m + 1].c = -d->node[m + 1].c;
@@ -134,6 +151,11 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             d->node[m - 1].c = c1 - d->node[m].c;
             d->node[a].op = EXPR_ADD;
             keep_range(d, s, a, m);
+            return 0;
+        }
+        if (d->node[m].op == EXPR_NEG) { /* x - -y -> x + y */
+            d->node[s].op = EXPR_ADD;
+            drop_node(d, m);
             return 0;
         }
         if (d->node[m].op == EXPR_MUL && is_const(d, m + 1) && d->node[m + 1].c < 0) {

@@ -84,6 +84,10 @@ static void test_simplification(void **state)
     check_print("2 * -(3 * m)", "-6 * m");
     check_print("x + -2 * m", "x - 2 * m");
     check_print("x - -2 * m", "x + 2 * m");
+    check_print("x + -m", "x - m");
+    check_print("x - -m", "x + m");
+    check_print("-x + square(m)", "square(m) - x");
+    check_print("-x + x + 2", "2");
 }
 
 static void check_error(const char *text, const char *want)

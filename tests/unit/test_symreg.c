@@ -148,6 +148,47 @@ static void test_ramped_trees(void **state)
     gsl_rng_free(r);
 }
 
+/* Printing simplifies; what is printed must read back to an expression with
+ * the same values as the tree evolved, for every operator. */
+static void test_print_preserves_values(void **state)
+{
+    struct symreg_prims ps;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    enum { P = 25 };
+    double x[P], m[P], want[P], got[P];
+    const double *cols[] = {x, m};
+    int compared = 0;
+
+    for (int i = 0; i < P; i++)
+        x[i] = -2 + 0.17 * i, m[i] = 0.5 + 0.11 * i;
+    symreg_prims_init(&ps, (1u << EXPR_N_OPS) - 1, 2, true);
+    assert_int_equal(ps.n_ops, EXPR_N_OPS - 2);
+    for (int t = 0; t < 3000; t++) {
+        expr *e = symreg_gen_tree(&ps, r, 1, 5, t % 2), *back = NULL;
+        if (t % 3 == 0) { /* duplicate subtrees and constants, to exercise folding */
+            expr *base = e;
+            e = expr_new_op(EXPR_SUB, expr_new_op(EXPR_ADD, expr_clone(base), expr_new_const(2)),
+                            expr_new_op(EXPR_MUL, expr_new_const(-3), expr_clone(base)));
+            expr_free(base);
+        }
+        char *text = expr_print(e, vars), err[UTIL_ERRLEN];
+        assert_int_equal(expr_parse(text, vars, 2, &back, err, sizeof(err)), 0);
+        if (expr_eval(e, cols, P, want)) {
+            bool ok = expr_eval(back, cols, P, got);
+            for (int i = 0; ok && i < P; i++)
+                if (fabs(got[i] - want[i]) > 1e-9 * (1 + fabs(want[i])))
+                    fail_msg("%s at x=%g m=%g: %.17g, tree gives %.17g", text, x[i], m[i], got[i],
+                             want[i]);
+            compared += ok;
+        }
+        free(text);
+        expr_free(e);
+        expr_free(back);
+    }
+    assert_true(compared > 1000);
+    gsl_rng_free(r);
+}
+
 enum { N = 40 };
 struct data {
     double x[N], m[N], y[N];
@@ -321,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_crossover_never_at_root),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_ramped_trees),
+        cmocka_unit_test(test_print_preserves_values),
         cmocka_unit_test(test_limits_hold),
         cmocka_unit_test(test_same_result_any_thread_count),
         cmocka_unit_test(test_bad_params),
