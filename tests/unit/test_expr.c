@@ -282,19 +282,19 @@ static void test_lm_weights(void **state)
 {
     /* One constant for two targets: unweighted least squares takes the
      * mean; weights 1/y minimise relative error and stay near the small one. */
-    double x[2] = {0, 0}, y[2] = {1, 100}, w[2] = {1, 0.01}, rss, c;
+    double x[2] = {0, 0}, y[2] = {1, 100}, w[2] = {1, 0.01}, rss, c[2];
     const double *cols[] = {x, x, x};
     expr *e = parse_ok("0.5 + 0 * x");
 
     assert_int_equal(expr_fit_consts(e, cols, y, 2, 50, &rss), 0);
-    expr_get_consts(e, &c);
-    assert_float_equal(c, 50.5, 1e-9);
+    expr_get_consts(e, c);
+    assert_float_equal(c[0], 50.5, 1e-9);
     assert_float_equal(rss, 2 * 49.5 * 49.5, 1e-6);
     expr_free(e);
     e = parse_ok("0.5");
     assert_int_equal(expr_fit_consts_weighted(e, cols, y, w, 2, 50, &rss), 0);
-    expr_get_consts(e, &c);
-    assert_float_equal(c, 1.01 / 1.0001, 1e-12);
+    expr_get_consts(e, c);
+    assert_float_equal(c[0], 1.01 / 1.0001, 1e-12);
     expr_free(e);
 }
 
