@@ -38,8 +38,8 @@ functions = add, sub, mul, div, log, exp
 constants = on
 [evolution]
 population = 300
-generations = 150
-stall = 30
+generations = 100
+stall = 20
 [fitness]
 metric = rmse
 EOF2
