@@ -134,7 +134,10 @@ size_t expr_n_vars(const expr *e);
 double expr_op_apply(enum expr_op op, double a, double b);
 
 /* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
- * means all ones. *rss gets the weighted sum. */
+ * means all ones. *rss gets the weighted sum. The constants are left as they
+ * were when fitting does not lower the sum, or when n is below their count.
+ * GSL's default error handler aborts the process: programs that fit call
+ * gsl_set_error_handler_off() once at start (wattprof symreg does). */
 int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
                              size_t n, int max_iter, double *rss);
 
