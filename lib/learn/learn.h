@@ -239,5 +239,114 @@ typedef struct rank_anomaly {
 /* The FLOPs-anomaly test on each variant's FLOP count and rank (mean ranks,
  * or any ranks where lower is better). -EINVAL when p is 0. */
 int rank_anomaly_test(size_t p, const double *flops, const double *rank, rank_anomaly *out);
+/* The operators of an expression, for engines that build trees (symbolic
+ * regression, the GP's mean). Binary: add sub mul div max min; unary: neg
+ * square cube sqrt log exp; leaves: const var. */
+enum expr_op {
+    EXPR_CONST, EXPR_VAR, EXPR_ADD, EXPR_SUB, EXPR_MUL, EXPR_DIV, EXPR_MAX, EXPR_MIN,
+    EXPR_NEG, EXPR_SQUARE, EXPR_CUBE, EXPR_SQRT, EXPR_LOG, EXPR_EXP, EXPR_N_OPS
+};
+/* 0 for leaves, 1 or 2 for operators. */
+int expr_op_arity(enum expr_op op);
+/* Lowercase name ("add", "square", "const", ...). */
+const char *expr_op_name(enum expr_op op);
+/* The operator named `name`, or -EINVAL. */
+int expr_op_from_name(const char *name);
+/* Constructors; NULL when out of memory. expr_new_op takes ownership of `a`
+ * and `b` (b is NULL for a unary op) and frees them even when it fails. */
+expr *expr_new_const(double c);
+expr *expr_new_var(size_t var);
+expr *expr_new_op(enum expr_op op, expr *a, expr *b);
+/* A new expression after constant folding and the simplifications that
+ * expr_print shows (x+0, x*1, x-x, x/x, c1*(c2*x), ...); NULL when out of
+ * memory. The value at every point is unchanged where both are finite. */
+expr *expr_simplify(const expr *e);
+/* Number of variable indices the expression uses: 1 + the largest, 0 when
+ * it has no variable. Callers check it against their column count. */
+size_t expr_n_vars(const expr *e);
+/* Protected value of `op` at scalar arguments (b unused for unary ops). */
+double expr_op_apply(enum expr_op op, double a, double b);
+
+/* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
+ * means all ones. *rss gets the weighted sum. The constants are left as they
+ * were when fitting does not lower the sum, or when n is below their count.
+ * GSL's default error handler aborts the process: programs that fit call
+ * gsl_set_error_handler_off() once at start (wattprof symreg does). */
+int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
+                             size_t n, int max_iter, double *rss);
+
+/* ---- Symbolic regression (symreg.c, symreg-ops.c) -----------------------
+ * Genetic programming over expr trees with the paper's loop: ramped
+ * half-and-half initialisation; each generation pairs the parents, applies
+ * one-point crossover (never at the root) to each pair with probability
+ * `crossover`, mutates each child with probability `mutation` by one of five
+ * operators chosen uniformly (uniform subtree, node replacement, insert,
+ * shrink, constant perturbation), fits the constants of every new individual
+ * by Levenberg-Marquardt, and keeps `population` of parents + children by
+ * double tournament. All random choices are made in the calling thread from
+ * one mt19937 stream, so a seed gives the same result with any thread count. */
+
+enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
+
+typedef struct symreg_params {
+    uint32_t ops;                /* bit (1u << op) for each enum expr_op allowed */
+    bool constants;              /* random constants among the terminals */
+    size_t population;           /* 300 */
+    size_t generations;          /* 150 */
+    double crossover, mutation;  /* probabilities: 1.0, 0.5 */
+    size_t tournament_fitness;   /* fitness tournament size: 3 */
+    double tournament_parsimony; /* in [1,2]: the smaller wins with p/2: 1.1 */
+    size_t max_depth, max_size;  /* bloat limits: 17, 60 */
+    size_t init_min_depth, init_max_depth; /* ramped half-and-half: 1, 3 */
+    size_t stall;                /* stop after this many generations without progress; 0 = never */
+    enum symreg_fitness fitness; /* SYMREG_MAPE */
+    bool lm;                     /* fit constants by Levenberg-Marquardt: true */
+    int lm_iterations;           /* 20 */
+    uint64_t seed;               /* 1 */
+    int threads;                 /* evaluation threads: 1 */
+} symreg_params;
+
+/* The paper's defaults (above); ops = add, sub, mul, div. */
+void symreg_params_default(symreg_params *p);
+/* Checks ranges; fills err naming the parameter at fault. */
+int symreg_params_check(const symreg_params *p, char *err, size_t errlen);
+/* The fitness name ("mape", "mse", "rmse") and back (-EINVAL if unknown). */
+const char *symreg_fitness_name(enum symreg_fitness f);
+int symreg_fitness_from_name(const char *name);
+/* Error of predictions p against y under fitness f; INFINITY when not finite. */
+double symreg_error(enum symreg_fitness f, const double *y, const double *p, size_t n);
+
+/* Called in the calling thread after each generation. */
+typedef struct symreg_progress {
+    size_t generation;
+    double best_error;
+    uint64_t evaluations;
+    double seconds;
+} symreg_progress;
+typedef void (*symreg_progress_fn)(const symreg_progress *pr, void *ctx);
+
+typedef struct symreg_front_item {
+    expr *e;
+    double error;
+    size_t size;
+} symreg_front_item;
+
+typedef struct symreg_result {
+    expr *best;         /* lowest training error seen (ties: smaller) */
+    double train_error; /* its error under params.fitness */
+    size_t generations; /* generations run (stall can stop early) */
+    uint64_t evaluations; /* individuals evaluated, initial population included */
+    double seconds;       /* wall time */
+    symreg_front_item *front; /* Pareto front of error against size over the
+                                 final population and best, by size ascending */
+    size_t n_front;
+} symreg_result;
+
+/* Evolves an expression for y (n rows) from features x[0..n_features), each
+ * a column of n values. progress may be NULL. */
+int symreg_run(const symreg_params *p, const double *const *x, size_t n_features, const double *y,
+               size_t n, symreg_progress_fn progress, void *ctx, symreg_result **out, char *err,
+               size_t errlen);
+void symreg_result_free(symreg_result *r);
 
 #endif
