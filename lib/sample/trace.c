@@ -284,8 +284,14 @@ int trace_writer_open(const char *path, const trace_header *h, trace_writer **ou
 
 int trace_write_proc(trace_writer *w, const procs_info *info)
 {
-    json_object *o = json_object_new_object();
-    json_object *p = json_object_new_object();
+    json_object *o, *p;
+
+    if (info->pid <= 0 || info->ppid < 0 || info->uid == (uid_t)-1)
+        return -EINVAL; /* the reader would refuse the line */
+    if (w->error)
+        return w->error;
+    o = json_object_new_object();
+    p = json_object_new_object();
 
     json_object_object_add(p, "pid", json_object_new_int64(info->pid));
     json_object_object_add(p, "ppid", json_object_new_int64(info->ppid));
@@ -303,6 +309,8 @@ int trace_write_exit(trace_writer *w, pid_t pid, uint64_t start_ticks)
 {
     int r;
 
+    if (pid <= 0)
+        return -EINVAL;
     if (w->error)
         return w->error;
     if ((r = trace_reserve(w, 64 + 2 * TRACE_NUM_MAX)) < 0)
