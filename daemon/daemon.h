@@ -47,7 +47,8 @@ typedef struct config {
     double replay_speed; /* 0 = as fast as possible */
 } config;
 
-/* Fills in the defaults; `as_root` picks system paths, else paths under
+/* Fills in the defaults; `as_root` (root, or CAP_PERFMON: the process can
+ * watch every user) picks system paths, else paths under
  * $XDG_RUNTIME_DIR / $HOME for an unprivileged run. */
 int config_init(config *c, bool as_root);
 /* Reads an INI file over the current values. Errors name FILE:LINE. */
