@@ -30,7 +30,8 @@ typedef struct config {
     char *state_dir;         /* database and default socket */
     char *db_path;           /* default: state_dir/wattprof.db */
     char *socket_path;       /* default: /run/wattprof/io.wattprof.sock as root */
-    char *model_path;        /* NULL: the built-in cputime model */
+    char *model_path;        /* default: state_dir/models/current.json if it exists,
+                                else NULL: the built-in cputime model */
     char *group;             /* members see every process; "wattprof" */
     unsigned max_clients;    /* 64 */
     double drift_threshold;  /* relative error that is flagged; 0.10 */
