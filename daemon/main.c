@@ -188,7 +188,7 @@ static int open_socket(const config *c, int *fd)
     int r = rpc_listen_activated(fd, err, sizeof(err));
 
     if (r < 0) {
-        log_error("socket activation: %s", err);
+        log_error("%s", err);
         return r;
     }
     if (r == 1)
