@@ -127,6 +127,14 @@ if check "as nobody with CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN and rea
   check "it counts a root process: the burner (uid 0) is listed with CPU time" \
     test "$(q full 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
   echo "    burner: $(q full '{k: mine[0][k] for k in ("pid", "uid", "comm", "total_j")} if mine else None')"
+  # With CAP_NET_ADMIN the listen request is accepted on any kernel, unless
+  # this whole machine is outside the initial pid namespace (then nobody can).
+  if grep -q "initial user and pid namespaces" "$work/full/log"; then
+    skip_note "the proc connector: this machine is not in the initial pid namespace"
+  else
+    check "it listens to the proc connector" \
+      test "$(q full 'any("proc connector" in w for w in s["warnings"])')" = False
+  fi
   check "it sees processes of several users" test "$(q full 'len({x["uid"] for x in p}) >= 2')" = True
 fi
 
