@@ -7,5 +7,7 @@
 #define WATTPROF_COMMANDS_H
 
 int cmd_run(int argc, char **argv);
+int cmd_rank(int argc, char **argv);
+int cmd_symreg(int argc, char **argv);
 
 #endif

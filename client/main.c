@@ -11,7 +11,9 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+    {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
     {"run", cmd_run, "run a command and report the energy it used"},
+    {"symreg", cmd_symreg, "find an equation for a measured quantity (genetic programming)"},
     {NULL, NULL, NULL},
 };
 
