@@ -647,8 +647,12 @@ static void update_idle(sampler *s, double host_w)
                  s->m->training.present ? "model" : "model (uncalibrated)");
         return;
     }
-    ring_add(&s->idle_power, host_w);
-    s->idle_w = ring_percentile(&s->idle_power, 5);
+    if (isfinite(host_w))
+        ring_add(&s->idle_power, host_w);
+    /* Before the first measured second there is no percentile: book nothing
+     * to idle rather than NAN, which attribution refuses, so no tick would
+     * ever be accounted and no second ever published. */
+    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : 0;
     snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
              s->idle_power.n);
 }
@@ -947,8 +951,6 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         return r;
     }
     update_idle(s, NAN);
-    if (s->power->n > 0 && !m->training.present)
-        s->idle_power.n = 0; /* the NAN above is not a measurement */
     *out = s;
     return 0;
 }
