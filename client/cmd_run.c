@@ -415,6 +415,7 @@ static json_object *run_json(const struct run_ctx *c)
         json_object_array_add(events, eo);
     }
     json_object_object_add(o, "events", events);
+    json_object_object_add(o, "user_mode_only", json_object_new_boolean(c->es->user_only));
     json_object_object_add(mo, "name", json_object_new_string(c->m->name));
     json_object_object_add(mo, "sha256", json_object_new_string(c->m->sha256));
     json_object_object_add(mo, "calibrated", json_object_new_boolean(c->m->training.present));
@@ -446,7 +447,10 @@ static void run_print(const struct run_ctx *c, FILE *out)
         fprintf(out, "  %14s      host RAPL: %s\n", "-", c->power->state);
     }
     fprintf(out, "  %14s      class\n", c->m->classes[c->t.klass].name);
-    fprintf(out, "\n  events (scaled for multiplexing; %% = time counted):\n");
+    fprintf(out, "\n  events (scaled for multiplexing; %% = time counted)%s:\n",
+            c->es->user_only ? ", user mode only: the kernel refused kernel-mode counts "
+                               "(perf_event_paranoid)"
+                             : "");
     counters_totals(c->cp, &totals, &ratios);
     for (size_t j = 0; j < c->es->n; j++)
         fprintf(out, "  %18.0f  %-28s %5.1f %%\n", totals[j], c->es->ev[j].name,

@@ -11,6 +11,7 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
+    {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
     {"run", cmd_run, "run a command and report the energy it used"},
     {"status", cmd_status, "the daemon's health: rate, sources, model, warnings"},
     {"top", cmd_top, "live view of processes by power"},
@@ -20,6 +21,7 @@ static const struct subcommand subcommands[] = {
     {"export", cmd_export, "stored per-second process rows as CSV or JSON"},
     {"models", cmd_models, "models the daemon has loaded"},
     {"reload", cmd_reload, "ask the daemon to load a model"},
+    {"symreg", cmd_symreg, "find an equation for a measured quantity (genetic programming)"},
     {NULL, NULL, NULL},
 };
 

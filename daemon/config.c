@@ -236,6 +236,14 @@ int config_finish(config *c, char *err, size_t errlen)
         if (set_str(&c->socket_path, buf) < 0)
             return -ENOMEM;
     }
+    /* `wattprof train --install-if-better STATE_DIR/models` installs the
+     * node's calibrated model as models/current.json; without this it would
+     * be dropped at the next restart in favour of the generic one. */
+    if (!c->model_path) {
+        snprintf(buf, sizeof(buf), "%s/models/current.json", c->state_dir);
+        if (access(buf, F_OK) == 0 && set_str(&c->model_path, buf) < 0)
+            return -ENOMEM;
+    }
     if (c->record_path && c->replay_path)
         return util_err(err, errlen, -EINVAL, "--record and --replay cannot be combined");
     return 0;

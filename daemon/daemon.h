@@ -30,7 +30,8 @@ typedef struct config {
     char *state_dir;         /* database and default socket */
     char *db_path;           /* default: state_dir/wattprof.db */
     char *socket_path;       /* default: /run/wattprof/io.wattprof.sock as root */
-    char *model_path;        /* NULL: the built-in cputime model */
+    char *model_path;        /* default: state_dir/models/current.json if it exists,
+                                else NULL: the built-in cputime model */
     char *group;             /* members see every process; "wattprof" */
     unsigned max_clients;    /* 64 */
     double drift_threshold;  /* relative error that is flagged; 0.10 */
@@ -47,7 +48,8 @@ typedef struct config {
     double replay_speed; /* 0 = as fast as possible */
 } config;
 
-/* Fills in the defaults; `as_root` picks system paths, else paths under
+/* Fills in the defaults; `as_root` (root, or CAP_PERFMON: the process can
+ * watch every user) picks system paths, else paths under
  * $XDG_RUNTIME_DIR / $HOME for an unprivileged run. */
 int config_init(config *c, bool as_root);
 /* Reads an INI file over the current values. Errors name FILE:LINE. */

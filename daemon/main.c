@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -20,8 +21,25 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
+
+/* True when this process may count every user's processes: root, or the
+ * service user holding CAP_PERFMON (wattprofd.service runs as user wattprof
+ * with ambient capabilities). Such a daemon is the node's system daemon: it
+ * uses /etc, /var/lib and /run paths and watches everyone. */
+static bool watches_everyone(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = {{0}};
+
+    if (geteuid() == 0)
+        return true;
+    if (syscall(SYS_capget, &h, d) < 0)
+        return false;
+    return (d[CAP_PERFMON / 32].effective >> (CAP_PERFMON % 32)) & 1;
+}
 
 static void usage(FILE *out)
 {
@@ -68,7 +86,7 @@ static int parse_args(int argc, char **argv, config *c)
             return -EINVAL;
         }
     }
-    if (!config_path && geteuid() == 0 && access("/etc/wattprof/wattprofd.conf", R_OK) == 0)
+    if (!config_path && watches_everyone() && access("/etc/wattprof/wattprofd.conf", R_OK) == 0)
         config_path = "/etc/wattprof/wattprofd.conf";
     if (config_path && (r = config_load(c, config_path, err, sizeof(err))) < 0) {
         log_error("%s", err);
@@ -170,7 +188,7 @@ static int open_socket(const config *c, int *fd)
     int r = rpc_listen_activated(fd, err, sizeof(err));
 
     if (r < 0) {
-        log_error("socket activation: %s", err);
+        log_error("%s", err);
         return r;
     }
     if (r == 1)
@@ -263,7 +281,7 @@ static void log_start(const daemon_ctx *ctx, bool proc_connector_wanted)
              ctx->model->training.present ? "" : ", uncalibrated", es->n,
              power->n ? power->state : power->state);
     log_info("database %s, socket %s%s", ctx->cfg->db_path, ctx->cfg->socket_path,
-             geteuid() == 0 ? "" : "; not root: watching only this user's processes");
+             watches_everyone() ? "" : "; no CAP_PERFMON: watching only this user's processes");
     (void)proc_connector_wanted;
 }
 
@@ -287,7 +305,7 @@ static int run(config *cfg)
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&ctx.lock, NULL);
     ctx.started_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
-    if (geteuid() != 0 && cfg->n_track_uids == 0 && !cfg->replay_path) {
+    if (!watches_everyone() && cfg->n_track_uids == 0 && !cfg->replay_path) {
         cfg->track_uids[0] = getuid(); /* unprivileged: our own processes */
         cfg->n_track_uids = 1;
     }
@@ -348,7 +366,7 @@ int main(int argc, char **argv)
     config cfg;
     int r;
 
-    if (config_init(&cfg, geteuid() == 0) < 0)
+    if (config_init(&cfg, watches_everyone()) < 0)
         return 1;
     r = parse_args(argc, argv, &cfg);
     if (r == 0)

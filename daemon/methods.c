@@ -253,6 +253,10 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
                  st->untracked_cpu);
         json_object_array_add(a, json_object_new_string(line));
     }
+    if (sampler_events(ctx->smp)->user_only)
+        json_object_array_add(a, json_object_new_string(
+                                     "counting user mode only: the kernel refused kernel-mode "
+                                     "counts (perf_event_paranoid)"));
     if (!st->proc_connector && !ctx->cfg->replay_path)
         json_object_array_add(a, json_object_new_string(
                                      "no proc connector: new processes are found by rescans"));

@@ -81,7 +81,7 @@ struct sampler {
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
     double rescan_s; /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
-    int64_t replay_rt0;
+    int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
 
     /* per-second accumulation */
     uint64_t second_start_ns;
@@ -555,6 +555,15 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
                                s->class_rates + k * ne, ne);
 }
 
+/* Wall-clock time of the current replayed tick: the recording's own, or,
+ * for a recording that does not say, as if it had started now. */
+static int64_t replay_time(sampler *s)
+{
+    if (s->replay_offset == 0)
+        s->replay_offset = realtime_ns() - (int64_t)s->replay_t0;
+    return (int64_t)s->last_ns + s->replay_offset;
+}
+
 /* Attributes one tick of length dt over the processes with deltas. */
 static void account(sampler *s, double dt)
 {
@@ -562,7 +571,7 @@ static void account(sampler *s, double dt)
     struct tracked *active[s->n ? s->n : 1];
     attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
     /* A replay keeps the recording's own timeline. */
-    int64_t t_ns = s->rep ? s->replay_rt0 + (int64_t)(s->last_ns - s->replay_t0) : realtime_ns();
+    int64_t t_ns = s->rep ? replay_time(s) : realtime_ns();
 
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
@@ -638,8 +647,12 @@ static void update_idle(sampler *s, double host_w)
                  s->m->training.present ? "model" : "model (uncalibrated)");
         return;
     }
-    ring_add(&s->idle_power, host_w);
-    s->idle_w = ring_percentile(&s->idle_power, 5);
+    if (isfinite(host_w))
+        ring_add(&s->idle_power, host_w);
+    /* Before the first measured second there is no percentile: book nothing
+     * to idle rather than NAN, which attribution refuses, so no tick would
+     * ever be accounted and no second ever published. */
+    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : 0;
     snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
              s->idle_power.n);
 }
@@ -849,7 +862,7 @@ static int open_sources(sampler *s, char *err, size_t errlen)
         }
         snprintf(s->power->state, sizeof(s->power->state), "replay of %s: %zu zones",
                  s->cfg->replay_path, h->n_zones);
-        s->replay_rt0 = realtime_ns();
+        s->replay_offset = h->realtime_offset_ns;
         return replay_events(s, err, errlen);
     }
     if ((r = open_events(s, err, errlen)) < 0)
@@ -878,6 +891,8 @@ static int open_sources(sampler *s, char *err, size_t errlen)
         h.zone_id = ids;
         h.zone_name = zn;
         memcpy(h.boot_id, s->boot_id, sizeof(h.boot_id));
+        h.realtime_offset_ns =
+            (int64_t)util_now_ns(CLOCK_REALTIME) - (int64_t)util_now_ns(CLOCK_MONOTONIC);
         if ((r = trace_writer_open(s->cfg->record_path, &h, &s->rec, err, errlen)) < 0)
             return r;
     }
@@ -936,8 +951,6 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         return r;
     }
     update_idle(s, NAN);
-    if (s->power->n > 0 && !m->training.present)
-        s->idle_power.n = 0; /* the NAN above is not a measurement */
     *out = s;
     return 0;
 }

@@ -31,6 +31,9 @@ void rpc_buf_free(rpc_buf *b);
  * -E2BIG when no terminator came within max bytes. */
 int rpc_frame_next(const rpc_buf *b, size_t max, const char **msg, size_t *len);
 
+/* Offset of the first byte that breaks strict UTF-8 (RFC 3629), or len. */
+size_t rpc_utf8_check(const unsigned char *s, size_t len);
+
 /* Parses exactly len bytes as one JSON value (strict); text[len] must be
  * NUL.  NULL with a reason in why on failure. */
 json_object *rpc_json_parse(const char *text, size_t len, char *why, size_t whylen);
@@ -120,7 +123,39 @@ struct rpc_call {
 
 int rpc_call_new(rpc_queue *q, const char *method, bool more, bool oneway, rpc_call **out);
 
-/* ---- server.c ---- */
+/* ---- conn.c: one client connection (server thread only) ---- */
+
+struct rpc_conn {
+    struct rpc_conn *next, *prev;
+    rpc_server *srv;
+    int fd;
+    rpc_peer peer;
+    rpc_buf in, out;
+    rpc_call *call;  /* the call being answered; later ones wait in `in` */
+    uint32_t events; /* what epoll watches now */
+    bool eof;        /* the peer will send nothing more */
+    bool closing;    /* close once the output is sent (after a bad request) */
+    bool dead;       /* closed; freed at the end of the loop iteration */
+};
+
+/* Accepts fd (already non-blocking) as a new connection watched by epoll. */
+int rpc_conn_new(rpc_server *srv, int fd);
+/* Handles what epoll reported for the connection. */
+void rpc_conn_event(struct rpc_conn *conn, uint32_t events);
+/* After anything happened: dispatch what waits, send, close when done. */
+void rpc_conn_after(struct rpc_conn *conn);
+/* Closes the socket now; the call in progress reads as closed.  The memory
+ * stays until rpc_conn_free, so pointers held in this loop turn stay valid. */
+void rpc_conn_close(struct rpc_conn *conn);
+void rpc_conn_free(struct rpc_conn *conn);
+/* Ends the connection's call in progress (its final answer went out). */
+void rpc_conn_end_call(struct rpc_conn *conn);
+/* Sends a message of the connection's current call (takes text). */
+void rpc_conn_deliver(struct rpc_conn *conn, rpc_call *call, char *text, size_t len, bool final);
+/* Answers a message that is not a valid call, then closes the connection. */
+void rpc_conn_bad_request(struct rpc_conn *conn, const char *field, const char *why);
+
+/* ---- dispatch.c ---- */
 
 typedef struct rpc_method {
     char *name; /* full name, "iface.Method" */
@@ -128,7 +163,12 @@ typedef struct rpc_method {
     void *userdata;
 } rpc_method;
 
-struct rpc_conn;
+/* Runs one call message (len bytes, NUL at msg[len]) of the connection. */
+void rpc_dispatch(struct rpc_conn *conn, const char *msg, size_t len);
+const rpc_method *rpc_server_find_method(const rpc_server *srv, const char *name);
+const rpc_idl *rpc_server_find_interface(const rpc_server *srv, const char *name, size_t len);
+
+/* ---- server.c ---- */
 
 struct rpc_server {
     char *vendor, *product, *version, *url;
@@ -153,8 +193,5 @@ struct rpc_server {
 
 /* service.c: registers org.varlink.service (GetInfo, GetInterfaceDescription). */
 int rpc_service_register(rpc_server *srv);
-
-/* Sends a message of the connection's current call (server thread; takes text). */
-void rpc_conn_deliver(struct rpc_conn *conn, rpc_call *call, char *text, size_t len, bool final);
 
 #endif

@@ -22,19 +22,61 @@ int rpc_frame_next(const rpc_buf *b, size_t max, const char **msg, size_t *len)
     return 1;
 }
 
+/* Offset of the first byte that is not strict UTF-8 (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF), or len when all is well.
+ * json-c only checks the shape of multi-byte sequences. */
+size_t rpc_utf8_check(const unsigned char *s, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len) {
+        unsigned c = s[i], n, cp, min;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xc2 && c <= 0xdf)
+            n = 1, cp = c & 0x1f, min = 0x80;
+        else if (c >= 0xe0 && c <= 0xef)
+            n = 2, cp = c & 0x0f, min = 0x800;
+        else if (c >= 0xf0 && c <= 0xf4)
+            n = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return i;
+        if (len - i <= n)
+            return i;
+        for (unsigned k = 1; k <= n; k++) {
+            if ((s[i + k] & 0xc0) != 0x80)
+                return i;
+            cp = (cp << 6) | (s[i + k] & 0x3f);
+        }
+        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return i;
+        i += n + 1;
+    }
+    return len;
+}
+
 /* Parses exactly len bytes as one JSON value, or explains why not.  text[len]
  * must be the NUL terminator: it tells the tokenizer the input has ended. */
 json_object *rpc_json_parse(const char *text, size_t len, char *why, size_t whylen)
 {
-    json_tokener *tok = json_tokener_new();
+    json_tokener *tok;
     json_object *obj;
     enum json_tokener_error e;
 
+    size_t bad = rpc_utf8_check((const unsigned char *)text, len);
+
+    if (bad < len) {
+        util_err(why, whylen, EBADMSG, "not UTF-8 at byte %zu", bad);
+        return NULL;
+    }
+    tok = json_tokener_new();
     if (!tok) {
         util_err(why, whylen, ENOMEM, "out of memory");
         return NULL;
     }
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     obj = json_tokener_parse_ex(tok, text, (int)len + 1);
     e = json_tokener_get_error(tok);
     if (e == json_tokener_continue) {

@@ -16,10 +16,11 @@
  * and never block on a client.
  *
  * Limits that protect the daemon: a request over max_request bytes, or one
- * that is not a JSON object, gets org.varlink.service.InvalidParameter and
- * the connection is closed; a client whose unsent output would pass max_output
- * bytes is dropped; connections past max_clients are accepted and closed at
- * once.
+ * that is not a well-formed call (malformed or non-UTF-8 JSON, no "method",
+ * fields of the wrong type) gets org.varlink.service.InvalidParameter, with
+ * "parameter" naming the field at fault ("" for the message as a whole) and
+ * a "reason" for a person, and the connection is closed; a client whose unsent output would pass
+ * max_output bytes is dropped; connections past max_clients are accepted and closed at once.
  *
  * Functions return 0 (or a count) on success and a negative errno on
  * failure; those that take `err` fill it with one line for a person. */

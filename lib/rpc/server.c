@@ -18,344 +18,6 @@
 
 #define ACCEPT_PAUSE_MS 100 /* after EMFILE and friends, before trying accept again */
 
-struct rpc_conn {
-    struct rpc_conn *next, *prev;
-    rpc_server *srv;
-    int fd;
-    rpc_peer peer;
-    rpc_buf in, out;
-    rpc_call *call;  /* the call being answered; later ones wait in `in` */
-    uint32_t events; /* what epoll watches now */
-    bool eof;        /* the peer will send nothing more */
-    bool closing;    /* close once the output is sent (after a bad request) */
-    bool dead;       /* closed; freed at the end of the loop iteration */
-};
-
-/* ---- connections ---- */
-
-static void conn_end_call(struct rpc_conn *conn)
-{
-    rpc_call *call = conn->call;
-
-    conn->call = NULL;
-    call->conn = NULL;
-    rpc_call_unref(call);
-}
-
-static void conn_close(struct rpc_conn *conn)
-{
-    if (conn->dead)
-        return;
-    epoll_ctl(conn->srv->ep, EPOLL_CTL_DEL, conn->fd, NULL);
-    close(conn->fd);
-    conn->fd = -1;
-    if (conn->call) {
-        atomic_store(&conn->call->closed, true);
-        conn_end_call(conn);
-    }
-    conn->dead = true;
-    atomic_fetch_sub(&conn->srv->clients, 1);
-}
-
-/* Sends what the socket takes now; closes the connection on a write error. */
-static void conn_flush(struct rpc_conn *conn)
-{
-    while (!conn->dead && conn->out.len > 0) {
-        ssize_t n = send(conn->fd, conn->out.data, conn->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN)
-                conn_close(conn);
-            return;
-        }
-        rpc_buf_consume(&conn->out, (size_t)n);
-    }
-}
-
-/* Queues a message for the client, dropping a client that does not read:
- * one whose unsent output would pass max_output.  A single reply bigger
- * than the bound still goes to a client that has read everything before it. */
-static void conn_send(struct rpc_conn *conn, const char *text, size_t len)
-{
-    rpc_server *srv = conn->srv;
-    int r;
-
-    if (conn->dead)
-        return;
-    if (conn->out.len + len > srv->max_output)
-        conn_flush(conn);
-    if (conn->dead)
-        return;
-    if (conn->out.len > 0 && conn->out.len + len > srv->max_output) {
-        log_warning("rpc: dropping client (pid %d, uid %u): %zu bytes of output unread, "
-                    "limit %zu",
-                    (int)conn->peer.pid, (unsigned)conn->peer.uid, conn->out.len + len,
-                    srv->max_output);
-        atomic_fetch_add(&srv->dropped, 1);
-        conn_close(conn);
-        return;
-    }
-    r = rpc_buf_append(&conn->out, text, len, SIZE_MAX);
-    if (r < 0) {
-        log_warning("rpc: dropping client (pid %d): %s", (int)conn->peer.pid, strerror(-r));
-        conn_close(conn);
-    }
-}
-
-void rpc_conn_deliver(struct rpc_conn *conn, rpc_call *call, char *text, size_t len, bool final)
-{
-    if (!conn->dead && conn->call == call) {
-        conn_send(conn, text, len);
-        if (final && conn->call == call)
-            conn_end_call(conn);
-    }
-    free(text);
-}
-
-/* Answers a message that is not a valid call, then closes: after a framing
- * error nothing later on the stream can be trusted. */
-static void conn_bad_request(struct rpc_conn *conn, const char *field, const char *why)
-{
-    json_object *p = json_object_new_object();
-    char *text;
-    size_t len;
-
-    log_info("rpc: bad request from pid %d uid %u: %s", (int)conn->peer.pid,
-             (unsigned)conn->peer.uid, why);
-    atomic_fetch_add(&conn->srv->bad_requests, 1);
-    conn->closing = true;
-    if (p) {
-        json_object_object_add(p, "parameter", json_object_new_string(field));
-        json_object_object_add(p, "reason", json_object_new_string(why));
-    }
-    if (rpc_msg_error(RPC_ERR_INVALID_PARAMETER, p, &text, &len) == 0) {
-        conn_send(conn, text, len);
-        free(text);
-    }
-}
-
-/* ---- dispatch ---- */
-
-static const rpc_method *find_method(const rpc_server *srv, const char *name)
-{
-    for (size_t i = 0; i < srv->n_methods; i++)
-        if (strcmp(srv->methods[i].name, name) == 0)
-            return &srv->methods[i];
-    return NULL;
-}
-
-static const rpc_idl *find_interface(const rpc_server *srv, const char *name, size_t len)
-{
-    for (size_t i = 0; i < srv->n_ifaces; i++)
-        if (strlen(srv->ifaces[i].name) == len && memcmp(srv->ifaces[i].name, name, len) == 0)
-            return &srv->ifaces[i];
-    return NULL;
-}
-
-/* Error for a method with no handler: which one depends on what is declared. */
-static int answer_unknown(rpc_server *srv, rpc_call *call, const char *method)
-{
-    const char *dot = strrchr(method, '.');
-    size_t len = dot ? (size_t)(dot - method) : 0;
-    const rpc_idl *idl = find_interface(srv, method, len);
-    json_object *p = json_object_new_object();
-
-    if (!p)
-        return -ENOMEM;
-    if (!idl) {
-        json_object_object_add(p, "interface", json_object_new_string_len(method, (int)len));
-        return rpc_error(call, RPC_ERR_INTERFACE_NOT_FOUND, p);
-    }
-    json_object_object_add(p, "method", json_object_new_string(method));
-    return rpc_error(call,
-                     rpc_idl_declares(idl, dot + 1) ? RPC_ERR_METHOD_NOT_IMPLEMENTED
-                                                    : RPC_ERR_METHOD_NOT_FOUND,
-                     p);
-}
-
-/* The standard error for a handler's negative return, or NULL for none. */
-static const char *errno_error(int r)
-{
-    switch (r) {
-    case -EINVAL:
-        return RPC_ERR_INVALID_PARAMETER;
-    case -EPERM:
-    case -EACCES:
-        return RPC_ERR_PERMISSION_DENIED;
-    case -EOPNOTSUPP:
-        return RPC_ERR_METHOD_NOT_IMPLEMENTED;
-    default:
-        return NULL;
-    }
-}
-
-/* After the handler returned r: answer for it when it did not, and end
- * calls that need no further answer. */
-static void finish_call(struct rpc_conn *conn, rpc_call *call, int r)
-{
-    const char *name = errno_error(r);
-
-    if (conn->dead)
-        return;
-    if (r < 0 && !atomic_load(&call->done)) {
-        json_object *p = json_object_new_object();
-        if (!name) {
-            log_warning("rpc: %s failed: %s; closing the connection", call->method, strerror(-r));
-            json_object_put(p);
-            conn_close(conn);
-            return;
-        }
-        if (p && strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
-            json_object_object_add(p, "parameter", json_object_new_string(""));
-        else if (p && strcmp(name, RPC_ERR_METHOD_NOT_IMPLEMENTED) == 0)
-            json_object_object_add(p, "method", json_object_new_string(call->method));
-        rpc_error(call, name, p);
-    }
-    if (call->oneway) {
-        atomic_store(&call->done, true);
-        if (conn->call == call)
-            conn_end_call(conn);
-    } else if (!atomic_load(&call->done) && atomic_load(&call->refs) <= 2) {
-        /* Nobody holds the call to answer it later: the client would wait forever. */
-        log_error("rpc: %s returned without answering; closing the connection", call->method);
-        conn_close(conn);
-    }
-}
-
-static void dispatch(struct rpc_conn *conn, const char *msg, size_t len)
-{
-    rpc_server *srv = conn->srv;
-    rpc_call_hdr h;
-    rpc_call *call;
-    const rpc_method *m;
-    const char *field;
-    char why[256];
-    int r;
-
-    if (rpc_msg_parse_call(msg, len, &h, &field, why, sizeof(why)) < 0) {
-        conn_bad_request(conn, field, why);
-        return;
-    }
-    atomic_fetch_add(&srv->calls, 1);
-    if (rpc_call_new(srv->q, h.method, h.more, h.oneway, &call) < 0) {
-        rpc_call_hdr_free(&h);
-        conn_close(conn);
-        return;
-    }
-    conn->call = call; /* the connection's reference */
-    call->conn = conn;
-    rpc_call_ref(call); /* ours, so the call outlives an answer given inside the handler */
-    m = find_method(srv, h.method);
-    r = m ? m->fn(call, h.params, &conn->peer, m->userdata) : answer_unknown(srv, call, h.method);
-    finish_call(conn, call, r);
-    rpc_call_unref(call);
-    rpc_call_hdr_free(&h);
-}
-
-/* Dispatches buffered calls, one at a time, while no call is in progress. */
-static void conn_process(struct rpc_conn *conn)
-{
-    rpc_server *srv = conn->srv;
-    const char *msg;
-    size_t len;
-    char why[128];
-
-    while (!conn->dead && !conn->call && !conn->closing) {
-        int r = rpc_frame_next(&conn->in, srv->max_request, &msg, &len);
-        if (r == 0)
-            break;
-        if (r < 0) {
-            snprintf(why, sizeof(why), "request larger than %zu bytes", srv->max_request);
-            conn_bad_request(conn, "", why);
-            break;
-        }
-        dispatch(conn, msg, len);
-        rpc_buf_consume(&conn->in, len + 1);
-    }
-}
-
-/* Reads while no call is in progress; calls are dispatched as they complete. */
-static void conn_read(struct rpc_conn *conn)
-{
-    size_t limit = conn->srv->max_request + 1;
-
-    while (!conn->dead && !conn->call && !conn->closing && !conn->eof) {
-        ssize_t n;
-        /* A full buffer holds no complete message: conn_process has already
-         * answered it as too large, so this only guards the arithmetic. */
-        if (rpc_buf_reserve(&conn->in, 1, limit) < 0) {
-            conn_close(conn);
-            return;
-        }
-        n = recv(conn->fd, conn->in.data + conn->in.len, conn->in.cap - conn->in.len, MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno != EAGAIN)
-                conn_close(conn);
-            return;
-        }
-        if (n == 0)
-            conn->eof = true;
-        conn->in.len += (size_t)n;
-        conn_process(conn);
-    }
-}
-
-static void conn_update_events(struct rpc_conn *conn)
-{
-    struct epoll_event ev = {0};
-
-    ev.events = (!conn->call && !conn->closing && !conn->eof ? EPOLLIN : 0) |
-                (conn->out.len > 0 ? EPOLLOUT : 0);
-    ev.data.ptr = conn;
-    if (ev.events != conn->events && epoll_ctl(conn->srv->ep, EPOLL_CTL_MOD, conn->fd, &ev) == 0)
-        conn->events = ev.events;
-}
-
-/* After anything happened on a connection: dispatch what waits, send, and
- * close when there is nothing left to do. */
-static void conn_after(struct rpc_conn *conn)
-{
-    conn_process(conn);
-    conn_flush(conn);
-    if (conn->dead)
-        return;
-    if (conn->out.len == 0 && !conn->call && (conn->closing || conn->eof)) {
-        conn_close(conn);
-        return;
-    }
-    conn_update_events(conn);
-}
-
-static void conn_event(struct rpc_conn *conn, uint32_t events)
-{
-    if (conn->dead)
-        return;
-    if (events & EPOLLERR) {
-        conn_close(conn);
-        return;
-    }
-    if (events & (EPOLLIN | EPOLLHUP))
-        conn_read(conn);
-    if (!conn->dead && (events & EPOLLOUT))
-        conn_flush(conn);
-    /* Hung up entirely: calls already read (oneway ones) have run; nobody is
-     * left to read answers. */
-    if (events & EPOLLHUP)
-        conn_close(conn);
-    if (!conn->dead)
-        conn_after(conn);
-}
-
-static void conn_free(struct rpc_conn *conn)
-{
-    rpc_buf_free(&conn->in);
-    rpc_buf_free(&conn->out);
-    free(conn);
-}
-
 /* Frees connections closed during this loop iteration. */
 static void reap(rpc_server *srv)
 {
@@ -371,7 +33,7 @@ static void reap(rpc_server *srv)
             srv->conns = c->next;
         if (c->next)
             c->next->prev = c->prev;
-        conn_free(c);
+        rpc_conn_free(c);
     }
 }
 
@@ -412,34 +74,6 @@ static void refuse(rpc_server *srv, int fd)
     }
 }
 
-static int add_conn(rpc_server *srv, int fd)
-{
-    struct rpc_conn *conn = calloc(1, sizeof(*conn));
-    struct epoll_event ev = {.events = EPOLLIN};
-    int r;
-
-    if (!conn)
-        return -ENOMEM;
-    conn->srv = srv;
-    conn->fd = fd;
-    r = rpc_peer_get(fd, srv->priv_gid, &conn->peer);
-    ev.data.ptr = conn;
-    if (r == 0 && epoll_ctl(srv->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-        r = -errno;
-    if (r < 0) {
-        free(conn);
-        return r;
-    }
-    conn->events = EPOLLIN;
-    conn->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = conn;
-    srv->conns = conn;
-    atomic_fetch_add(&srv->clients, 1);
-    atomic_fetch_add(&srv->accepted, 1);
-    return 0;
-}
-
 static void accept_clients(rpc_server *srv)
 {
     for (;;) {
@@ -455,7 +89,7 @@ static void accept_clients(rpc_server *srv)
             refuse(srv, fd);
             continue;
         }
-        r = add_conn(srv, fd);
+        r = rpc_conn_new(srv, fd);
         if (r < 0) {
             log_warning("rpc: dropping a new connection: %s", strerror(-r));
             close(fd);
@@ -477,7 +111,7 @@ static void drain_queue(rpc_server *srv)
             rpc_conn_deliver(conn, it->call, it->text, it->len, it->final);
             it->text = NULL;
             if (!conn->dead)
-                conn_after(conn);
+                rpc_conn_after(conn);
         }
         rpc_queue_item_free(it);
     }
@@ -502,13 +136,13 @@ static void *server_main(void *arg)
             else if (evs[i].data.ptr == &srv->q)
                 drain_queue(srv);
             else
-                conn_event(evs[i].data.ptr, evs[i].events);
+                rpc_conn_event(evs[i].data.ptr, evs[i].events);
         }
         resume_accept(srv);
         reap(srv);
     }
     for (struct rpc_conn *c = srv->conns; c; c = c->next)
-        conn_close(c);
+        rpc_conn_close(c);
     reap(srv);
     atomic_store(&srv->q->running, false);
     rpc_queue_close(srv->q);
@@ -577,7 +211,7 @@ int rpc_server_add_interface(rpc_server *srv, const char *description, char *err
     r = rpc_idl_scan(description, &idl, err, errlen);
     if (r < 0)
         return r;
-    if (find_interface(srv, idl.name, strlen(idl.name))) {
+    if (rpc_server_find_interface(srv, idl.name, strlen(idl.name))) {
         r = util_err(err, errlen, -EEXIST, "interface %s is already registered", idl.name);
         rpc_idl_free(&idl);
         return r;
@@ -599,9 +233,9 @@ int rpc_server_add_method(rpc_server *srv, const char *method, rpc_method_fn fn,
 
     if (srv->started)
         return -EBUSY;
-    if (!dot || !find_interface(srv, method, (size_t)(dot - method)))
+    if (!dot || !rpc_server_find_interface(srv, method, (size_t)(dot - method)))
         return -ENOENT;
-    if (find_method(srv, method))
+    if (rpc_server_find_method(srv, method))
         return -EEXIST;
     v = realloc(srv->methods, (srv->n_methods + 1) * sizeof(*v));
     if (!v)
@@ -659,7 +293,7 @@ void rpc_server_free(rpc_server *srv)
         next = c->next;
         if (c->fd >= 0)
             close(c->fd);
-        conn_free(c);
+        rpc_conn_free(c);
     }
     for (size_t i = 0; i < srv->n_ifaces; i++)
         rpc_idl_free(&srv->ifaces[i]);

@@ -148,27 +148,46 @@ int events_find(const sample_eventset *es, const char *name)
     return -1;
 }
 
-int events_probe(const sample_eventset *es, char *err, size_t errlen)
+static int events_try_open(const sample_event *ev)
+{
+    struct perf_event_attr attr = ev->attr;
+    attr.disabled = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    close(fd);
+    return 0;
+}
+
+/* Unprivileged callers under perf_event_paranoid >= 2 may count only user
+ * mode: better a user-mode count that says so than no count at all. */
+static void events_user_only(sample_eventset *es)
+{
+    for (size_t i = 0; i < es->n; i++) {
+        es->ev[i].attr.exclude_kernel = 1;
+        es->ev[i].attr.exclude_hv = 1;
+    }
+    es->user_only = true;
+}
+
+int events_probe(sample_eventset *es, char *err, size_t errlen)
 {
     size_t used = 0;
     int first = 0;
 
     if (err && errlen)
         err[0] = '\0';
+    if (es->n > 0 && events_try_open(&es->ev[0]) == -EACCES && !es->ev[0].attr.exclude_kernel)
+        events_user_only(es);
     for (size_t i = 0; i < es->n; i++) {
-        struct perf_event_attr attr = es->ev[i].attr;
-        attr.disabled = 1;
-        int fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
-        if (fd >= 0) {
-            close(fd);
+        int r = events_try_open(&es->ev[i]);
+        if (r == 0)
             continue;
-        }
-        int e = errno;
         if (!first)
-            first = -e;
+            first = r;
         if (err && used < errlen)
             used += (size_t)snprintf(err + used, errlen - used, "%sevent '%s': %s",
-                                     used ? "; " : "", es->ev[i].name, strerror(e));
+                                     used ? "; " : "", es->ev[i].name, strerror(-r));
     }
     return first;
 }

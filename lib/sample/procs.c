@@ -372,7 +372,8 @@ static int procs_recv(procs_watch *w)
 }
 
 /* The acknowledgement of our listen request is queued while send() runs, so
- * it is already waiting; a short poll covers kernels that defer it. The
+ * it is already waiting; a short poll covers kernels that defer it. Events
+ * queued before it are dropped: callers scan /proc after opening anyway. The
  * kernel says nothing at all to requests from a non-initial user or pid
  * namespace: no acknowledgement then means no events either. */
 static int procs_wait_ack(procs_watch *w, char *err, size_t errlen)

@@ -37,6 +37,7 @@ typedef struct sample_eventset {
     size_t n;
     unsigned n_groups;
     unsigned hw_counters; /* generic counters of the core PMU used to size groups */
+    bool user_only;       /* kernel-mode counts were refused (perf_event_paranoid) */
 } sample_eventset;
 
 /* Encodes `names` at user+kernel privilege level. An unknown name fails with
@@ -49,8 +50,10 @@ void events_free(sample_eventset *es);
 int events_find(const sample_eventset *es, const char *name);
 /* Checks that every event opens on this machine for the calling process;
  * on failure returns the kernel's -errno with `err` naming every event that
- * did not open and why. */
-int events_probe(const sample_eventset *es, char *err, size_t errlen);
+ * did not open and why. When the kernel refuses kernel-mode counting to an
+ * unprivileged caller (perf_event_paranoid >= 2), the set falls back to user
+ * mode only and says so in es->user_only. */
+int events_probe(sample_eventset *es, char *err, size_t errlen);
 
 /* ---- Counters (counters.c) ----------------------------------------------- */
 
@@ -206,6 +209,10 @@ typedef struct trace_header {
     size_t n_zones;
     double rate_hz;
     char boot_id[37];
+    /* CLOCK_REALTIME minus CLOCK_MONOTONIC when recording started, in ns (0:
+     * unknown). A replay puts tick t at t + offset, in the seconds the live
+     * run used, so both store the same rows. */
+    int64_t realtime_offset_ns;
 } trace_header;
 
 typedef struct trace_proc_delta {

@@ -223,6 +223,9 @@ static json_object *trace_header_json(const trace_header *h)
     json_object_object_add(o, "zones", zones);
     json_object_object_add(o, "rate_hz", json_object_new_double(h->rate_hz));
     json_object_object_add(o, "boot_id", json_object_new_string(h->boot_id));
+    if (h->realtime_offset_ns)
+        json_object_object_add(o, "realtime_offset_ns",
+                               json_object_new_int64(h->realtime_offset_ns));
     return o;
 }
 
@@ -284,8 +287,14 @@ int trace_writer_open(const char *path, const trace_header *h, trace_writer **ou
 
 int trace_write_proc(trace_writer *w, const procs_info *info)
 {
-    json_object *o = json_object_new_object();
-    json_object *p = json_object_new_object();
+    json_object *o, *p;
+
+    if (info->pid <= 0 || info->ppid < 0 || info->uid == (uid_t)-1)
+        return -EINVAL; /* the reader would refuse the line */
+    if (w->error)
+        return w->error;
+    o = json_object_new_object();
+    p = json_object_new_object();
 
     json_object_object_add(p, "pid", json_object_new_int64(info->pid));
     json_object_object_add(p, "ppid", json_object_new_int64(info->ppid));
@@ -303,6 +312,8 @@ int trace_write_exit(trace_writer *w, pid_t pid, uint64_t start_ticks)
 {
     int r;
 
+    if (pid <= 0)
+        return -EINVAL;
     if (w->error)
         return w->error;
     if ((r = trace_reserve(w, 64 + 2 * TRACE_NUM_MAX)) < 0)
@@ -728,7 +739,8 @@ static int trace_parse_events(trace_reader *r, json_object *o, trace_path *path,
 
 static int trace_parse_header(trace_reader *r, json_object *o, char *err, size_t errlen)
 {
-    static const char *const keys[] = {"format", "events", "zones", "rate_hz", "boot_id"};
+    static const char *const keys[] = {"format",  "events",  "zones",
+                                       "rate_hz", "boot_id", "realtime_offset_ns"};
     trace_path path = {.depth = 0};
     json_object *v;
     const char *s;
@@ -742,7 +754,7 @@ static int trace_parse_header(trace_reader *r, json_object *o, char *err, size_t
         trace_push_key(&path, "format");
         return trace_bad(r, &path, err, errlen, "is \"%.64s\", expected \"" TRACE_FORMAT "\"", s);
     }
-    if ((e = trace_known_fields(r, o, &path, keys, 5, err, errlen)) < 0 ||
+    if ((e = trace_known_fields(r, o, &path, keys, 6, err, errlen)) < 0 ||
         (e = trace_parse_events(r, o, &path, err, errlen)) < 0 ||
         (e = trace_parse_zones(r, o, &path, err, errlen)) < 0 ||
         (e = trace_field(r, o, &path, "rate_hz", json_type_double, &v, err, errlen)) < 0)
@@ -759,6 +771,12 @@ static int trace_parse_header(trace_reader *r, json_object *o, char *err, size_t
         return trace_bad(r, &path, err, errlen, "is not a 36-character boot id");
     }
     memcpy(r->h.boot_id, s, 37);
+    if (json_object_object_get_ex(o, "realtime_offset_ns", &v)) { /* optional */
+        if ((e = trace_field(r, o, &path, "realtime_offset_ns", json_type_int, &v, err,
+                             errlen)) < 0)
+            return e;
+        r->h.realtime_offset_ns = json_object_get_int64(v);
+    }
     return 0;
 }
 

@@ -2,9 +2,9 @@
  *
  * The sampler pushes per-tick deltas; the writer folds them here into one
  * accumulator per (process, second), per (second, domain) and per second,
- * so a commit writes one row for each. Calibration seconds are held until
- * a host tick of a later second shows that theirs is complete, because
- * their JSON cannot be merged by an upsert. */
+ * so a commit writes one row for each. A second stays here until a record
+ * of a later one (the watermark) shows it complete; the commit then writes
+ * it and agg_clear forgets it, keeping the second in progress. */
 #include "store/store-internal.h"
 
 #include <errno.h>
@@ -18,7 +18,7 @@ void agg_init(agg *a)
 {
     memset(a, 0, sizeof(*a));
     a->watermark = -1;
-    a->newest = -1;
+    a->oldest = INT64_MAX;
 }
 
 /* Grows *v (of *cap elements of size `size`) to hold at least `need`. */
@@ -167,8 +167,6 @@ static int add_host(agg *a, const store_item *it, int64_t t)
     h->modeled_j += it->u.host.modeled_j;
     h->measured = h->measured && it->measured;
     h->model_id = it->model_id;
-    if (t > a->watermark)
-        a->watermark = t;
     c = calib_get(a, t);
     if (!c)
         return -ENOMEM;
@@ -278,8 +276,12 @@ int agg_add(agg *a, store_item *it)
 {
     int64_t t = it->t_ns / NS_PER_S;
 
-    if (t > a->newest)
-        a->newest = t;
+    if (it->kind != ITEM_INFO && it->kind != ITEM_EXIT) {
+        if (t > a->watermark)
+            a->watermark = t;
+        if (t < a->oldest)
+            a->oldest = t;
+    }
     switch (it->kind) {
     case ITEM_PROC:
         return add_proc(a, it, t);
@@ -303,31 +305,90 @@ static void clear_events(agg *a)
     a->n_event = 0;
 }
 
-void agg_clear(agg *a, int64_t keep_calib_from)
+/* Keeps the process seconds at or after `until`; processes left with none
+ * move to the end with their buffers, for reuse. */
+static void clear_procs(agg *a, int64_t until)
 {
     size_t kept = 0;
 
-    a->n_proc = 0;
-    if (a->index)
+    for (size_t i = 0; i < a->n_proc; i++) {
+        agg_proc *p = &a->proc[i], tmp;
+        size_t n = 0;
+
+        for (size_t k = 0; k < p->n_sec; k++)
+            if (p->sec[k].t >= until)
+                p->sec[n++] = p->sec[k];
+        p->n_sec = n;
+        a->rows += n;
+        for (size_t k = 0; k < n; k++)
+            a->oldest = p->sec[k].t < a->oldest ? p->sec[k].t : a->oldest;
+        if (n == 0)
+            continue;
+        tmp = a->proc[kept];
+        a->proc[kept++] = *p;
+        *p = tmp;
+    }
+    a->n_proc = kept;
+    if (a->index) {
         memset(a->index, 0, a->index_cap * sizeof(*a->index));
-    a->n_domain = 0;
-    a->n_host = 0;
-    clear_events(a);
-    a->rows = 0;
+        for (size_t i = 0; i < kept; i++) {
+            size_t h = hash(a->proc[i].pid, a->proc[i].start_time) & (a->index_cap - 1);
+            while (a->index[h])
+                h = (h + 1) & (a->index_cap - 1);
+            a->index[h] = i + 1;
+        }
+    }
+}
+
+static void clear_host(agg *a, int64_t until)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < a->n_domain; i++)
+        if (a->domain[i].t >= until)
+            a->domain[kept++] = a->domain[i];
+    a->n_domain = kept;
+    kept = 0;
+    for (size_t i = 0; i < a->n_host; i++)
+        if (a->host[i].t >= until)
+            a->host[kept++] = a->host[i];
+    a->n_host = kept;
+    a->rows += a->n_domain + a->n_host;
+    for (size_t i = 0; i < a->n_domain; i++)
+        a->oldest = a->domain[i].t < a->oldest ? a->domain[i].t : a->oldest;
+    for (size_t i = 0; i < a->n_host; i++)
+        a->oldest = a->host[i].t < a->oldest ? a->host[i].t : a->oldest;
+}
+
+static void clear_calib(agg *a, int64_t until)
+{
+    size_t kept = 0;
+
     for (size_t i = 0; i < a->n_calib; i++) {
-        if (a->calib[i].t < keep_calib_from) {
+        if (a->calib[i].t < until) {
             free(a->calib[i].sum);
             continue;
         }
         a->calib[kept++] = a->calib[i];
         a->rows += a->calib[i].has_rates;
+        a->oldest = a->calib[i].t < a->oldest ? a->calib[i].t : a->oldest;
     }
     a->n_calib = kept;
 }
 
+void agg_clear(agg *a, int64_t until, int64_t calib_until)
+{
+    a->rows = 0;
+    a->oldest = INT64_MAX;
+    clear_events(a);
+    clear_procs(a, until);
+    clear_host(a, until);
+    clear_calib(a, calib_until);
+}
+
 void agg_discard(agg *a)
 {
-    agg_clear(a, INT64_MAX);
+    agg_clear(a, INT64_MAX, INT64_MAX);
 }
 
 void agg_free(agg *a)

@@ -135,6 +135,20 @@ static char *dup_col(sqlite3_stmt *st, int i)
     return v ? strdup(v) : NULL;
 }
 
+int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT max(t) FROM host_attribution", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading the newest second");
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the newest second");
+}
+
 /* ---- Processes ------------------------------------------------------------- */
 
 #define PROCESS_COLS                                                                               \
@@ -247,6 +261,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
              " - max(?1, p.first_seen)) AS power, w.n"
              " FROM w JOIN processes p ON p.id = w.process_id"
              " WHERE (?3 < 0 OR p.uid = ?3) AND (?4 IS NULL OR regexp(?4, p.comm))"
+             " AND (?6 = 0 OR p.exit_time IS NULL)"
              " ORDER BY %s DESC, p.id LIMIT ?5",
              sort_column(q->sort));
     rc = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
@@ -258,6 +273,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
     if (q->comm_regex)
         sqlite3_bind_text(st, 4, q->comm_regex, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, q->limit ? (int64_t)q->limit : -1);
+    sqlite3_bind_int(st, 6, q->only_running);
     ret = 0;
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         store_process *p = push((void **)&v, &count, &cap, sizeof(*v));
@@ -375,6 +391,45 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
     return ret;
 }
 
+int store_process_classes(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
+                          char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    store_class_change *v = NULL;
+    size_t count = 0, cap = 0;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT t, class FROM process_energy WHERE process_id = ?1"
+                                " UNION ALL SELECT t, class FROM process_energy_minute"
+                                " WHERE process_id = ?1 ORDER BY t",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading a process's classes");
+    sqlite3_bind_int64(st, 1, process_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int klass = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
+        store_class_change *c;
+        if (count > 0 && v[count - 1].klass == klass)
+            continue;
+        c = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!c) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        c->t = sqlite3_column_int64(st, 0);
+        c->klass = klass;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
+                                  : fail(r, rc, err, errlen, "reading a process's classes");
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
 /* ---- History ---------------------------------------------------------------- */
 
 static const char *history_filter(store_history_by by)
@@ -383,7 +438,7 @@ static const char *history_filter(store_history_by by)
     case STORE_HISTORY_PID:
         return "p.pid = ?4";
     case STORE_HISTORY_COMM:
-        return "p.comm = ?4";
+        return "regexp(?4, p.comm)";
     case STORE_HISTORY_UID:
         return "p.uid = ?4";
     default:
@@ -399,10 +454,10 @@ static int prepare_history(store_reader *r, const store_history_query *q, sqlite
     if (q->by == STORE_HISTORY_HOST)
         snprintf(sql, sizeof(sql),
                  "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(host_j), sum(idle_j),"
-                 " sum(attributed_j), sum(unattributed_j), sum(modeled_j) FROM ("
-                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j"
+                 " sum(attributed_j), sum(unattributed_j), sum(modeled_j), min(measured) FROM ("
+                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
                  "  FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
-                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j"
+                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
                  "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
                  " GROUP BY b ORDER BY b");
     else
@@ -440,6 +495,7 @@ static void read_point(sqlite3_stmt *st, bool host, store_point *p)
         p->attributed_j = sqlite3_column_double(st, 3);
         p->unattributed_j = sqlite3_column_double(st, 4);
         p->modeled_j = sqlite3_column_double(st, 5);
+        p->measured = sqlite3_column_int(st, 6) != 0;
     } else {
         p->attributed_j = sqlite3_column_double(st, 1);
         p->standalone_j = sqlite3_column_double(st, 2);
@@ -459,6 +515,8 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
         return util_err(err, errlen, -EINVAL, "history: unknown selector %d", (int)q->by);
     if (q->by == STORE_HISTORY_COMM && !q->comm)
         return util_err(err, errlen, -EINVAL, "history: comm is missing");
+    if (q->by == STORE_HISTORY_COMM && (ret = check_regex(q->comm, err, errlen)) < 0)
+        return ret;
     if (q->step < 1)
         return util_err(err, errlen, -EINVAL, "step: %lld must be at least 1 second",
                         (long long)q->step);

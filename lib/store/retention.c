@@ -5,7 +5,13 @@
  * rolled up in two pieces), ?2 the minute cut, ?3 the calibration cut. A
  * minute row's class and model are those of its newest second (SQLite gives
  * the bare columns of the row that max(t) picked). Everything runs in one
- * transaction: a crash midway leaves the previous state. */
+ * transaction: a crash midway leaves the previous state.
+ *
+ * A run rolls up at most rollup_chunk_s of per-second rows, from the
+ * oldest: after a long stop a day of seconds can be due at once, and one
+ * transaction over all of it would hold the writer for many seconds while
+ * the queue fills. The writer runs the next chunk right after its next
+ * commit. */
 #include "store/store-internal.h"
 #include "util/util.h"
 
@@ -74,21 +80,43 @@ static int run_step(sqlite3 *db, const char *sql, const int64_t cut[3])
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* The oldest per-second row of any table, or INT64_MAX. */
+static int oldest_second(sqlite3 *db, int64_t *t)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy"
+                                " UNION ALL SELECT min(t) FROM host_energy"
+                                " UNION ALL SELECT min(t) FROM host_attribution)",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? INT64_MAX : sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen)
 {
-    int64_t cut[3] = {
-        floor_div(now_s - c->second_retention_s, 60) * 60,
-        now_s - c->minute_retention_s,
-        now_s - c->calibration_retention_s,
-    };
+    int64_t due = floor_div(now_s - c->second_retention_s, 60) * 60, oldest = INT64_MAX;
+    int64_t cut[3] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s};
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
+    if (rc == SQLITE_OK)
+        rc = oldest_second(db, &oldest);
+    if (rc == SQLITE_OK && oldest < due - c->rollup_chunk_s)
+        cut[0] = floor_div(oldest, 60) * 60 + c->rollup_chunk_s;
     for (size_t i = 0; rc == SQLITE_OK && i < sizeof(steps) / sizeof(steps[0]); i++)
         rc = run_step(db, steps[i], cut);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        return 0;
+        return cut[0] < due ? 1 : 0;
     if (!sqlite3_get_autocommit(db))
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return util_err(err, errlen, schema_errno(db, rc), "%s: rollup and retention failed: %s",

@@ -61,6 +61,7 @@ typedef struct store_item {
         } proc_id;
     } u;
 } store_item;
+_Static_assert(sizeof(store_item) == 72, "store.h documents 72-byte queue records");
 
 /* ---- Single-producer single-consumer queue (ring.c) ------------------------ */
 
@@ -150,9 +151,10 @@ typedef struct agg {
     size_t n_calib, cap_calib;
     agg_event *event;
     size_t n_event, cap_event;
-    int64_t watermark; /* newest host tick's second */
-    int64_t newest;    /* newest second of any record */
-    size_t rows;       /* per-second rows held */
+    int64_t watermark; /* newest second of any tick record: every second before
+                          it is complete, since the sampler pushes in order */
+    int64_t oldest;    /* oldest second held, INT64_MAX when none */
+    size_t rows;       /* rows held */
 } agg;
 
 void agg_init(agg *a);
@@ -160,9 +162,9 @@ void agg_free(agg *a);
 /* Adds one record; takes ownership of an ITEM_INFO blob. -ENOMEM leaves the
  * record out (the caller counts it lost). */
 int agg_add(agg *a, store_item *it);
-/* Forgets everything written (after a commit): calibration seconds at or
- * after `keep_calib_from` stay. */
-void agg_clear(agg *a, int64_t keep_calib_from);
+/* Forgets what a commit wrote: every row of a second before `until`, every
+ * calibration second before `calib_until`, and the process events. */
+void agg_clear(agg *a, int64_t until, int64_t calib_until);
 /* Frees and forgets all rows. */
 void agg_discard(agg *a);
 
@@ -176,18 +178,20 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
 /* -errno for an SQLite result code. */
 int schema_errno(sqlite3 *db, int rc);
 
-/* ---- The writer's connection (writer.c) ------------------------------------- */
+/* ---- The store ------------------------------------------------------------------- */
 
 typedef struct model_entry {
     int32_t id;
     char sha256[65];
     char *name, *engine, *json;
     int64_t loaded; /* Unix seconds */
-    bool written;
+    bool written;   /* its row is in the database */
+    bool in_txn;    /* written in the transaction under way */
 } model_entry;
 
 struct store {
     char *path;
+    int lock_fd; /* flock on PATH-lock: one writer per file */
     store_config cfg;
     ring queue;
     _Atomic uint64_t pushed, dropped;
@@ -213,13 +217,26 @@ struct store {
     store_stats stats;
 };
 
-/* The writer thread's body. */
+/* The writer thread's body (writer.c). */
 void *writer_main(void *arg);
-/* Opens the database for the writer (first open and reopen after trouble). */
-int writer_connect(store *s, char *err, size_t errlen);
-void writer_disconnect(store *s);
+
+/* ---- The writer's connection (conn.c) ---------------------------------------- */
+
+/* Opens the database for the writer (first open, and again after trouble)
+ * and prepares its statements; records the file's identity. */
+int conn_open(store *s, char *err, size_t errlen);
+void conn_close(store *s);
 /* Loads the models table into s->model (at open). */
-int writer_load_models(store *s, char *err, size_t errlen);
+int conn_load_models(store *s, char *err, size_t errlen);
+/* Writes, inside the caller's transaction, the models not yet written, the
+ * process events, and the rows of seconds before `until` (calibration:
+ * before `calib_until`); *rows counts them. Returns an SQLite code. */
+int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows);
+bool conn_models_pending(store *s);
+/* After the transaction: the models it wrote are written if it committed. */
+void conn_models_end_txn(store *s, bool committed);
+/* A new file has none of the models. */
+void conn_models_unwritten(store *s);
 
 /* ---- Calibration rows as JSON (calib.c) ------------------------------------- */
 
@@ -231,6 +248,8 @@ int calib_parse(const char *power, const char *rates, store_calibration_row *row
 
 /* ---- Rollups and retention (retention.c) ------------------------------------ */
 
+/* One rollup-and-retention step at `now_s`: 0 when it is all done, 1 when
+ * more per-second rows are due (run it again soon), or -errno. */
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen);
 
 #endif

@@ -5,22 +5,26 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 void store_config_default(store_config *c)
 {
     memset(c, 0, sizeof(*c));
     c->queue_capacity = 16384;
     c->drain_interval_ms = 100;
-    c->commit_interval_ms = 1000;
+    c->min_commit_gap_ms = 500;
     c->maintain_interval_s = 60;
     c->second_retention_s = 24 * 3600;
     c->minute_retention_s = 90 * 24 * 3600;
     c->calibration_retention_s = 7 * 24 * 3600;
+    c->rollup_chunk_s = 600;
     c->max_pending_rows = 1000000;
     c->clock = STORE_CLOCK_WALL;
 }
@@ -30,15 +34,19 @@ static int check_config(const store_config *c, char *err, size_t errlen)
     if (c->queue_capacity < 16 || c->queue_capacity > (1u << 26))
         return util_err(err, errlen, -EINVAL, "store: queue_capacity %zu is outside 16..%u",
                         c->queue_capacity, 1u << 26);
-    if (c->drain_interval_ms == 0 || c->commit_interval_ms == 0 || c->maintain_interval_s == 0)
+    if (c->drain_interval_ms == 0 || c->maintain_interval_s == 0)
         return util_err(err, errlen, -EINVAL,
-                        "store: drain, commit and maintain intervals must be positive");
+                        "store: drain and maintain intervals must be positive");
     if (c->second_retention_s < 60 || c->minute_retention_s < c->second_retention_s ||
         c->calibration_retention_s < 0)
         return util_err(err, errlen, -EINVAL,
                         "store: retention must be at least 60 s per second, and the per-minute"
                         " retention (%lld s) at least the per-second one (%lld s)",
                         (long long)c->minute_retention_s, (long long)c->second_retention_s);
+    if (c->rollup_chunk_s < 60 || c->rollup_chunk_s % 60 != 0)
+        return util_err(err, errlen, -EINVAL,
+                        "store: rollup_chunk_s (%lld) must be a positive number of minutes",
+                        (long long)c->rollup_chunk_s);
     if (c->clock != STORE_CLOCK_WALL && c->clock != STORE_CLOCK_DATA)
         return util_err(err, errlen, -EINVAL, "store: unknown clock %d", (int)c->clock);
     return 0;
@@ -68,6 +76,24 @@ static void free_models(store *s)
     free(s->model);
 }
 
+/* Two writers on one file would interleave model ids and double-count
+ * totals, so the second is refused with a lock beside the database. */
+static int take_lock(store *s, char *err, size_t errlen)
+{
+    char name[4096];
+
+    snprintf(name, sizeof(name), "%s-lock", s->path);
+    s->lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (s->lock_fd < 0)
+        return util_err(err, errlen, -errno, "%s: %s", name, strerror(errno));
+    if (flock(s->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        int r = errno == EWOULDBLOCK ? -EBUSY : -errno;
+        return util_err(err, errlen, r, "%s: %s", s->path,
+                        r == -EBUSY ? "in use by another writer" : strerror(-r));
+    }
+    return 0;
+}
+
 /* Frees a store whose thread is not running. */
 static void destroy(store *s)
 {
@@ -78,7 +104,9 @@ static void destroy(store *s)
         if (it->kind == ITEM_INFO)
             proc_info_free(it->u.proc_id.info);
     }
-    writer_disconnect(s);
+    conn_close(s);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
     agg_free(&s->acc);
     ring_free(&s->queue);
     free_models(s);
@@ -112,6 +140,7 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
 
     if (!s)
         return -ENOMEM;
+    s->lock_fd = -1;
     if (c)
         s->cfg = *c;
     else
@@ -129,9 +158,11 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
     if (r == 0)
         r = ring_init(&s->queue, s->cfg.queue_capacity);
     if (r == 0)
-        r = writer_connect(s, err, errlen);
+        r = take_lock(s, err, errlen);
     if (r == 0)
-        r = writer_load_models(s, err, errlen);
+        r = conn_open(s, err, errlen);
+    if (r == 0)
+        r = conn_load_models(s, err, errlen);
     if (r == 0)
         r = -pthread_create(&s->thread, NULL, writer_main, s);
     if (r < 0) {
@@ -231,6 +262,7 @@ static int add_model(store *s, const char *sha256, const char *name, const char 
         if (strcmp(s->model[i].sha256, sha256) == 0) {
             s->model[i].loaded = (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000000);
             s->model[i].written = false; /* to record last_loaded */
+            s->model[i].in_txn = false;
             *id = s->model[i].id;
             return 0;
         }

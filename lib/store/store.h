@@ -10,19 +10,28 @@
  *            single-producer queue and returns at once; it never takes a lock,
  *            never touches the disk and never waits.  When the queue is full
  *            the record is dropped and counted (store_get_stats).  The writer
- *            drains the queue every drain_interval_ms, sums the deltas into
- *            per-second rows in memory, and commits everything it holds in one
- *            transaction every commit_interval_ms (one per second by
- *            default).  Rows are merged with additive upserts, so a second whose
- *            ticks straddle two commits ends up as one row with the sum.
- *            store_close drains, commits and closes: the SIGTERM path.  A
- *            crash (SIGKILL) loses what was pushed since the last commit — at
- *            most one commit interval — and never corrupts the file (WAL,
- *            synchronous=NORMAL: committed transactions survive a process
- *            crash; a power cut may also lose the last few).
+ *            drains the queue every drain_interval_ms and sums the deltas into
+ *            per-second rows in memory.  The sampler pushes in time order, so
+ *            the first record of second t+1 shows that second t is complete:
+ *            the writer then commits every complete second in one transaction
+ *            — one transaction per second while sampling live (at most one
+ *            per min_commit_gap_ms when replaying faster).  Each row is
+ *            written once, whole, so its floating-point sums do not depend on
+ *            commit timing and a replay gives the same rows to the last bit;
+ *            rows are upserted additively all the same, so a record that comes
+ *            late, or a second split by store_flush or a restart, adds up.
+ *            store_close drains, commits and closes, partial seconds included:
+ *            the SIGTERM path.  A crash (SIGKILL) loses the second in progress
+ *            and at most drain_interval_ms of the one before, and never
+ *            corrupts the file (WAL, synchronous=NORMAL: committed
+ *            transactions survive a process crash; a power cut may also lose
+ *            the last few).
  *
  *   reader - store_reader_open opens its own read-only connection (WAL lets
- *            it read while the writer writes).  One reader per thread.
+ *            it read while the writer writes).  One reader per thread.  The
+ *            rows of second t become visible when second t+1 has begun (plus
+ *            up to drain_interval_ms): a live view asks store_latest_second
+ *            for the newest complete second rather than using the clock.
  *
  * Times: pushed records carry CLOCK_REALTIME nanoseconds (t_ns) at the end
  * of their tick; rows are keyed by the Unix second t = floor(t_ns / 1e9) (or
@@ -47,13 +56,15 @@
  *                              mean event rates as JSON [[class 0 rates in the
  *                              model's event order], [class 1 ...]]
  *
- * Rollups: the writer runs maintenance every maintain_interval_s: per-second
- * rows older than second_retention_s are summed into minute rows and deleted;
+ * Rollups: the writer runs maintenance every maintain_interval_s (and again
+ * right away while more is due): per-second rows older than
+ * second_retention_s are summed into minute rows and deleted;
  * minute rows older than minute_retention_s are deleted, calibration rows
  * older than calibration_retention_s too, and processes last seen before the
  * minute retention.
  *
- * One store per database file: two writers on one file are not supported.
+ * One writer per database file: store_open takes an flock on PATH-lock and
+ * refuses a second writer with -EBUSY; readers are unlimited.
  * Functions return 0 or a negative errno; those that can fail because of the
  * database or the caller's input fill `err` (UTIL_ERRLEN bytes) with one line
  * naming the file or the parameter at fault. */
@@ -83,11 +94,14 @@ typedef struct store_config {
     size_t queue_capacity;           /* records the queue holds (rounded up to a
                                         power of two); default 16384, 72 bytes each */
     unsigned drain_interval_ms;      /* how often the writer empties the queue; 100 */
-    unsigned commit_interval_ms;     /* one transaction per this; 1000 */
+    unsigned min_commit_gap_ms;      /* least time between two commits (bounds
+                                        the rate when replaying fast); 500 */
     unsigned maintain_interval_s;    /* rollup and retention runs; 60 */
     int64_t second_retention_s;      /* per-second rows kept; 86400 (24 h) */
     int64_t minute_retention_s;      /* one-minute rows kept; 7776000 (90 days) */
     int64_t calibration_retention_s; /* calibration rows kept; 604800 (7 days) */
+    int64_t rollup_chunk_s;          /* per-second rows rolled up per step (the
+                                        rest follow right after); 600 */
     size_t max_pending_rows;         /* rows held in memory while the database
                                         cannot be written; beyond this they are
                                         discarded and counted; 1000000 */
@@ -106,7 +120,8 @@ typedef struct store store;
 /* Opens (creating it and its schema, or migrating it forward) the database
  * at `path` and starts the writer thread. `c` may be NULL for the defaults.
  * Fails with -EINVAL for a bad configuration, -EPROTO for a database whose
- * schema is newer than this program's, or the SQLite error as -EIO/-EACCES/
+ * schema is newer than this program's, -EBUSY when another store has it
+ * open for writing, or the SQLite error as -EIO/-EACCES/
  * -ENOENT..., with `err` naming `path` and the reason. */
 int store_open(const char *path, const store_config *c, store **out, char *err, size_t errlen);
 
@@ -116,14 +131,19 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
  * is allowed. */
 int store_close(store *s);
 
-/* Waits until everything pushed before the call is committed (or the commit
- * failed: its error is returned). For tests and for a clean snapshot before
- * a query; the sampling thread must not call it. */
+/* Waits until everything pushed before the call is committed, the second in
+ * progress included (later records of it add to its rows), or the commit
+ * failed: its error is returned. Calibration rows are written only for
+ * complete seconds. For tests and snapshots; the sampling thread must not
+ * call it. */
 int store_flush(store *s);
 
-/* Runs rollup and retention now, in the writer thread, with `now_s` (Unix
- * seconds) as the present, after committing what is queued; waits for it. */
-int store_maintain(store *s, int64_t now_s); /* -EINVAL for now_s <= 0 */
+/* Runs one rollup-and-retention step now, in the writer thread, with `now_s`
+ * (Unix seconds) as the present, after committing what is queued; waits for
+ * it. Returns 0 when all is done, 1 when more per-second rows are due (a step
+ * rolls up at most rollup_chunk_s of them; call again), -EINVAL for
+ * now_s <= 0, or the database error. */
+int store_maintain(store *s, int64_t now_s);
 
 typedef struct store_stats {
     uint64_t pushed;  /* records accepted by store_push_* */
@@ -137,7 +157,8 @@ typedef struct store_stats {
     double last_commit_ms, max_commit_ms;
     int64_t last_commit_ns; /* CLOCK_REALTIME of the last successful commit */
     uint64_t maintenance_runs;
-    int error;            /* 0 when the last commit succeeded, else -errno */
+    int error;            /* -errno of the last failed commit or maintenance
+                             step, 0 again after a successful commit */
     char error_text[512]; /* one line for people while error != 0 */
     int64_t db_bytes;     /* database file plus its WAL, as on disk */
 } store_stats;
@@ -172,8 +193,8 @@ typedef struct store_proc_tick {
 int store_push_proc(store *s, const store_proc_tick *t);
 
 /* The host's split of one tick: host_j = idle_j + attributed_j +
- * unattributed_j. Its t_ns also marks the tick as seen, which completes the
- * calibration rows of earlier seconds. */
+ * unattributed_j. Push one every tick, even when no process ran: a record of
+ * a new second is what completes the previous ones. */
 typedef struct store_host_tick {
     int64_t t_ns;
     double dt_s;
@@ -220,6 +241,9 @@ typedef struct store_reader store_reader;
 int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen);
 void store_reader_close(store_reader *r);
 
+/* The newest second with a host row, in *t (-1 when there is none). */
+int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen);
+
 /* A process, with its lifetime totals and its energy inside a window. */
 typedef struct store_process {
     int64_t id; /* row id in processes */
@@ -254,6 +278,7 @@ typedef struct store_process_query {
     size_t limit;           /* 0 = no limit */
     int64_t uid;            /* -1 = any */
     const char *comm_regex; /* POSIX extended regex on comm, NULL = any */
+    bool only_running;      /* leave out processes that have exited */
 } store_process_query;
 
 /* Processes with energy rows in the window, sorted (ties by row id). A bad
@@ -278,9 +303,19 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
                       size_t errlen);
 void store_process_free(store_process *p);
 
+/* When a process's class changed: its first row's class, then every row
+ * whose class differs from the one before (seconds and minute rows, in time
+ * order). process_id is store_process.id. Free *out with free(). */
+typedef struct store_class_change {
+    int64_t t;
+    int klass;
+} store_class_change;
+int store_process_classes(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
+                          char *err, size_t errlen);
+
 typedef enum store_history_by {
     STORE_HISTORY_PID,  /* every process with that pid */
-    STORE_HISTORY_COMM, /* every process whose comm is exactly that */
+    STORE_HISTORY_COMM, /* every process whose comm matches a POSIX extended regex */
     STORE_HISTORY_UID,
     STORE_HISTORY_HOST, /* host_attribution */
 } store_history_by;
@@ -301,6 +336,7 @@ typedef struct store_point {
     int64_t t;
     double attributed_j, standalone_j, cpu_s;
     double host_j, idle_j, unattributed_j, modeled_j;
+    bool measured; /* host: every second of the bucket measured by RAPL */
 } store_point;
 
 /* Buckets with data, in time order (empty buckets are left out). */

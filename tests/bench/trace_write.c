@@ -93,8 +93,12 @@ int main(int argc, char **argv)
         events[e] = malloc(32);
         snprintf(events[e], 32, "event%zu", e);
     }
-    trace_header h = {.events = events, .n_events = ne, .zone_id = zid, .zone_name = zname,
-                      .n_zones = nz, .rate_hz = 50};
+    trace_header h = {.events = events,
+                      .n_events = ne,
+                      .zone_id = zid,
+                      .zone_name = zname,
+                      .n_zones = nz,
+                      .rate_hz = 50};
     if (procs_boot_id(h.boot_id) < 0)
         return 1;
     t.energy_j = calloc(nz, sizeof(double));

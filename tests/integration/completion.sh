@@ -19,7 +19,7 @@ complete_line() { # WORDS...: what bash offers for the last word
 }
 
 check "subcommands from wattprof --help" \
-  test "$(complete_line wattprof s)" = "show status "
+  test "$(complete_line wattprof sh)" = "show "
 check "every query subcommand is offered" \
   "$PYTHON" -c 'import sys; got = set(sys.argv[1].split()); sys.exit(not {"status", "top", "ps", "show", "history", "export", "models", "reload", "run"} <= got)' "$(complete_line wattprof '')"
 check "history's options" test "$(complete_line wattprof history --s)" = "--since --socket --step "

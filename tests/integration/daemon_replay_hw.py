@@ -40,7 +40,8 @@ procs = [(1001, 5000, "miner"), (1002, 5001, "lowmiss"), (1003, 5002, "sleeper")
 lines = [{"format": "wattprof-trace/1", "events": EVENTS,
           "zones": [{"id": "intel-rapl:0", "name": "package-0"},
                     {"id": "intel-rapl:0:0", "name": "dram"}],
-          "rate_hz": RATE, "boot_id": "00000000-0000-0000-0000-000000000001"}]
+          "rate_hz": RATE, "boot_id": "00000000-0000-0000-0000-000000000001",
+          "realtime_offset_ns": 1_700_000_000_000_000_000}]
 for pid, start, comm in procs:
     lines.append({"proc": {"pid": pid, "ppid": 1, "start": start, "uid": 0, "comm": comm,
                            "cmdline": comm, "cgroup": "/test"}})

@@ -26,6 +26,28 @@ check "exit status 3 passes through" test $? = 3
 check "command stdout untouched" test "$out" = hello
 check "human report on stderr" grep -q "standalone model energy" "$tmp/err"
 
+# --- An unprivileged user under perf_event_paranoid >= 2 may not count kernel
+# mode: wattprof run still works, counting user mode and saying so.
+paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  chmod 1777 "$tmp" # the user writes its report here
+else
+  as_user=()
+fi
+if [ "$(id -u)" = 0 ] && [ ${#as_user[@]} = 0 ]; then
+  skip_note "unprivileged run: root without setpriv cannot become another user"
+elif [ "$paranoid" -lt 2 ]; then
+  skip_note "unprivileged run: perf_event_paranoid is $paranoid, kernel mode is allowed here"
+else
+  "${as_user[@]}" "$WATTPROF" run --json --output "$tmp/user.json" -- "$BURN" 0.2
+  check "unprivileged wattprof run works (paranoid $paranoid)" test $? = 0
+  read -r user_only tc < <(json_get "$tmp/user.json" 'd["user_mode_only"]' \
+    'next(e["count"] for e in d["events"] if e["name"] == "perf::TASK-CLOCK") / 1e9')
+  check "it says it counted user mode only" test "$user_only" = True
+  check "and still counted the burn: task-clock $tc s" within "$tc" 0.2 0.05
+fi
+
 # --- Bad inputs: one line on stderr, non-zero exit.
 expect_fail "missing command" 127 "cannot run 'no-such-command-xyz': No such file or directory" \
   "$WATTPROF" run -- no-such-command-xyz

@@ -121,6 +121,8 @@ static void test_parse_call_errors_name_the_field(void **state)
         {"[]", ""},
         {"{\"method\":\"a.B\"} x", ""},
         {"", ""},
+        {"{\"method\":\"a.\xff\"}", ""},     /* JSON text must be UTF-8 */
+        {"{\"method\":\"a.\xc1\xbf\"}", ""}, /* overlong, which json-c lets by */
         {"{}", "method"},
         {"{\"method\":1}", "method"},
         {"{\"method\":\"a.B\",\"parameters\":[1]}", "parameters"},
@@ -135,6 +137,28 @@ static void test_parse_call_errors_name_the_field(void **state)
         assert_string_equal(field, cases[i].field);
         assert_null(h.obj);
     }
+}
+
+static void test_utf8_is_strict(void **state)
+{
+    static const struct {
+        const char *s;
+        size_t bad;
+    } cases[] = {
+        {"plain", 5},
+        {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9}, /* é € U+1F600 */
+        {"a\xc1\xbf", 1},                            /* overlong '?' */
+        {"ab\xe0\x80\xaf", 2},                       /* overlong '/' */
+        {"\xed\xa0\x80", 0},                         /* a surrogate */
+        {"\xf4\x90\x80\x80", 0},                     /* past U+10FFFF */
+        {"x\x80", 1},                                /* a lone continuation */
+        {"\xe2\x82", 0},                             /* cut short */
+        {"\xff", 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_int_equal(rpc_utf8_check((const unsigned char *)cases[i].s, strlen(cases[i].s)),
+                         cases[i].bad);
 }
 
 static void test_build_messages(void **state)
@@ -737,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_buffer_cap),
         cmocka_unit_test(test_parse_call),
         cmocka_unit_test(test_parse_call_errors_name_the_field),
+        cmocka_unit_test(test_utf8_is_strict),
         cmocka_unit_test(test_build_messages),
         cmocka_unit_test(test_idl_monitor),
         cmocka_unit_test(test_idl_field_named_method_is_not_a_method),

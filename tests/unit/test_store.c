@@ -46,19 +46,21 @@ static int setup(void **state)
 
 static void remove_db(const char *path)
 {
-    char name[160];
+    char name[200];
 
     unlink(path);
     snprintf(name, sizeof(name), "%s-wal", path);
     unlink(name);
     snprintf(name, sizeof(name), "%s-shm", path);
     unlink(name);
+    snprintf(name, sizeof(name), "%s-lock", path);
+    unlink(name);
 }
 
 static int teardown(void **state)
 {
     fixture *f = *state;
-    char name[160];
+    char name[200];
 
     remove_db(f->path);
     snprintf(name, sizeof(name), "%s/log", f->dir);
@@ -68,10 +70,14 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Test data is stamped in 2023-24: on the wall clock the writer's own
+ * maintenance would find it all past retention, so tests count from the
+ * data's newest second. */
 static void config(store_config *c)
 {
     store_config_default(c);
     strcpy(c->boot_id, "test-boot");
+    c->clock = STORE_CLOCK_DATA;
 }
 
 static store *open_store(const char *path, const store_config *c)
@@ -184,6 +190,13 @@ static void test_schema_created(void **state)
 
     config(&c);
     assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+    int64_t latest = 0;
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, -1);
+    store_reader_close(r);
     db = raw_open(f->path);
     assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
@@ -303,6 +316,10 @@ static void test_bad_config_and_path(void **state)
     assert_int_equal(store_open(f->path, &c, &s, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "per-minute retention (3600 s)"));
     config(&c);
+    c.rollup_chunk_s = 90;
+    assert_int_equal(store_open(f->path, &c, &s, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "rollup_chunk_s (90)"));
+    config(&c);
     c.queue_capacity = 2;
     assert_int_equal(store_open(f->path, &c, &s, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "queue_capacity 2"));
@@ -326,6 +343,23 @@ static void test_bad_config_and_path(void **state)
     assert_true(store_open(f->path, &c, &s, err, sizeof(err)) < 0);
     assert_true(strncmp(err, f->path, strlen(f->path)) == 0);
     assert_non_null(strstr(err, "not a database"));
+}
+
+static void test_second_writer_refused(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store *s, *other;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_open(f->path, &c, &other, err, sizeof(err)), -EBUSY);
+    assert_true(strncmp(err, f->path, strlen(f->path)) == 0);
+    assert_non_null(strstr(err, "in use by another writer"));
+    assert_int_equal(store_close(s), 0);
+    /* Closed, the file is free again. */
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
 }
 
 /* ---- The writer ------------------------------------------------------------- */
@@ -380,7 +414,7 @@ static void test_writer_one_transaction_per_second(void **state)
     store_get_stats(s, &st);
     assert_true(st.commits >= 2 && st.commits <= 4);
     assert_true(changes >= 2 && changes <= 4);
-    assert_true(min_gap > 0.7); /* commits are a second apart */
+    assert_true(min_gap > 0.4); /* never more often than min_commit_gap_ms */
     assert_int_equal(st.pushed, 3 * ticks);
     assert_int_equal(st.dropped, 0);
     assert_int_equal(store_close(s), 0);
@@ -418,7 +452,7 @@ static void test_push_never_blocks_when_full(void **state)
     config(&c);
     c.queue_capacity = 16;
     c.drain_interval_ms = 60000;
-    c.commit_interval_ms = 60000;
+    c.min_commit_gap_ms = 60000;
     s = open_store(f->path, &c);
     for (int k = 0; k < 1000; k++) {
         double t = now_s();
@@ -450,6 +484,20 @@ static void test_push_never_blocks_when_full(void **state)
     assert_int_equal(store_close(s), 0);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 16);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 8);
+    remove_db(f->path);
+
+    /* A calibration tick that needs 3 records is refused whole when 2 are free. */
+    double rates[12] = {0};
+    s = open_store(f->path, &c);
+    for (int k = 0; k < 14; k++)
+        assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 12), -EAGAIN);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 10), 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.pushed, 16);
+    assert_int_equal(st.dropped, 3);
+    assert_int_equal(store_close(s), 0);
+    assert_float_equal(file_num(f->path, "SELECT attributed_j FROM processes"), 14.0, 1e-12);
 }
 
 static void test_push_rejects_bad_records(void **state)
@@ -482,7 +530,7 @@ static void test_flush_on_close(void **state)
     store *s;
 
     config(&c);
-    c.commit_interval_ms = 60000;
+    c.min_commit_gap_ms = 60000;
     s = open_store(f->path, &c);
     for (int k = 0; k < 20; k++) {
         int64_t t = T0 * NS + k * 20000000LL;
@@ -508,6 +556,85 @@ static void push_many_at(store *s, int64_t t, int pid0, int n)
 {
     for (int i = 0; i < n; i++)
         assert_int_equal(push_proc(s, t * NS, pid0 + i, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+}
+
+/* Pushes 6 seconds of 50 ticks of awkward values (seeded), pausing
+ * `pause_us` after each tick. */
+static void push_replay(store *s, int pause_us)
+{
+    uint64_t x = 88172645463325252ULL;
+
+    for (int k = 0; k < 300; k++) {
+        int64_t t = (T0 + k / 50) * NS + (k % 50) * 20000000LL;
+        for (int p = 0; p < 3; p++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            double v = (double)(x % 1000003) / 7919.0;
+            assert_int_equal(push_proc(s, t, 10 + p, 1, v, v / 3, v / 1e3, 0, 0), 0);
+        }
+        assert_int_equal(push_host(s, t, 0.02, 1.0 / 3, 0.1, 0.2), 0);
+        if (pause_us)
+            usleep(pause_us);
+    }
+}
+
+/* The same ticks give the same rows to the last bit whether the writer
+ * commits often (data trickling in) or once at the end. */
+static void test_rows_independent_of_commit_timing(void **state)
+{
+    fixture *f = *state;
+    char other[160];
+    store_config c;
+    store *s;
+    sqlite3 *a, *b;
+    const char *sql[] = {
+        "SELECT t, attributed_j, standalone_j, cpu_s FROM process_energy"
+        " ORDER BY process_id, t",
+        "SELECT pid, attributed_j, standalone_j, cpu_s, first_seen, last_seen FROM processes"
+        " ORDER BY pid",
+        "SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, duration_s"
+        " FROM host_attribution ORDER BY t",
+    };
+
+    config(&c);
+    c.drain_interval_ms = 1;
+    c.min_commit_gap_ms = 1;
+    s = open_store(f->path, &c);
+    push_replay(s, 1000);
+    assert_int_equal(store_close(s), 0);
+
+    snprintf(other, sizeof(other), "%s/other.db", f->dir);
+    config(&c);
+    c.min_commit_gap_ms = 60000;
+    s = open_store(other, &c);
+    push_replay(s, 0);
+    assert_int_equal(store_close(s), 0);
+
+    a = raw_open(f->path);
+    b = raw_open(other);
+    for (size_t q = 0; q < sizeof(sql) / sizeof(sql[0]); q++) {
+        sqlite3_stmt *sa, *sb;
+        int rows = 0;
+        assert_int_equal(sqlite3_prepare_v2(a, sql[q], -1, &sa, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(b, sql[q], -1, &sb, NULL), SQLITE_OK);
+        for (;;) {
+            int ra = sqlite3_step(sa), rb = sqlite3_step(sb);
+            assert_int_equal(ra, rb);
+            if (ra != SQLITE_ROW)
+                break;
+            rows++;
+            for (int col = 0; col < sqlite3_column_count(sa); col++) {
+                double va = sqlite3_column_double(sa, col), vb = sqlite3_column_double(sb, col);
+                if (memcmp(&va, &vb, sizeof(va)) != 0)
+                    fail_msg("%s: row %d column %d: %.17g != %.17g", sql[q], rows, col, va, vb);
+            }
+        }
+        assert_true(rows >= 3);
+        sqlite3_finalize(sa);
+        sqlite3_finalize(sb);
+    }
+    sqlite3_close(a);
+    sqlite3_close(b);
+    remove_db(other);
 }
 
 /* ---- Queries ---------------------------------------------------------------- */
@@ -539,9 +666,11 @@ static store *fill_queries(fixture *f, int32_t *model)
             assert_int_equal(push_proc(s, ns, 100, 1, 1.0, 1.5, 0.5, 0, *model), 0);
             assert_int_equal(push_proc(s, ns, 200, 2, 0.05, 0.1, 0.01, 1, *model), 0);
             if (t >= T0 + 5)
-                assert_int_equal(push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, 1, *model), 0);
+                assert_int_equal(
+                    push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, t >= T0 + 8 ? 0 : 1, *model), 0);
             assert_int_equal(push_host(s, ns, 0.5, 4.0, 1.0, 1.55), 0);
         }
+    assert_int_equal(store_push_proc_exit(s, 300, 4, (T0 + 9) * NS + 900000000LL), 0);
     assert_int_equal(store_flush(s), 0);
     return s;
 }
@@ -567,6 +696,9 @@ static void test_list_processes(void **state)
     store_process *p;
     size_t n;
 
+    int64_t latest;
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, T0 + 9);
     assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 3);
     assert_string_equal(p[0].comm, "burn");
@@ -583,6 +715,7 @@ static void test_list_processes(void **state)
     assert_int_equal(p[0].exit_time, 0);
     assert_string_equal(p[1].comm, "make");
     assert_float_equal(p[1].attributed_j, 5.0, 1e-9);
+    assert_int_equal(p[1].exit_time, T0 + 9);
     /* alive for 5 of the 10 seconds: its power is over those 5 */
     assert_float_equal(p[1].power_w, 1.0, 1e-9);
     assert_string_equal(p[2].comm, "idle");
@@ -604,6 +737,12 @@ static void test_list_processes(void **state)
     assert_string_equal(p[0].comm, "make");
     store_processes_free(p, n);
     q.uid = -1;
+    q.only_running = true; /* "make" exited at T0 + 9 */
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+    q.only_running = false;
     q.comm_regex = "^(bu|id)";
     q.sort = STORE_SORT_POWER;
     assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
@@ -678,6 +817,29 @@ static void test_get_process(void **state)
     store_process_free(&p);
     free(series);
 
+    /* Class changes: pid 100 is class 0 throughout; "make" moves to class
+     * 0 at T0 + 8. */
+    store_class_change *cls;
+    assert_int_equal(store_get_process(r, 100, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cls[0].t, T0);
+    assert_int_equal(cls[0].klass, 0);
+    free(cls);
+    store_process_free(&p);
+    assert_int_equal(store_get_process(r, 300, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(p.klass, 0);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cls[0].t, T0 + 5);
+    assert_int_equal(cls[0].klass, 1);
+    assert_int_equal(cls[1].t, T0 + 8);
+    assert_int_equal(cls[1].klass, 0);
+    free(cls);
+    store_process_free(&p);
+
     assert_int_equal(store_get_process(r, 999, 0, 60, &p, &series, &n, err, sizeof(err)), -ENOENT);
     assert_string_equal(err, "no process with pid 999");
     assert_int_equal(store_get_process(r, 100, 0, -1, &p, &series, &n, err, sizeof(err)), -EINVAL);
@@ -717,13 +879,23 @@ static void test_history(void **state)
     free(p);
 
     q.by = STORE_HISTORY_COMM;
-    q.comm = "idle";
+    q.comm = "^id";
     q.since = T0;
     q.step = 1;
     assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 10);
     assert_float_equal(p[3].attributed_j, 0.1, 1e-9);
     free(p);
+    q.comm = "^(idle|burn)$";
+    q.step = 10;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 21.0, 1e-9);
+    free(p);
+    q.comm = "*x";
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "comm regex '*x'"));
+    q.step = 1;
 
     q.by = STORE_HISTORY_UID;
     q.uid = 1000;
@@ -742,6 +914,7 @@ static void test_history(void **state)
     assert_float_equal(p[0].attributed_j, 6.2, 1e-9);
     assert_float_equal(p[0].host_j, p[0].idle_j + p[0].attributed_j + p[0].unattributed_j, 1e-9);
     assert_float_equal(p[0].modeled_j, 17.6, 1e-9);
+    assert_true(p[0].measured);
     free(p);
 
     q.step = 0;
@@ -863,6 +1036,7 @@ static void test_rollup_and_retention(void **state)
     sqlite3 *db;
 
     config(&c);
+    c.rollup_chunk_s = 60;
     s = open_store(f->path, &c);
     /* 130 seconds a day ago: 2 J/s; 10 seconds 91 days ago; 5 seconds now. */
     for (int64_t t = day_old; t < day_old + 130; t++) {
@@ -887,7 +1061,22 @@ static void test_rollup_and_retention(void **state)
     /* 10 ancient + 4 recent: the newest second is not known complete */
     assert_int_equal(raw_num(db, "SELECT count(*) FROM calibration"), 14);
 
-    assert_int_equal(store_maintain(s, now), 0);
+    /* One minute per step: the ancient seconds go, then the day-old ones
+     * a minute at a time, each step leaving the rest for the next. */
+    int steps = 0, step;
+    while ((step = store_maintain(s, now)) == 1) {
+        if (++steps == 2) {
+            assert_true(raw_num(db, "SELECT count(*) FROM process_energy_minute") >= 1);
+            assert_true(raw_num(db, "SELECT count(*) FROM process_energy") > 5);
+            assert_float_equal(raw_num(db, "SELECT (SELECT sum(attributed_j) FROM process_energy)"
+                                           " + (SELECT sum(attributed_j) FROM"
+                                           " process_energy_minute)"),
+                               270.0, 1e-9);
+        }
+        assert_true(steps < 10);
+    }
+    assert_int_equal(step, 0);
+    assert_true(steps >= 3);
     /* Seconds a day old are minute rows now; the energy is the same. */
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy"), 5);
     assert_float_equal(raw_num(db, "SELECT sum(attributed_j) FROM process_energy_minute"), 260.0,
@@ -942,7 +1131,6 @@ static void test_periodic_maintenance_data_clock(void **state)
     store *s;
 
     config(&c);
-    c.clock = STORE_CLOCK_DATA;
     c.maintain_interval_s = 1;
     s = open_store(f->path, &c);
     push_many_at(s, T0, 1, 3);
@@ -1101,9 +1289,13 @@ static void test_directory_removed_then_back(void **state)
     store_stats st;
     store *s;
 
+    char err[UTIL_ERRLEN];
+    int32_t id;
+
     config(&c);
     s = open_store(f->path, &c);
-    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.1, 0, 0), 0);
+    assert_int_equal(store_model_add(s, sha_a, "a", "ridge", "{}", &id, err, sizeof(err)), 0);
+    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.1, 0, id), 0);
     assert_int_equal(store_flush(s), 0);
     remove_db(f->path);
     assert_int_equal(rmdir(f->dir), 0);
@@ -1126,6 +1318,34 @@ static void test_directory_removed_then_back(void **state)
     assert_float_equal(file_num(f->path, "SELECT sum(attributed_j) FROM process_energy"), 5.0,
                        1e-9);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 1);
+    /* The model its rows name is in the new file too. */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM models WHERE id = 1"), 1);
+}
+
+/* Past max_pending_rows the rows held for a broken database are given up,
+ * counted, and the writer goes on with what comes next. */
+static void test_pending_rows_bounded(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    config(&c);
+    c.max_pending_rows = 10;
+    s = open_store(f->path, &c);
+    remove_db(f->path);
+    assert_int_equal(rmdir(f->dir), 0);
+    push_many_at(s, T0, 1, 20);
+    assert_true(store_flush(s) < 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.rows_lost, 20);
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    push_many_at(s, T0 + 1, 100, 2);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 2);
+    assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 100);
 }
 
 /* A full database (max_db_bytes): the commit fails with -ENOSPC and keeps
@@ -1172,10 +1392,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_and_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_one_transaction_per_second, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_never_blocks_when_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_rejects_bad_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_on_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_independent_of_commit_timing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_list_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_history, setup, teardown),
@@ -1185,6 +1407,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_periodic_maintenance_data_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_loses_at_most_last_second, setup, teardown),
         cmocka_unit_test_setup_teardown(test_directory_removed_then_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_rows_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

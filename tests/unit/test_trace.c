@@ -522,6 +522,9 @@ static void test_writer_refuses(void **state)
     ratio = 1;
     assert_int_equal(trace_write_tick(w, &t), 0);
     assert_int_equal(trace_write_tick(w, &t), -EINVAL); /* same time again */
+    procs_info bad_proc = {.pid = 0, .comm = "x"};
+    assert_int_equal(trace_write_proc(w, &bad_proc), -EINVAL);
+    assert_int_equal(trace_write_exit(w, -1, 5), -EINVAL);
     assert_int_equal(trace_writer_close(w), 0);
     /* what was refused left no trace: the file reads cleanly */
     assert_int_equal(read_all(path, err, sizeof(err), &records), 0);
