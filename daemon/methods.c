@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct subscriber {
     rpc_call *call;
@@ -681,7 +682,9 @@ static int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *
     char err[UTIL_ERRLEN];
     int32_t id;
 
-    if (!peer->privileged)
+    /* An unprivileged wattprofd serves its owner's processes only; its owner
+     * may choose its model. */
+    if (!peer->privileged && peer->uid != geteuid())
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (!path)
         path = ctx->cfg->model_path;
