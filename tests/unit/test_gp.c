@@ -3,10 +3,11 @@
  * against scikit-learn (tests/gp_peer.py through /usr/bin/python3, run
  * here), closed-form leave-one-out against refitting without each point,
  * jitter for duplicated rows, and the errors of bad input. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+
+#include <cmocka.h>
 
 #include "learn/learn.h"
 #include "util/util.h"
