@@ -7,5 +7,6 @@
 #define WATTPROF_COMMANDS_H
 
 int cmd_run(int argc, char **argv);
+int cmd_gp(int argc, char **argv);
 
 #endif

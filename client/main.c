@@ -12,6 +12,7 @@ struct subcommand {
 
 static const struct subcommand subcommands[] = {
     //{"run", cmd_run, "run a command and report the energy it used"},
+    {"gp", cmd_gp, "Gaussian-process regression with an analytic mean"},
     {NULL, NULL, NULL},
 };
 
