@@ -254,7 +254,8 @@ void gp_kernel_get(const gp_kernel *k, double *theta, double *lo, double *hi)
 
 static size_t walk_set(gp_kernel *k, size_t off, const double *theta)
 {
-    memcpy(k->theta, theta + off, k->n_params * sizeof(double));
+    if (k->n_params)
+        memcpy(k->theta, theta + off, k->n_params * sizeof(double));
     off += k->n_params;
     for (size_t i = 0; i < k->n_kids; i++)
         off = walk_set(k->kids[i], off, theta);
