@@ -38,16 +38,17 @@ struct gp_run {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: wattprof gp --data F --target y --features a,b,... [--kernel K] [--ard]\n"
-               "                   [--mean EXPR|const] [--fit-mean] [--restarts N] [--seed S]\n"
-               "                   [--loocv closed|refit] [--predict FILE] [--out MODEL.json]\n"
-               "                   [--no-standardize] [--allow-jitter] [--json]\n\n"
-               "Gaussian-process regression of y on the features. K is a sum of products of\n"
-               "rbf, matern12, matern32, matern52, linear, const and white (default\n"
-               "matern32+white); --ard gives each feature its own length scale. EXPR is an\n"
-               "analytic model over the features (+ - * / square cube sqrt log exp max min)\n"
-               "used as the mean; --fit-mean fits its constants with the kernel. Exit status\n"
-               "3 means K was singular (e.g. duplicated rows) and was fitted with jitter.\n");
+    fprintf(f,
+            "usage: wattprof gp --data F --target y --features a,b,... [--kernel K] [--ard]\n"
+            "                   [--mean EXPR|const] [--fit-mean] [--restarts N] [--seed S]\n"
+            "                   [--loocv closed|refit|none] [--predict FILE] [--out MODEL.json]\n"
+            "                   [--no-standardize] [--allow-jitter] [--json]\n\n"
+            "Gaussian-process regression of y on the features. K is a sum of products of\n"
+            "rbf, matern12, matern32, matern52, linear, const and white (default\n"
+            "matern32+white); --ard gives each feature its own length scale. EXPR is an\n"
+            "analytic model over the features (+ - * / square cube sqrt log exp max min)\n"
+            "used as the mean; --fit-mean fits its constants with the kernel. Exit status\n"
+            "3 means K was singular (e.g. duplicated rows) and was fitted with jitter.\n");
 }
 
 static int parse_args(int argc, char **argv, struct gp_args *a)
@@ -142,8 +143,8 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
         fprintf(stderr, "wattprof gp: --data, --target and --features are required\n");
         return -EINVAL;
     }
-    if (strcmp(a->loocv, "closed") && strcmp(a->loocv, "refit")) {
-        fprintf(stderr, "wattprof gp: --loocv: '%s' is neither closed nor refit\n", a->loocv);
+    if (strcmp(a->loocv, "closed") && strcmp(a->loocv, "refit") && strcmp(a->loocv, "none")) {
+        fprintf(stderr, "wattprof gp: --loocv: '%s' is not closed, refit or none\n", a->loocv);
         return -EINVAL;
     }
     return 0;
@@ -221,6 +222,8 @@ static int fit(const struct gp_args *a, struct gp_run *r)
     r->mean_loo = malloc(n * sizeof(double));
     if (!r->loo || !r->loo_var || !r->mean_loo)
         return -ENOMEM;
+    if (!strcmp(a->loocv, "none"))
+        return 0;
     if (!strcmp(a->loocv, "closed"))
         e = gp_loo_closed(r->m, r->loo, r->loo_var);
     else
@@ -300,8 +303,10 @@ static void print_json(const struct gp_args *a, const struct gp_run *r)
                            json_object_new_double(gp_log_marginal_likelihood(r->m)));
     json_object_object_add(o, "jitter", json_object_new_double(gp_jitter(r->m)));
     json_object_object_add(o, "loocv_method", json_object_new_string(a->loocv));
-    json_object_object_add(o, "loocv", metrics_json(&r->gp_err));
-    json_object_object_add(o, "mean_loocv", metrics_json(&r->mean_err));
+    if (strcmp(a->loocv, "none")) {
+        json_object_object_add(o, "loocv", metrics_json(&r->gp_err));
+        json_object_object_add(o, "mean_loocv", metrics_json(&r->mean_err));
+    }
     if (r->pt) {
         json_object_object_add(o, "predictions", p = json_object_new_array());
         for (size_t i = 0; i < r->pt->n_rows; i++) {
@@ -340,9 +345,12 @@ static void print_text(const struct gp_args *a, const struct gp_run *r)
         printf("  %-32s %.6g\n", name, gp_param_is_log(r->m, i) ? exp(theta[i]) : theta[i]);
     }
     printf("log marginal likelihood            %.6f\n", gp_log_marginal_likelihood(r->m));
-    print_metrics(!strcmp(a->loocv, "closed") ? "LOOCV (closed form):" : "LOOCV (refit per fold):",
-                  &r->gp_err);
-    print_metrics("LOOCV of the mean function alone:", &r->mean_err);
+    if (strcmp(a->loocv, "none")) {
+        print_metrics(!strcmp(a->loocv, "closed") ? "LOOCV (closed form):"
+                                                  : "LOOCV (refit per fold):",
+                      &r->gp_err);
+        print_metrics("LOOCV of the mean function alone:", &r->mean_err);
+    }
     if (!r->pt)
         return;
     printf("predictions for %s:\nline,mean,std\n", a->predict);

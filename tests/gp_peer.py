@@ -6,13 +6,16 @@ Reads one JSON object on stdin and writes one on stdout.
   {"mode": "fixed", "kernel": "matern32+white", "x": [[...]...], "y": [...],
    "xs": [[...]...], "variance": v, "length_scale": [l...], "noise": s}
       -> {"lml": ..., "mean": [...], "var": [...]}  (optimizer=None)
-  {"mode": "fit", "kernel": ..., "ard": bool, "x": ..., "y": ..., "restarts": N, "seed": S}
-      -> {"lml": ..., "theta": [...]}
+  {"mode": "fit", "kernel": ..., "ard": bool, "x": ..., "y": ..., "restarts": N, "seed": S,
+   "xs": optional points to predict}
+      -> {"lml": ..., "theta": [...], "mean": [...], "std": [...], "seconds": fit + predict}
+"standardize": true scales the features as wattprof does (mean 0, population sd 1).
 Kernels: rbf, matern12, matern32, matern52, each with its own variance
 (ConstantKernel * base), optionally "+white" (WhiteKernel). Rows of x are
 points; alpha is 0 so that K is exactly the kernel's matrix."""
 import json
 import sys
+import time
 
 import numpy as np
 from sklearn.gaussian_process import GaussianProcessRegressor
@@ -44,21 +47,29 @@ def main():
     q = json.load(sys.stdin)
     x = np.asarray(q["x"], dtype=float)
     y = np.asarray(q["y"], dtype=float)
+    xs = np.asarray(q.get("xs", x[:0]), dtype=float)
+    if q.get("standardize"):  # as wattprof: population standard deviation
+        mu, sd = x.mean(0), x.std(0)
+        sd[sd == 0] = 1
+        x, xs = (x - mu) / sd, (xs - mu) / sd
     if q["mode"] == "fixed":
         ls = q["length_scale"]
         k = kernel(q["kernel"], x.shape[1], len(ls) > 1, q["variance"],
                    ls if len(ls) > 1 else ls[0], q.get("noise", 1.0))
         gp = GaussianProcessRegressor(kernel=k, alpha=0.0, optimizer=None).fit(x, y)
-        mean, std = gp.predict(np.asarray(q["xs"], dtype=float), return_std=True)
+        mean, std = gp.predict(xs, return_std=True)
         out = {"lml": gp.log_marginal_likelihood_value_, "mean": mean.tolist(),
                "var": (std ** 2).tolist()}
     else:
         k = kernel(q["kernel"], x.shape[1], q.get("ard", False))
+        t = time.perf_counter()
         gp = GaussianProcessRegressor(kernel=k, alpha=0.0, n_restarts_optimizer=q["restarts"],
                                       random_state=q["seed"]).fit(x, y)
         out = {"lml": gp.log_marginal_likelihood_value_, "theta": gp.kernel_.theta.tolist()}
-        if "xs" in q:
-            out["mean"] = gp.predict(np.asarray(q["xs"], dtype=float)).tolist()
+        if len(xs):
+            mean, std = gp.predict(xs, return_std=True)
+            out["mean"], out["std"] = mean.tolist(), std.tolist()
+        out["seconds"] = time.perf_counter() - t
     json.dump(out, sys.stdout)
 
 

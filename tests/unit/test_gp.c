@@ -259,7 +259,7 @@ static void check_optimised(const char *kernel, bool ard, int restarts)
     theirs = json_object_get_double(json_object_object_get(ans, "lml"));
     print_message("%s ard=%d restarts=%d: lml %.10f, scikit-learn %.10f\n", kernel, ard, restarts,
                   mine, theirs);
-    if (mine < theirs - 1e-7 * fmax(1, fabs(theirs)))
+    if (mine < theirs - 1e-9 * fmax(1, fabs(theirs)))
         fail_msg("%s: optimised lml %.10f below scikit-learn's %.10f", kernel, mine, theirs);
     json_object_put(q);
     json_object_put(ans);
