@@ -35,6 +35,7 @@ struct objective {
     struct gp_work w;
     size_t p;
     double *lo, *hi; /* log bounds; +-HUGE_VAL for unbounded parameters */
+    double *unit;    /* unbounded ones: theta = unit * u, unit = |starting value| */
     double *theta, *grad;
 };
 
@@ -47,7 +48,8 @@ static void to_theta(const struct objective *o, const gsl_vector *u, double *the
 {
     for (size_t i = 0; i < o->p; i++) {
         double v = gsl_vector_get(u, i);
-        theta[i] = bounded(o, i) ? o->lo[i] + (o->hi[i] - o->lo[i]) / (1 + exp(-v)) : v;
+        theta[i] =
+            bounded(o, i) ? o->lo[i] + (o->hi[i] - o->lo[i]) / (1 + exp(-v)) : o->unit[i] * v;
     }
 }
 
@@ -56,7 +58,7 @@ static double to_u(const struct objective *o, size_t i, double theta)
     double span, t;
 
     if (!bounded(o, i))
-        return theta;
+        return theta / o->unit[i];
     span = o->hi[i] - o->lo[i];
     t = (theta - o->lo[i]) / span;
     t = t < 1e-9 ? 1e-9 : t > 1 - 1e-9 ? 1 - 1e-9 : t;
@@ -76,7 +78,7 @@ static double eval_u(const gsl_vector *u, void *ctx, gsl_vector *g)
         return GSL_POSINF;
     }
     for (size_t i = 0; g && i < o->p; i++) {
-        double dt = 1;
+        double dt = o->unit[i];
         if (bounded(o, i))
             dt = (o->theta[i] - o->lo[i]) * (o->hi[i] - o->theta[i]) / (o->hi[i] - o->lo[i]);
         gsl_vector_set(g, i, -o->grad[i] * dt);
@@ -115,8 +117,12 @@ static int run_start(struct objective *o, const double *theta0, int max_iter, bo
         gsl_vector_free(u);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < o->p; i++)
+    /* An analytic mean's constants can be 1e-9 next to 1: optimising each
+     * relative to its starting value keeps BFGS's steps commensurate. */
+    for (size_t i = 0; i < o->p; i++) {
+        o->unit[i] = theta0[i] != 0 && isfinite(theta0[i]) ? fabs(theta0[i]) : 1;
         gsl_vector_set(u, i, to_u(o, i, theta0[i]));
+    }
     *lml = -HUGE_VAL;
     old = gsl_set_error_handler_off(); /* a failed line search ends the start, not the program */
     if (gsl_multimin_fdfminimizer_set(s, &fn, u, FIT_FIRST_STEP, 0.1) == 0 && isfinite(s->f)) {
@@ -145,7 +151,7 @@ static int optimise(gp_model *m, const gp_data *data, const double *X, const gp_
 {
     struct objective o = {.m = m, .p = gp_n_params(m)};
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
-    double *start = malloc((o.p ? o.p : 1) * 5 * sizeof(double)), *best, *found, best_lml;
+    double *start = malloc((o.p ? o.p : 1) * 6 * sizeof(double)), *best, *found, best_lml;
     double lml;
     int r, max_iter = opt && opt->max_iter > 0 ? opt->max_iter : FIT_MAX_ITER;
 
@@ -158,6 +164,7 @@ static int optimise(gp_model *m, const gp_data *data, const double *X, const gp_
     o.hi = start + 2 * o.p;
     best = start + 3 * o.p;
     found = start + 4 * o.p;
+    o.unit = start + 5 * o.p;
     o.theta = malloc((o.p ? o.p : 1) * 2 * sizeof(double));
     r = o.theta ? gp_work_init(&o.w, m, X, data->cols, data->y, data->n) : -ENOMEM;
     if (r < 0)

@@ -31,6 +31,22 @@ assert gp < alone, "the analytic mean GP does not beat the analytic model"
 assert gp < zero, "the analytic mean GP does not beat the zero-mean GP"
 PY
 
+# --fit-mean: the analytic model's constants fitted jointly with the kernel
+# reach a higher likelihood than the constants as written.
+for fitted in "" --fit-mean; do
+  "$WATTPROF" gp --data "$tmp/layers.csv" --target latency_ms --features "$feats" \
+    --mean "$expr" $fitted --restarts 1 --seed 1 --loocv none --json >"$tmp/fit$fitted.json"
+done
+"$PYTHON" - "$tmp/fit.json" "$tmp/fit--fit-mean.json" <<'PY'
+import json, sys
+fixed, fitted = (json.load(open(p)) for p in sys.argv[1:3])
+names = [p["name"] for p in fitted["params"]]
+assert names[3:] == [f"mean.c{i}" for i in range(7)], names
+print(f"LML with the analytic constants {fixed['log_marginal_likelihood']:.3f}, "
+      f"fitted {fitted['log_marginal_likelihood']:.3f}")
+assert fitted["log_marginal_likelihood"] > fixed["log_marginal_likelihood"]
+PY
+
 # --predict and --out: the model file alone reproduces the predictions.
 head -21 "$tmp/layers.csv" >"$tmp/few.csv"
 "$WATTPROF" gp --data "$tmp/layers.csv" --target latency_ms --features C,F,K --kernel matern32+white \
