@@ -19,7 +19,7 @@
 
 struct gp_args {
     const char *data, *target, *features, *kernel, *mean, *loocv, *predict, *out;
-    bool ard, fit_mean, json, standardize, allow_jitter;
+    bool ard, fit_mean, json, standardize, allow_jitter, optimize;
     long restarts, seed;
 };
 
@@ -42,13 +42,15 @@ static void usage(FILE *f)
             "usage: wattprof gp --data F --target y --features a,b,... [--kernel K] [--ard]\n"
             "                   [--mean EXPR|const] [--fit-mean] [--restarts N] [--seed S]\n"
             "                   [--loocv closed|refit|none] [--predict FILE] [--out MODEL.json]\n"
-            "                   [--no-standardize] [--allow-jitter] [--json]\n\n"
+            "                   [--no-standardize] [--no-optimize] [--allow-jitter] [--json]\n\n"
             "Gaussian-process regression of y on the features. K is a sum of products of\n"
             "rbf, matern12, matern32, matern52, linear, const and white (default\n"
             "matern32+white); --ard gives each feature its own length scale. EXPR is an\n"
             "analytic model over the features (+ - * / square cube sqrt log exp max min)\n"
-            "used as the mean; --fit-mean fits its constants with the kernel. Exit status\n"
-            "3 means K was singular (e.g. duplicated rows) and was fitted with jitter.\n");
+            "used as the mean; --fit-mean fits its constants with the kernel.\n"
+            "--no-optimize keeps every kernel hyperparameter at 1 (and the mean as written).\n"
+            "Exit status 3 means K was singular (e.g. duplicated rows) and was fitted with\n"
+            "jitter.\n");
 }
 
 static int parse_args(int argc, char **argv, struct gp_args *a)
@@ -68,12 +70,16 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
                                          {"json", no_argument, NULL, 'j'},
                                          {"no-standardize", no_argument, NULL, 'S'},
                                          {"allow-jitter", no_argument, NULL, 'J'},
+                                         {"no-optimize", no_argument, NULL, 'N'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
 
-    *a = (struct gp_args){
-        .kernel = "matern32+white", .loocv = "closed", .standardize = true, .restarts = 5};
+    *a = (struct gp_args){.kernel = "matern32+white",
+                          .loocv = "closed",
+                          .standardize = true,
+                          .optimize = true,
+                          .restarts = 5};
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -114,6 +120,9 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
             break;
         case 'J':
             a->allow_jitter = true;
+            break;
+        case 'N':
+            a->optimize = false;
             break;
         case 'r':
             if (util_parse_long(optarg, &a->restarts) < 0 || a->restarts < 0) {
@@ -213,7 +222,13 @@ static int fit(const struct gp_args *a, struct gp_run *r)
                 err);
         return e;
     }
-    if ((e = gp_fit(r->m, &r->data, &o, err, sizeof(err))) < 0) {
+    if (a->optimize) {
+        e = gp_fit(r->m, &r->data, &o, err, sizeof(err));
+    } else {
+        gp_set_scaling(r->m, &r->data);
+        e = gp_condition(r->m, &r->data, err, sizeof(err));
+    }
+    if (e < 0) {
         fprintf(stderr, "wattprof gp: %s: %s\n", a->data, err);
         return e;
     }

@@ -5,7 +5,7 @@ GaussianProcessRegressor on the same data and kernel as wattprof's GP.
 Reads one JSON object on stdin and writes one on stdout.
   {"mode": "fixed", "kernel": "matern32+white", "x": [[...]...], "y": [...],
    "xs": [[...]...], "variance": v, "length_scale": [l...], "noise": s}
-      -> {"lml": ..., "mean": [...], "var": [...]}  (optimizer=None)
+      -> {"lml": ..., "mean": [...], "var": [...], "seconds": fit + predict}  (optimizer=None)
   {"mode": "fit", "kernel": ..., "ard": bool, "x": ..., "y": ..., "restarts": N, "seed": S,
    "xs": optional points to predict}
       -> {"lml": ..., "theta": [...], "mean": [...], "std": [...], "seconds": fit + predict}
@@ -56,10 +56,11 @@ def main():
         ls = q["length_scale"]
         k = kernel(q["kernel"], x.shape[1], len(ls) > 1, q["variance"],
                    ls if len(ls) > 1 else ls[0], q.get("noise", 1.0))
+        t = time.perf_counter()
         gp = GaussianProcessRegressor(kernel=k, alpha=0.0, optimizer=None).fit(x, y)
         mean, std = gp.predict(xs, return_std=True)
         out = {"lml": gp.log_marginal_likelihood_value_, "mean": mean.tolist(),
-               "var": (std ** 2).tolist()}
+               "var": (std ** 2).tolist(), "seconds": time.perf_counter() - t}
     else:
         k = kernel(q["kernel"], x.shape[1], q.get("ard", False))
         t = time.perf_counter()
