@@ -152,6 +152,11 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
         fprintf(stderr, "wattprof gp: --data, --target and --features are required\n");
         return -EINVAL;
     }
+    if (a->fit_mean && (!a->mean || !strcmp(a->mean, "zero") || !strcmp(a->mean, "const"))) {
+        fprintf(stderr, "wattprof gp: --fit-mean needs --mean EXPR (a constant mean is always "
+                        "fitted)\n");
+        return -EINVAL;
+    }
     if (strcmp(a->loocv, "closed") && strcmp(a->loocv, "refit") && strcmp(a->loocv, "none")) {
         fprintf(stderr, "wattprof gp: --loocv: '%s' is not closed, refit or none\n", a->loocv);
         return -EINVAL;

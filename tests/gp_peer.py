@@ -2,7 +2,8 @@
 """Peer for the Gaussian-process tests and benchmark: scikit-learn's
 GaussianProcessRegressor on the same data and kernel as wattprof's GP.
 
-Reads one JSON object on stdin and writes one on stdout.
+Reads one JSON object (or a list of them) on stdin and writes the answer (or
+the list of answers) on stdout.
   {"mode": "fixed", "kernel": "matern32+white", "x": [[...]...], "y": [...],
    "xs": [[...]...], "variance": v, "length_scale": [l...], "noise": s}
       -> {"lml": ..., "mean": [...], "var": [...], "seconds": fit + predict}  (optimizer=None)
@@ -43,8 +44,7 @@ def kernel(spec, d, ard, variance=1.0, length_scale=None, noise=1.0):
     return k
 
 
-def main():
-    q = json.load(sys.stdin)
+def answer(q):
     x = np.asarray(q["x"], dtype=float)
     y = np.asarray(q["y"], dtype=float)
     xs = np.asarray(q.get("xs", x[:0]), dtype=float)
@@ -71,7 +71,12 @@ def main():
             mean, std = gp.predict(xs, return_std=True)
             out["mean"], out["std"] = mean.tolist(), std.tolist()
         out["seconds"] = time.perf_counter() - t
-    json.dump(out, sys.stdout)
+    return out
+
+
+def main():
+    q = json.load(sys.stdin)
+    json.dump([answer(x) for x in q] if isinstance(q, list) else answer(q), sys.stdout)
 
 
 if __name__ == "__main__":

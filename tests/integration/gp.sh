@@ -93,6 +93,7 @@ printf 'a,b,y\n1,2,3\n2,x,4\n3,4,5\n' >"$tmp/bad.csv"
 expect_error nonzero "$tmp/bad.csv:3:2: non-numeric value 'x' in column 'b'" \
   --data "$tmp/bad.csv" --target y --features a,b
 expect_error nonzero "$tmp/bad.csv:1: no column named 'z'" --data "$tmp/bad.csv" --target y --features a,z
+expect_error 2 "--fit-mean needs --mean EXPR" "${base[@]}" --fit-mean
 expect_error 2 "--loocv: 'often' is not closed, refit or none" "${base[@]}" --loocv often
 # Duplicated rows and no noise term: K is singular, jitter is added and said.
 printf 'a,b,y\n1,2,3\n2,1,4\n1,2,3\n3,3,5\n0,1,1\n' >"$tmp/dup.csv"
