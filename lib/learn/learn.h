@@ -132,7 +132,7 @@ expr *expr_simplify(const expr *e);
 size_t expr_n_vars(const expr *e);
 /* Protected value of `op` at scalar arguments (b unused for unary ops). */
 double expr_op_apply(enum expr_op op, double a, double b);
-/* ---- Gaussian process (gp_kernel.c, gp.c) -------------------------------
+/* ---- Gaussian process (gp.c, gp_fit.c, gp_kernel.c, gp_mean.c, gp_json.c) --
  * Regression with a Gaussian-process prior around a mean function m(x):
  * y ~ GP(m, k). The kernel k is a sum of products of base kernels (rbf,
  * matern12, matern32, matern52, linear, const, white; see gp_config). Its
