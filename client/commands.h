@@ -9,5 +9,6 @@
 int cmd_run(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_symreg(int argc, char **argv);
+int cmd_gp(int argc, char **argv);
 
 #endif

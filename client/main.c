@@ -14,6 +14,7 @@ static const struct subcommand subcommands[] = {
     {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
     {"run", cmd_run, "run a command and report the energy it used"},
     {"symreg", cmd_symreg, "find an equation for a measured quantity (genetic programming)"},
+    {"gp", cmd_gp, "Gaussian-process regression with an analytic mean"},
     {NULL, NULL, NULL},
 };
 

@@ -266,6 +266,112 @@ expr *expr_simplify(const expr *e);
 size_t expr_n_vars(const expr *e);
 /* Protected value of `op` at scalar arguments (b unused for unary ops). */
 double expr_op_apply(enum expr_op op, double a, double b);
+/* ---- Gaussian process (gp.c, gp_fit.c, gp_kernel.c, gp_mean.c, gp_json.c) --
+ * Regression with a Gaussian-process prior around a mean function m(x):
+ * y ~ GP(m, k). The kernel k is a sum of products of base kernels (rbf,
+ * matern12, matern32, matern52, linear, const, white; see gp_config). Its
+ * hyperparameters are kept as natural logarithms within bounds (default
+ * 1e-5..1e5, as scikit-learn) and maximise the log marginal likelihood with
+ * its analytic gradient (GSL multimin BFGS, random restarts from a seed).
+ * The mean is zero, a constant, or an expression over the features (see
+ * "Expressions") whose constants may be fitted together with the kernel.
+ * Inputs may be standardised; the scaling is stored with the model and the
+ * mean expression always sees the features in their own units. */
+typedef struct gp_model gp_model;
+
+typedef struct gp_config {
+    /* Terms joined by '+', factors by '*': "matern32+white", "const*rbf".
+     * rbf and matern* are variance * f(distance / length scale); linear is
+     * bias + variance * x.x'; const is a value; white adds noise to the
+     * diagonal of the training covariance (and to predictive variances). */
+    const char *kernel;
+    bool ard;         /* one length scale per feature */
+    bool standardize; /* scale each feature to mean 0, sd 1 before the kernel */
+    /* NULL or "zero", "const" (fitted), or an expression over the features. */
+    const char *mean;
+    bool fit_mean; /* fit the expression's constants jointly with the kernel */
+} gp_config;
+
+/* A model over d features named `features`. Errors: unknown kernel
+ * ("kernel:1:COL: unknown kernel 'x'"), a bad mean expression (its own
+ * "expression:1:COL: ..." line). */
+int gp_new(const gp_config *cfg, const char *const *features, size_t d, gp_model **out,
+           char *err, size_t errlen);
+void gp_free(gp_model *m);
+/* Same configuration and hyperparameters, no data. */
+gp_model *gp_clone(const gp_model *m);
+
+/* Hyperparameters: the kernel's (log values) then the mean's constants. */
+size_t gp_n_params(const gp_model *m);
+void gp_get_params(const gp_model *m, double *theta);
+void gp_set_params(gp_model *m, const double *theta);
+/* Name of parameter i ("matern32.length_scale[x]", "mean.c0") into buf. */
+void gp_param_name(const gp_model *m, size_t i, char *buf, size_t len);
+/* Whether parameter i is a log value; its bounds (log space; +-HUGE_VAL for
+ * the mean's constants). */
+bool gp_param_is_log(const gp_model *m, size_t i);
+void gp_param_bounds(const gp_model *m, size_t i, double *lo, double *hi);
+void gp_set_param_bounds(gp_model *m, size_t i, double lo, double hi);
+
+/* Training data: cols[j] is feature j's column of n values. */
+typedef struct gp_data {
+    const double *const *cols;
+    const double *y;
+    size_t n;
+} gp_data;
+
+/* Log marginal likelihood of `data` at the current hyperparameters and, if
+ * grad is not NULL, its gradient (gp_n_params values) with respect to them.
+ * Uses the stored scaling (identity until gp_fit or gp_set_scaling). */
+int gp_lml(const gp_model *m, const gp_data *data, double *lml, double *grad);
+
+/* Stores the scaling of data's features (a no-op unless cfg.standardize). */
+int gp_set_scaling(gp_model *m, const gp_data *data);
+
+/* Conditions the model on data at the current hyperparameters: factorises
+ * K, keeping what prediction and leave-one-out need. When K is numerically
+ * singular (duplicated rows without noise), jitter is added to its diagonal
+ * until it is not; gp_jitter says how much. n < 3 is -EINVAL. */
+int gp_condition(gp_model *m, const gp_data *data, char *err, size_t errlen);
+
+typedef struct gp_fit_options {
+    int restarts;  /* random starts after the first (from the current values) */
+    uint64_t seed; /* of the mt19937 drawing them */
+    int max_iter;  /* BFGS iterations per start; 0 = 500 */
+} gp_fit_options;
+
+/* Sets the scaling, maximises the log marginal likelihood over the
+ * hyperparameters and conditions on data. */
+int gp_fit(gp_model *m, const gp_data *data, const gp_fit_options *o, char *err, size_t errlen);
+
+/* Of the conditioned model: log marginal likelihood, jitter added (0 when
+ * none), number of training points. */
+double gp_log_marginal_likelihood(const gp_model *m);
+double gp_jitter(const gp_model *m);
+size_t gp_n_train(const gp_model *m);
+
+/* Predictive mean and variance (y's, white noise included) at n points
+ * (cols as in gp_data); var may be NULL. */
+int gp_predict(const gp_model *m, const double *const *cols, size_t n, double *mean,
+               double *var);
+/* The mean function alone at n points. */
+int gp_mean_eval(const gp_model *m, const double *const *cols, size_t n, double *out);
+
+/* Leave-one-out predictions of the conditioned model's training points with
+ * hyperparameters fixed, in closed form (Rasmussen & Williams 5.12):
+ * mean_i = y_i - [K^-1 r]_i / [K^-1]_ii, var_i = 1 / [K^-1]_ii. */
+int gp_loo_closed(const gp_model *m, double *mean, double *var);
+/* Leave-one-out by refitting a clone of m (its current hyperparameters as
+ * the first start) on each n - 1 points, as the paper did. */
+int gp_loo_refit(const gp_model *m, const gp_data *data, const gp_fit_options *o, double *mean,
+                 double *var, char *err, size_t errlen);
+/* Leave-one-out predictions of the mean function alone: m(x_i) for a fixed
+ * mean, refitted (least squares) without point i for a fitted one. */
+int gp_mean_loo(const gp_model *m, const gp_data *data, double *out);
+
+/* The conditioned model as JSON ("wattprof-gp/1": kernel, scaling,
+ * hyperparameters, mean, training points and weights); malloc'd text. */
+char *gp_to_json(const gp_model *m);
 
 /* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
  * means all ones. *rss gets the weighted sum. The constants are left as they
