@@ -7,5 +7,7 @@
 #define WATTPROF_COMMANDS_H
 
 int cmd_run(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_select(int argc, char **argv);
 
 #endif
