@@ -85,9 +85,21 @@ int counters_delta_new(const sample_eventset *es, counters_delta *d);
 void counters_delta_free(counters_delta *d);
 
 /* Reads every group (one read() each) and stores the change since the
- * previous read (or since opening) into `d`. Returns -ESRCH once the process
- * and all its threads are gone; the counts of exited threads stay in. */
+ * previous read (or since opening) into `d`. Works after the process has
+ * exited too: the kernel keeps the final counts until the events close, so
+ * an exiting process's last partial interval is read before closing. */
 int counters_read(counters_proc *p, counters_delta *d);
+
+/* The pure core of counters_read: adds one group's change between two raw
+ * PERF_FORMAT_GROUP readings {nr, time_enabled, time_running, value[nr]} to
+ * per-event sums. Member m counts event[m]; its delta is scaled by
+ * enabled/running (0 when the group never ran), and enabled/running are
+ * added per event so ratios can be formed over any span. */
+void counters_scale_group(const uint64_t *prev, const uint64_t *now, const size_t *event,
+                          double *scaled, uint64_t *enabled, uint64_t *running);
+
+/* False once every thread the events watch has exited (POLLHUP). */
+bool counters_alive(const counters_proc *p);
 
 /* Totals since opening: scaled counts and the overall running/enabled ratio. */
 void counters_totals(const counters_proc *p, const double **scaled, const double **ratio);
@@ -131,5 +143,105 @@ double rapl_sum_domains(const rapl *r, const double *delta_j, const char *const 
 /* Energy delta of a counter that went from `prev` to `now` and wraps at
  * `range` (pure; exposed for tests). */
 uint64_t rapl_wrap_delta(uint64_t prev, uint64_t now, uint64_t range);
+
+/* ---- Processes (procs.c) ------------------------------------------------
+ * Which processes exist, who they are, and when they come and go. A pid is
+ * reused, so a process's identity is (boot id, pid, start time). */
+
+typedef struct procs_info {
+    pid_t pid, ppid;
+    uint64_t start_ticks; /* field 22 of /proc/PID/stat, clock ticks since boot */
+    uid_t uid;            /* real uid */
+    char comm[17];
+    char *cmdline; /* malloc'd, arguments joined by spaces ("" for kernel threads) */
+    char *cgroup;  /* malloc'd, unified-hierarchy path ("/system.slice/x.service") */
+    bool kernel_thread;
+} procs_info;
+
+/* Reads /proc/PID/{stat,status,cmdline,cgroup}. -ESRCH when the process is
+ * gone (also when it vanishes half-way). */
+int procs_read_info(pid_t pid, procs_info *out);
+void procs_info_clear(procs_info *info);
+/* Every process (thread-group leader) now in /proc, malloc'd. */
+int procs_list(pid_t **pids, size_t *n);
+/* The kernel's boot id (/proc/sys/kernel/random/boot_id), 36 chars + NUL. */
+int procs_boot_id(char out[37]);
+
+typedef enum procs_event_kind {
+    PROCS_EV_FORK, /* a new process (not a new thread) */
+    PROCS_EV_EXEC,
+    PROCS_EV_EXIT, /* the whole process (thread-group leader) exited */
+} procs_event_kind;
+
+typedef struct procs_event {
+    procs_event_kind kind;
+    pid_t pid;
+    pid_t parent; /* PROCS_EV_FORK: the parent process */
+    int exit_code; /* PROCS_EV_EXIT: wait status */
+} procs_event;
+
+typedef struct procs_watch procs_watch;
+
+/* Subscribes to the netlink proc connector. Needs CAP_NET_ADMIN: without it
+ * returns -EPERM with the reason in err, and callers fall back to rescans. */
+int procs_watch_open(procs_watch **out, char *err, size_t errlen);
+void procs_watch_close(procs_watch *w);
+/* A descriptor that polls readable when events are waiting. */
+int procs_watch_fd(const procs_watch *w);
+/* Drains up to `max` events without blocking; *n gets how many. Thread
+ * events are filtered out. -ENOBUFS means the kernel dropped events: rescan. */
+int procs_watch_read(procs_watch *w, procs_event *ev, size_t max, size_t *n);
+
+/* ---- Traces (trace.c): --record and --replay -----------------------------
+ * The raw per-tick counter and energy deltas, so a run can be replayed with
+ * another model, or hardware events exercised on machines without them.
+ * JSON Lines, documented in README.md ("Records and replays"): a header
+ * line, then one line per process appearance, per tick and per exit. */
+
+typedef struct trace_header {
+    char **events; /* event names of the recorded set */
+    size_t n_events;
+    char **zone_id, **zone_name; /* RAPL zones ("intel-rapl:0", "package-0") */
+    size_t n_zones;
+    double rate_hz;
+    char boot_id[37];
+} trace_header;
+
+typedef struct trace_proc_delta {
+    pid_t pid;
+    uint64_t start_ticks;
+    double *scaled; /* n_events scaled deltas */
+    double *ratio;  /* n_events running/enabled ratios */
+} trace_proc_delta;
+
+typedef struct trace_tick {
+    uint64_t mono_ns; /* CLOCK_MONOTONIC at the tick */
+    uint64_t dt_ns;
+    double *energy_j;  /* n_zones */
+    trace_proc_delta *procs;
+    size_t n_procs;
+} trace_tick;
+
+typedef enum trace_record_kind { TRACE_TICK, TRACE_PROC, TRACE_EXIT } trace_record_kind;
+
+typedef struct trace_writer trace_writer;
+int trace_writer_open(const char *path, const trace_header *h, trace_writer **out, char *err,
+                      size_t errlen);
+int trace_write_proc(trace_writer *w, const procs_info *info);
+int trace_write_exit(trace_writer *w, pid_t pid, uint64_t start_ticks);
+int trace_write_tick(trace_writer *w, const trace_tick *t);
+/* Flushes and closes; returns the first write error, if any. */
+int trace_writer_close(trace_writer *w);
+
+typedef struct trace_reader trace_reader;
+/* Opens and validates the header; errors name FILE:LINE:COLUMN. */
+int trace_reader_open(const char *path, trace_reader **out, char *err, size_t errlen);
+const trace_header *trace_reader_header(const trace_reader *r);
+/* Next record: *kind says which of tick/proc/exit was filled. The memory
+ * stays valid until the next call. Returns 1 for a record, 0 at the end,
+ * negative on a malformed line (err names FILE:LINE:COLUMN). */
+int trace_read(trace_reader *r, trace_record_kind *kind, trace_tick *tick, procs_info *proc,
+               char *err, size_t errlen);
+void trace_reader_close(trace_reader *r);
 
 #endif

@@ -58,11 +58,12 @@ int util_read_file(const char *path, char **buf, size_t *len)
             data = n;
             cap = ncap;
         }
+        errno = 0;
         size_t got = fread(data + used, 1, cap - used - 1, f);
         used += got;
         if (got == 0) {
             if (ferror(f))
-                r = -EIO;
+                r = errno ? -errno : -EIO; /* EISDIR for a directory */
             break;
         }
     }

@@ -1,0 +1,50 @@
+/* attrib: one tick's host energy split between idle, processes and the
+ * unattributed rest (DESIGN.md, "Sampling and energy", step 5).
+ *
+ * A linear model's dynamic parts add up to the host prediction, so sharing
+ * the measured active energy in proportion to each process's dynamic power
+ * is exact when the model is right and proportional when it is not. The
+ * invariant sum(attributed) + idle + unattributed = host holds for every
+ * tick, and is what the tests check. */
+#include "model/model.h"
+
+#include <errno.h>
+#include <math.h>
+
+int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size_t n)
+{
+    double sum_d = 0, idle_full;
+
+    if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) ||
+        !(t->untracked_dynamic_w >= 0))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        attrib_proc *p = &procs[i];
+        if (p->klass < 0 || (size_t)p->klass >= m->n_classes)
+            return -EINVAL;
+        double power = model_power(m, p->klass, p->rates);
+        p->dynamic_w = model_dynamic_power(m, p->klass, p->rates);
+        if (!isfinite(power) || !isfinite(p->dynamic_w))
+            return -EINVAL;
+        p->standalone_j = power * t->dt_s;
+        sum_d += p->dynamic_w;
+    }
+    idle_full = t->idle_w * t->dt_s;
+    t->modeled_host_j = idle_full + (sum_d + t->untracked_dynamic_w) * t->dt_s;
+    if (!t->measured)
+        t->host_j = t->modeled_host_j;
+    if (!(t->host_j >= 0) || !isfinite(t->host_j))
+        return -EINVAL;
+
+    t->idle_j = fmin(idle_full, t->host_j);
+    t->active_j = t->host_j - t->idle_j;
+    double total_d = sum_d + t->untracked_dynamic_w;
+    t->attributed_j = 0;
+    for (size_t i = 0; i < n; i++) {
+        procs[i].attributed_j = total_d > 0 ? t->active_j * (procs[i].dynamic_w / total_d) : 0;
+        t->attributed_j += procs[i].attributed_j;
+    }
+    /* Rounding can leave the sum a hair above active; never go negative. */
+    t->unattributed_j = fmax(0, t->active_j - t->attributed_j);
+    return 0;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# wattprof run end to end, with real software events: a command tree's CPU
+# time is counted once (children included, not twice), the command's exit
+# status becomes ours, and every bad input gives one line naming its cause.
+set -u
+. "$SRCDIR/tests/helpers/lib.sh"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# --- A parent that burns 0.5 s and then waits on a child that burns 0.5 s:
+# task-clock must read 1.0 s (inherit counts the child once), not 1.5 s.
+"$WATTPROF" run --json --output "$tmp/tree.json" -- "$BURN" --tree 0.5
+check "tree exits 0" test $? = 0
+read -r taskclock cpu klass src < <(json_get "$tmp/tree.json" \
+  'next(e["count"] for e in d["events"] if e["name"] == "perf::TASK-CLOCK") / 1e9' \
+  'd["cpu_s"]' 'd["class"]' 'd["energy_source"]')
+check "child counted once: task-clock $taskclock s within 3 % of 1.0 s" \
+  within "$taskclock" 1.0 0.03
+check "task-clock $taskclock s agrees with rusage CPU $cpu s" within "$taskclock" "$cpu" 0.03
+check "single-class default model" test "$klass" = all
+
+# --- Exit status passes through; the report goes to stderr, stdout is the command's.
+out=$("$WATTPROF" run -- sh -c 'echo hello; exit 3' 2>"$tmp/err")
+check "exit status 3 passes through" test $? = 3
+check "command stdout untouched" test "$out" = hello
+check "human report on stderr" grep -q "standalone model energy" "$tmp/err"
+
+# --- Bad inputs: one line on stderr, non-zero exit.
+expect_fail "missing command" 127 "cannot run 'no-such-command-xyz': No such file or directory" \
+  "$WATTPROF" run -- no-such-command-xyz
+
+printf '{"format": "wattprof-model/1",\n "name": "x",, }\n' >"$tmp/bad.json"
+expect_fail "malformed model" 1 "$tmp/bad.json:2:" "$WATTPROF" run --model "$tmp/bad.json" -- true
+
+expect_fail "unreadable model" 1 "$tmp/none.json: cannot read model: No such file or directory" \
+  "$WATTPROF" run --model "$tmp/none.json" -- true
+
+sed 's/"perf::PAGE-FAULTS"/"no-such-event"/' "$SRCDIR/models/cputime.json" >"$tmp/unknown.json"
+expect_fail "unknown event" 1 "event 'no-such-event': event not found" \
+  "$WATTPROF" run --model "$tmp/unknown.json" -- true
+
+sed 's/"perf::PAGE-FAULTS"/"cycles"/' "$SRCDIR/models/cputime.json" >"$tmp/hw.json"
+if "$WATTPROF" run --model "$tmp/hw.json" -- true 2>/dev/null; then
+  skip_note "this machine has a hardware PMU: the uncountable-event case needs a VM without one"
+else
+  expect_fail "uncountable event" 1 "cannot count its events: event 'cycles': No such file or directory" \
+    "$WATTPROF" run --model "$tmp/hw.json" -- true
+fi
+
+expect_fail "bad interval" 2 "--interval '0': expected milliseconds between 1 and 60000" \
+  "$WATTPROF" run --interval 0 -- true
+expect_fail "no command" 2 "run: no command given" "$WATTPROF" run
+expect_fail "unknown option" 2 "unknown option or missing value '--frobnicate'" \
+  "$WATTPROF" run --frobnicate -- true
+
+finish
