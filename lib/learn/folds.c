@@ -42,8 +42,9 @@ int folds_kfold(size_t n, size_t k, unsigned long seed, folds **out, char *err, 
     folds *fo;
 
     if (k < 2 || k > n)
-        return util_err(err, errlen, -EINVAL,
-                        "--cv %zu: need between 2 and the number of rows (%zu) folds", k, n);
+        return util_err(
+            err, errlen, -EINVAL,
+            "--cv %zu: the number of folds must be between 2 and the number of rows (%zu)", k, n);
     fo = folds_alloc(n, k);
     perm = malloc(n * sizeof(*perm));
     rng = gsl_rng_alloc(gsl_rng_mt19937);
