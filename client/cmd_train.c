@@ -26,7 +26,7 @@ struct train_args {
     const char *folds_column;
     double holdout;
     bool compare, json;
-    const char *out, *name;
+    const char *out, *name, *domains;
 };
 
 /* One engine's cross-validated errors: per class, and over all rows. */
@@ -55,6 +55,7 @@ static void usage(FILE *f)
         "  --compare             run all four engines on the same folds\n"
         "  --out MODEL.json      write the model fitted on all rows\n"
         "  --name NAME           model name in the file\n"
+        "  --domains LIST        RAPL domains the target measures (default package)\n"
         "  --json                print the report as JSON\n");
 }
 
@@ -107,6 +108,7 @@ enum {
     OPT_JSON,
     OPT_OUT,
     OPT_NAME,
+    OPT_DOMAINS,
     OPT_HELP
 };
 
@@ -130,6 +132,7 @@ static const struct option options[] = {
     {"json", no_argument, NULL, OPT_JSON},
     {"out", required_argument, NULL, OPT_OUT},
     {"name", required_argument, NULL, OPT_NAME},
+    {"domains", required_argument, NULL, OPT_DOMAINS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -193,6 +196,9 @@ static int parse_option(struct train_args *a, int c, const char *v, char *err, s
     case OPT_NAME:
         a->name = v;
         return 0;
+    case OPT_DOMAINS:
+        a->domains = v;
+        return 0;
     }
     return -EINVAL;
 }
@@ -205,6 +211,7 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
     a->ro.engine = REGRESS_RIDGE;
     a->ro.linear.alpha = 1.0;
     a->cv = 5;
+    a->domains = "package";
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -434,7 +441,7 @@ static int train(struct train_args *a, char *err, size_t errlen)
                        &res[e], err, errlen);
     if (r == 0 && a->out)
         r = train_write_model(a->out, a->name, &a->ro, &a->src, &d, klass, n_classes,
-                              a->class_column, a->class_threshold,
+                              a->class_column, a->class_threshold, a->domains,
                               res[a->compare ? a->ro.engine : 0].all.mape, err, errlen);
     if (r == 0 && a->json) {
         json_object *o = report_json(a, &d, n_classes, fo, res, n_res);

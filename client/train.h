@@ -40,11 +40,14 @@ void train_data_free(struct train_data *d);
 
 /* Fits `ro`'s engine on every row (one model per class) and writes the model
  * file: the wattprof-model/1 format through lib/model for linear engines, a
- * wattprof-forest/1 JSON file for the forest. */
+ * wattprof-forest/1 JSON file for the forest. `domains` ("package,dram") are
+ * the RAPL domains the target column measures: the model's "target". A
+ * linear model file is loaded back through model_load before success is
+ * reported, so a file the daemon would refuse is never reported as good. */
 int train_write_model(const char *path, const char *name, const regress_opts *ro,
                       const struct train_source *src, const struct train_data *d, const int *klass,
                       size_t n_classes, const char *class_column, double class_threshold,
-                      double cv_mape, char *err, size_t errlen);
+                      const char *domains, double cv_mape, char *err, size_t errlen);
 
 /* Parses a non-negative integer option value; errors name the option. */
 int train_parse_size(const char *opt, const char *s, size_t *out, char *err, size_t errlen);

@@ -21,6 +21,8 @@ struct out_ctx {
     size_t n_classes;
     int class_event; /* index of the class column among the features, or -1 */
     double class_threshold, cv_mape;
+    char **domains; /* RAPL domains of the target column */
+    size_t n_domains;
     char created[32], default_name[256];
 };
 
@@ -77,12 +79,11 @@ static int linear_file(const struct out_ctx *o, const regress_fit *f, const regr
                        char *err, size_t errlen)
 {
     model *m = model_new(f->p, f->n_classes);
-    char *target = (char *)o->src->target;
     int r = m ? 0 : -ENOMEM;
 
     if (r == 0 &&
         (!(m->name = strdup(o->name)) || !(m->engine = strdup(regress_engine_name(ro->engine))) ||
-         set_strings(&m->target, &m->n_target, &target, 1) < 0))
+         set_strings(&m->target, &m->n_target, o->domains, o->n_domains) < 0))
         r = -ENOMEM;
     for (size_t j = 0; r == 0 && j < f->p; j++) {
         if (!(m->events[j] = strdup(o->d->features[j])))
@@ -111,6 +112,8 @@ static int linear_file(const struct out_ctx *o, const regress_fit *f, const regr
     if (r == 0)
         r = model_save(m, o->path, err, errlen);
     model_free(m);
+    if (r == 0 && (r = model_load(o->path, &m, err, errlen)) == 0)
+        model_free(m);
     return r;
 }
 
@@ -138,13 +141,12 @@ static int forest_file(const struct out_ctx *o, const regress_fit *f, char *err,
 {
     json_object *root = json_object_new_object(), *cls = json_object_new_object();
     json_object *models = json_object_new_array();
-    char *target = (char *)o->src->target;
     int r = 0;
 
     json_object_object_add(root, "format", json_object_new_string("wattprof-forest/1"));
     json_object_object_add(root, "name", json_object_new_string(o->name));
     json_object_object_add(root, "engine", json_object_new_string("forest"));
-    json_object_object_add(root, "target", string_array(&target, 1));
+    json_object_object_add(root, "target", string_array(o->domains, o->n_domains));
     json_object_object_add(root, "events", string_array(o->d->features, o->d->p));
     if (o->class_event >= 0) {
         json_object_object_add(cls, "event",
@@ -185,7 +187,7 @@ static int class_event_index(struct out_ctx *o, const char *class_column, char *
 int train_write_model(const char *path, const char *name, const regress_opts *ro,
                       const struct train_source *src, const struct train_data *d, const int *klass,
                       size_t n_classes, const char *class_column, double class_threshold,
-                      double cv_mape, char *err, size_t errlen)
+                      const char *domains, double cv_mape, char *err, size_t errlen)
 {
     struct out_ctx o = {.path = path,
                         .name = name,
@@ -199,13 +201,18 @@ int train_write_model(const char *path, const char *name, const regress_opts *ro
 
     if (r < 0)
         return r;
+    r = util_split_list(domains, ',', &o.domains, &o.n_domains);
+    if (r < 0)
+        return util_err(err, errlen, r, "--domains '%s': expected a list like package,dram",
+                        domains);
     fill_ctx(&o, ro);
     r = regress_train(&f, ro, d->x, d->y, d->p, n_classes > 1 ? klass : NULL, n_classes, NULL, d->n,
                       err, errlen);
-    if (r < 0)
-        return r;
-    r = ro->engine == REGRESS_FOREST ? forest_file(&o, &f, err, errlen)
-                                     : linear_file(&o, &f, ro, err, errlen);
-    regress_done(&f);
+    if (r == 0) {
+        r = ro->engine == REGRESS_FOREST ? forest_file(&o, &f, err, errlen)
+                                         : linear_file(&o, &f, ro, err, errlen);
+        regress_done(&f);
+    }
+    util_strv_free(o.domains, o.n_domains);
     return r;
 }
