@@ -8,9 +8,16 @@
 #include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A JSON number, or null for NaN (which JSON cannot hold). */
+static json_object *jnum(double v)
+{
+    return isnan(v) ? NULL : json_object_new_double(v);
+}
 
 struct select_args {
     struct train_source src;
@@ -144,13 +151,13 @@ static void print_json(const struct train_data *d, const select_result *s, size_
         size_t j = s->order[i];
         json_object *r = json_object_new_object();
         json_object_object_add(r, "feature", json_object_new_string(d->features[j]));
-        json_object_object_add(r, "spearman", json_object_new_double(s->spearman[j]));
-        json_object_object_add(r, "pca", json_object_new_double(s->pca[j]));
-        json_object_object_add(r, "forest", json_object_new_double(s->forest[j]));
-        json_object_object_add(r, "rank_spearman", json_object_new_double(s->rank_spearman[j]));
-        json_object_object_add(r, "rank_pca", json_object_new_double(s->rank_pca[j]));
-        json_object_object_add(r, "rank_forest", json_object_new_double(s->rank_forest[j]));
-        json_object_object_add(r, "mean_rank", json_object_new_double(s->mean_rank[j]));
+        json_object_object_add(r, "spearman", jnum(s->spearman[j]));
+        json_object_object_add(r, "pca", jnum(s->pca[j]));
+        json_object_object_add(r, "forest", jnum(s->forest[j]));
+        json_object_object_add(r, "rank_spearman", jnum(s->rank_spearman[j]));
+        json_object_object_add(r, "rank_pca", jnum(s->rank_pca[j]));
+        json_object_object_add(r, "rank_forest", jnum(s->rank_forest[j]));
+        json_object_object_add(r, "mean_rank", jnum(s->mean_rank[j]));
         json_object_array_add(rows, r);
         if (i < k)
             json_object_array_add(top, json_object_new_string(d->features[j]));

@@ -16,6 +16,12 @@
 #define DEFAULT_CLASS_COLUMN "cache-misses"
 #define DEFAULT_CLASS_THRESHOLD 2e7
 
+/* A JSON number, or null for NaN (which JSON cannot hold). */
+static json_object *jnum(double v)
+{
+    return isnan(v) ? NULL : json_object_new_double(v);
+}
+
 struct train_args {
     struct train_source src;
     regress_opts ro;
@@ -326,10 +332,10 @@ static json_object *metrics_json(const learn_metrics *m, size_t rows)
     json_object *o = json_object_new_object();
 
     json_object_object_add(o, "rows", json_object_new_int64((int64_t)rows));
-    json_object_object_add(o, "mape", json_object_new_double(m->mape));
-    json_object_object_add(o, "mae", json_object_new_double(m->mae));
-    json_object_object_add(o, "rmse", json_object_new_double(m->rmse));
-    json_object_object_add(o, "r2", json_object_new_double(m->r2));
+    json_object_object_add(o, "mape", jnum(m->mape));
+    json_object_object_add(o, "mae", jnum(m->mae));
+    json_object_object_add(o, "rmse", jnum(m->rmse));
+    json_object_object_add(o, "r2", jnum(m->r2));
     return o;
 }
 
