@@ -23,9 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 24 bytes: a fully grown tree has about twice as many nodes as distinct
+ * in-bag rows, so a 100-tree forest of 100,000 rows is 300 MB at this size.
+ * Children are always added in pairs, so the right child is left + 1. */
 typedef struct tnode {
-    int feature; /* -1 for a leaf */
-    int left, right;
+    int32_t feature; /* -1 for a leaf */
+    int32_t left;
     double threshold; /* x <= threshold goes left */
     double value;     /* mean target of the node's in-bag rows */
 } tnode;
@@ -90,7 +93,7 @@ static int tree_add(tree *t, double value)
         t->nodes = nn;
         t->cap = ncap;
     }
-    t->nodes[t->n] = (tnode){.feature = -1, .left = -1, .right = -1, .value = value};
+    t->nodes[t->n] = (tnode){.feature = -1, .left = -1, .value = value};
     return (int)t->n++;
 }
 
@@ -262,11 +265,17 @@ static int grow(const struct shared *sh, struct work *w, tree *t, double *imp, s
         t->nodes[fr.node].feature = sp.feature;
         t->nodes[fr.node].threshold = sp.threshold;
         t->nodes[fr.node].left = l;
-        t->nodes[fr.node].right = rr;
         stack[top++] = (struct frame){rr, sp.at + 1, fr.hi};
         stack[top++] = (struct frame){l, fr.lo, sp.at + 1};
     }
     free(stack);
+    if (r == 0 && t->n < t->cap) { /* give back the doubling's slack */
+        tnode *fit = realloc(t->nodes, t->n * sizeof(*fit));
+        if (fit) {
+            t->nodes = fit;
+            t->cap = t->n;
+        }
+    }
     return r;
 }
 
@@ -496,7 +505,7 @@ static double tree_predict(const tree *t, const double *const *x, size_t row)
     const tnode *nd = t->nodes;
 
     while (nd->feature >= 0)
-        nd = &t->nodes[x[nd->feature][row] <= nd->threshold ? nd->left : nd->right];
+        nd = &t->nodes[nd->left + (x[nd->feature][row] > nd->threshold)];
     return nd->value;
 }
 
@@ -589,7 +598,7 @@ static json_object *tree_to_json(const tree *t)
         json_object_array_add(fe, json_object_new_int(nd->feature));
         json_object_array_add(th, json_object_new_double(nd->feature >= 0 ? nd->threshold : 0));
         json_object_array_add(le, json_object_new_int(nd->left));
-        json_object_array_add(ri, json_object_new_int(nd->right));
+        json_object_array_add(ri, json_object_new_int(nd->feature >= 0 ? nd->left + 1 : -1));
         json_object_array_add(va, json_object_new_double(nd->value));
     }
     json_object_object_add(o, "feature", fe);

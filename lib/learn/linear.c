@@ -51,14 +51,32 @@ static void gram_means(struct gram *g, const scaler *sc, const double *const *x,
 }
 
 /* Adds one block of m centred rows, stored column by column in buf
- * (p columns of BLOCK) with the centred targets in yb. */
+ * (p columns of BLOCK) with the centred targets in yb. Four products of
+ * column j at a time: four independent sums keep the FPU busy and column j
+ * is read once per four. */
 static void gram_add_block(struct gram *g, const double *buf, const double *yb, size_t m)
 {
     size_t p = g->p;
 
     for (size_t j = 0; j < p; j++) {
         const double *bj = buf + j * BLOCK;
-        for (size_t k = j; k < p; k++) {
+        size_t k = j;
+        for (; k + 4 <= p; k += 4) {
+            const double *b0 = buf + k * BLOCK, *b1 = b0 + BLOCK, *b2 = b1 + BLOCK,
+                         *b3 = b2 + BLOCK;
+            double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            for (size_t r = 0; r < m; r++) {
+                s0 += bj[r] * b0[r];
+                s1 += bj[r] * b1[r];
+                s2 += bj[r] * b2[r];
+                s3 += bj[r] * b3[r];
+            }
+            g->G[j * p + k] += s0;
+            g->G[j * p + k + 1] += s1;
+            g->G[j * p + k + 2] += s2;
+            g->G[j * p + k + 3] += s3;
+        }
+        for (; k < p; k++) {
             const double *bk = buf + k * BLOCK;
             double s = 0;
             for (size_t r = 0; r < m; r++)
@@ -93,9 +111,11 @@ static int gram_build(struct gram *g, const scaler *sc, const double *const *x, 
     for (size_t at = 0; at < n; at += BLOCK) {
         size_t m = n - at < BLOCK ? n - at : BLOCK;
         for (size_t j = 0; j < p; j++) {
-            double *bj = buf + j * BLOCK;
+            double *bj = buf + j * BLOCK, width = sc->max[j] - sc->min[j];
+            double inv = width > 0 ? 1 / width : 0, off = sc->min[j] + g->mean[j] * width;
+            /* (x - min)/width - mean = (x - (min + mean*width)) * inv */
             for (size_t r = 0; r < m; r++)
-                bj[r] = scaler_apply(sc, j, x[j][rows ? rows[at + r] : at + r]) - g->mean[j];
+                bj[r] = (x[j][rows ? rows[at + r] : at + r] - off) * inv;
         }
         for (size_t r = 0; r < m; r++)
             yb[r] = y[rows ? rows[at + r] : at + r] - g->ymean;
