@@ -40,6 +40,8 @@ struct engine_result {
     regress_engine engine;
     learn_metrics cls[2], all;
     size_t cls_rows[2], rows;
+    double alpha[2]; /* ridge/lasso penalty per class; for --alpha auto the
+                        one chosen on all rows */
 };
 
 static void usage(FILE *f)
@@ -300,6 +302,21 @@ static void score(struct engine_result *res, const struct train_data *d, const i
     free(pp);
 }
 
+/* The alpha ridge auto picks on all rows, per class, for the report. */
+static int auto_alpha(const regress_opts *o, const struct train_data *d, const int *klass,
+                      size_t n_classes, double *alpha, char *err, size_t errlen)
+{
+    regress_fit f;
+    int r = regress_train(&f, o, d->x, d->y, d->p, klass, n_classes, NULL, d->n, err, errlen);
+
+    if (r < 0)
+        return r;
+    for (size_t c = 0; c < n_classes; c++)
+        alpha[c] = f.lin[c].alpha;
+    regress_done(&f);
+    return 0;
+}
+
 static int run_engine(const struct train_args *a, regress_engine e, const struct train_data *d,
                       const int *klass, size_t n_classes, const folds *fo,
                       struct engine_result *res, char *err, size_t errlen)
@@ -319,6 +336,9 @@ static int run_engine(const struct train_args *a, regress_engine e, const struct
     else
         score(res, d, klass, n_classes, pred);
     free(pred);
+    res->alpha[0] = res->alpha[1] = o.linear.alpha;
+    if (r == 0 && e == REGRESS_RIDGE && o.linear.alpha < 0)
+        r = auto_alpha(&o, d, klass, n_classes, res->alpha, err, errlen);
     return r;
 }
 
@@ -361,6 +381,12 @@ static json_object *report_json(const struct train_args *a, const struct train_d
         json_object *r = json_object_new_object(), *cls = json_object_new_object();
         json_object_object_add(r, "engine",
                                json_object_new_string(regress_engine_name(res[e].engine)));
+        if (res[e].engine == REGRESS_RIDGE || res[e].engine == REGRESS_LASSO) {
+            json_object *al = json_object_new_object();
+            for (size_t c = 0; c < n_classes; c++)
+                json_object_object_add(al, class_label(n_classes, c), jnum(res[e].alpha[c]));
+            json_object_object_add(r, "alpha", al);
+        }
         for (size_t c = 0; n_classes > 1 && c < n_classes; c++)
             json_object_object_add(cls, class_label(n_classes, c),
                                    metrics_json(&res[e].cls[c], res[e].cls_rows[c]));
@@ -399,6 +425,11 @@ static void report_text(const struct train_args *a, const struct train_data *d, 
             print_row(name, class_label(n_classes, c), res[e].cls_rows[c], &res[e].cls[c]);
         print_row(name, "all", res[e].rows, &res[e].all);
     }
+    for (size_t e = 0; e < n_res; e++)
+        if (res[e].engine == REGRESS_RIDGE && a->ro.linear.alpha < 0)
+            for (size_t c = 0; c < n_classes; c++)
+                printf("ridge alpha chosen by inner CV on all rows, class %s: %g\n",
+                       class_label(n_classes, c), res[e].alpha[c]);
 }
 
 static void warn_constants(const struct train_data *d, const char *path)

@@ -24,6 +24,7 @@ struct out_ctx {
     char **domains; /* RAPL domains of the target column */
     size_t n_domains;
     char created[32], default_name[256];
+    char alpha_note[128]; /* the penalty each class was fitted with */
 };
 
 static const char *class_label(size_t n_classes, size_t c)
@@ -96,6 +97,12 @@ static int linear_file(const struct out_ctx *o, const regress_fit *f, const regr
             r = -ENOMEM;
         m->classes[c].intercept = f->lin[c].intercept;
         memcpy(m->classes[c].coef, f->lin[c].coef, f->p * sizeof(double));
+    }
+    if (r == 0 &&
+        asprintf(&m->description, "fitted by wattprof train on %s (%zu rows)%s%s", o->src->path,
+                 o->d->n, o->alpha_note[0] ? "; " : "", o->alpha_note) < 0) {
+        m->description = NULL;
+        r = -ENOMEM;
     }
     if (r == 0) {
         m->class_event = o->class_event;
@@ -184,6 +191,20 @@ static int class_event_index(struct out_ctx *o, const char *class_column, char *
     return 0;
 }
 
+static void note_alpha(struct out_ctx *o, const regress_fit *f, const regress_opts *ro)
+{
+    size_t at = 0;
+
+    o->alpha_note[0] = '\0';
+    if (ro->engine == REGRESS_OLS || ro->engine == REGRESS_FOREST)
+        return;
+    at = (size_t)snprintf(o->alpha_note, sizeof(o->alpha_note), "alpha%s",
+                          ro->linear.alpha < 0 ? " (chosen by inner CV)" : "");
+    for (size_t c = 0; c < f->n_classes && at < sizeof(o->alpha_note); c++)
+        at += (size_t)snprintf(o->alpha_note + at, sizeof(o->alpha_note) - at, " %s %g",
+                               class_label(f->n_classes, c), f->lin[c].alpha);
+}
+
 int train_write_model(const char *path, const char *name, const regress_opts *ro,
                       const struct train_source *src, const struct train_data *d, const int *klass,
                       size_t n_classes, const char *class_column, double class_threshold,
@@ -209,6 +230,7 @@ int train_write_model(const char *path, const char *name, const regress_opts *ro
     r = regress_train(&f, ro, d->x, d->y, d->p, n_classes > 1 ? klass : NULL, n_classes, NULL, d->n,
                       err, errlen);
     if (r == 0) {
+        note_alpha(&o, &f, ro);
         r = ro->engine == REGRESS_FOREST ? forest_file(&o, &f, err, errlen)
                                          : linear_file(&o, &f, ro, err, errlen);
         regress_done(&f);
