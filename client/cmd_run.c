@@ -374,6 +374,9 @@ static json_object *run_json(const struct run_ctx *c)
                                                                      ? WEXITSTATUS(c->status)
                                                                      : 128 + WTERMSIG(c->status)));
     json_object_object_add(o, "wall_s", json_object_new_double(wall));
+    /* CLOCK_MONOTONIC bounds of the measurement, to line it up with other logs. */
+    json_object_object_add(o, "start_mono_ns", json_object_new_int64((int64_t)c->start_ns));
+    json_object_object_add(o, "end_mono_ns", json_object_new_int64((int64_t)c->end_ns));
     json_object_object_add(o, "user_s", json_object_new_double(tv_s(c->ru.ru_utime)));
     json_object_object_add(o, "sys_s", json_object_new_double(tv_s(c->ru.ru_stime)));
     json_object_object_add(o, "cpu_s", json_object_new_double(tv_s(c->ru.ru_utime) +

@@ -6,6 +6,11 @@
 
 #include <string.h>
 
+const char *model_default_text(void)
+{
+    return model_default_json;
+}
+
 int model_load_default(model **out, char *err, size_t errlen)
 {
     return model_parse(model_default_json, strlen(model_default_json), "built-in cputime.json",

@@ -56,8 +56,9 @@ typedef struct model {
 int model_parse(const char *text, size_t len, const char *origin, model **out, char *err,
                 size_t errlen);
 int model_load(const char *path, model **out, char *err, size_t errlen);
-/* The shipped models/cputime.json, built into the library. */
+/* The shipped models/cputime.json, built into the library, and its text. */
 int model_load_default(model **out, char *err, size_t errlen);
+const char *model_default_text(void);
 /* Serialises `m` as pretty JSON (malloc'd) and stores its hash in m->sha256. */
 int model_to_json(model *m, char **out);
 int model_save(model *m, const char *path, char *err, size_t errlen);

@@ -37,6 +37,7 @@ struct counters_group {
 struct counters_proc {
     const sample_eventset *es;
     pid_t pid;
+    int pidfd; /* readable once the process exits; immune to pid reuse */
     struct counters_group *g; /* n_threads * es->n_groups */
     size_t n_g;
     size_t *members;     /* event indexes ordered by group: shared by all groups */
@@ -164,7 +165,10 @@ int counters_open(const sample_eventset *es, pid_t pid, unsigned flags, counters
         return -ENOMEM;
     p->es = es;
     p->pid = pid;
-    r = counters_layout(p);
+    p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    r = p->pidfd < 0 ? -errno : counters_layout(p);
+    if (r < 0)
+        util_err(err, errlen, r, "task %d: %s", (int)pid, strerror(-r));
     if (r == 0)
         r = counters_list_threads(pid, flags, &tids, &n_tids);
     if (r == 0 && !(p->g = calloc(n_tids * es->n_groups, sizeof(*p->g))))
@@ -191,6 +195,8 @@ void counters_close(counters_proc *p)
 {
     if (!p)
         return;
+    if (p->pidfd >= 0)
+        close(p->pidfd);
     for (size_t i = 0; i < p->n_g; i++) {
         struct counters_group *grp = &p->g[i];
         for (size_t m = 0; grp->fds && m < grp->n; m++)
@@ -301,10 +307,7 @@ void counters_totals(const counters_proc *p, const double **scaled, const double
 
 bool counters_alive(const counters_proc *p)
 {
-    for (size_t i = 0; i < p->n_g; i += p->es->n_groups) {
-        struct pollfd pfd = {.fd = p->g[i].fds[0], .events = POLLIN};
-        if (poll(&pfd, 1, 0) >= 0 && !(pfd.revents & POLLHUP))
-            return true;
-    }
-    return false;
+    /* Not the perf fds: without a ring buffer they always poll POLLHUP. */
+    struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 0;
 }

@@ -98,7 +98,8 @@ int counters_read(counters_proc *p, counters_delta *d);
 void counters_scale_group(const uint64_t *prev, const uint64_t *now, const size_t *event,
                           double *scaled, uint64_t *enabled, uint64_t *running);
 
-/* False once every thread the events watch has exited (POLLHUP). */
+/* False once the process has exited (a pidfd, so a reused pid is not
+ * mistaken for it). */
 bool counters_alive(const counters_proc *p);
 
 /* Totals since opening: scaled counts and the overall running/enabled ratio. */

@@ -81,6 +81,7 @@ static void test_two_threads_task_clock(void **state)
         fail_msg("counters_open: %s", err);
     }
     assert_int_equal(counters_delta_new(es, &d), 0);
+    assert_true(counters_alive(cp));
     assert_int_equal(write(go[1], "g", 1), 1);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_int_equal(counters_read(cp, &d), 0);
@@ -127,7 +128,7 @@ static void test_open_missing_process(void **state)
     assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
     /* pid_max is at most 2^22: this pid cannot exist. */
     assert_int_equal(counters_open(es, 1 << 23, 0, &cp, err, sizeof(err)), -ESRCH);
-    assert_non_null(strstr(err, "perf::TASK-CLOCK"));
+    assert_string_equal(err, "task 8388608: No such process");
     events_free(es);
 }
 

@@ -1,0 +1,389 @@
+/* energy-writer: drives the energy_uj files of a fake RAPL tree (made by
+ * tests/helpers/fake-powercap) at a known power, so that a test has a power
+ * meter whose truth it knows.
+ *
+ * Usage: energy-writer [OPTIONS] ZONE=POWER...
+ *
+ *   ZONE    a zone folder under --dir by its flat name: intel-rapl:0 (package
+ *           0), intel-rapl:0:2 (its third sub-zone), ...
+ *   POWER   W              constant power, in watts ("25", "12.5")
+ *           IDLE+K*load    IDLE watts plus K watts per busy CPU, the busy
+ *                          CPUs measured from /proc/stat over each update
+ *                          (user+nice+system+irq+softirq; idle, iowait and
+ *                          steal are not busy): "10+15*load"
+ *
+ *   --dir DIR       powercap folder (default /sys/class/powercap)
+ *   --hz HZ         updates per second (default 200)
+ *   --duration S    stop after S seconds (default: at SIGTERM or SIGINT)
+ *   --truth FILE    ground truth, replaced atomically at every update, one
+ *                   "KEY VALUE" per line:
+ *                     t_ns NS          CLOCK_MONOTONIC of the last update
+ *                     elapsed_s S      since the first update
+ *                     busy_cpu_s S     busy CPU time seen in /proc/stat
+ *                     total_j J        energy written, summed over the zones
+ *                     ZONE J           energy written into that zone
+ *                   It is first written (all zero) before the first update,
+ *                   so a test can wait for it to know the writer is running:
+ *                     awk '$1 == "total_j" { print $2 }' FILE
+ *   --log FILE      appends "T_NS TOTAL_J" at the start (0 J, before the
+ *                   truth file first appears) and at every update, after a
+ *                   "#" header; tests/helpers/energy-truth interpolates it
+ *                   between any two CLOCK_MONOTONIC instants.
+ *
+ * Each zone's counter starts from the value already in its energy_uj and
+ * wraps to 0 on reaching its max_energy_range_uj (no wrap when that is 0 or
+ * missing).  The energy in the truth is exactly what the counters advanced
+ * (whole microjoules), so a reader that reads at the same instants as the
+ * updates must agree to the microjoule; one that reads in between lags by at
+ * most one update (1/HZ s of power) at each end of its interval.
+ *
+ * energy_uj is replaced by rename(2), so a reader sees either the old or the
+ * new value, never a torn one: readers must reopen the file for every read,
+ * as libpowercap's powercap_sysfs_* functions do (a descriptor kept open
+ * keeps reading the old file).  The writer's own CPU time is real load and
+ * counts in the "*load" mode.
+ *
+ * Exit status: 0 when stopped by --duration, SIGTERM or SIGINT; 1 when a
+ * file cannot be read or written; 2 for bad arguments. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ZONES 32
+
+typedef struct writer_zone {
+    const char *id;
+    double idle_w;       /* constant part */
+    double per_cpu_w;    /* watts per busy CPU */
+    uint64_t range_uj;   /* wrap modulus; UINT64_MAX when none */
+    uint64_t start_uj;   /* counter value found at start */
+    uint64_t written_uj; /* energy added so far (whole uJ) */
+    double frac_uj;      /* the fraction not yet written */
+    mode_t mode;         /* of the energy_uj file, kept on replacement */
+    char path[4096];     /* DIR/ZONE/energy_uj */
+    char tmp[4096];      /* DIR/ZONE/.energy_uj.tmp */
+} writer_zone;
+
+typedef struct writer {
+    const char *dir, *truth, *log;
+    double hz, duration;
+    writer_zone zone[MAX_ZONES];
+    size_t n;
+    FILE *logf;
+    uint64_t t0_ns, last_ns;
+    double busy_cpu_s;
+    unsigned long long last_busy; /* /proc/stat busy ticks at the last update */
+} writer;
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "energy-writer: %s: '%s' (see the top of tests/helpers/energy-writer.c)\n",
+            what, arg);
+    return 2;
+}
+
+/* "25" or "10+15*load". */
+static int parse_power(const char *s, double *idle, double *per_cpu)
+{
+    char *end;
+
+    *idle = strtod(s, &end);
+    *per_cpu = 0;
+    if (end == s || !isfinite(*idle) || *idle < 0)
+        return -EINVAL;
+    if (*end == '\0')
+        return 0;
+    if (*end != '+')
+        return -EINVAL;
+    s = end + 1;
+    *per_cpu = strtod(s, &end);
+    if (end == s || !isfinite(*per_cpu) || *per_cpu < 0 || strcmp(end, "*load") != 0)
+        return -EINVAL;
+    return 0;
+}
+
+static int read_u64_file(const char *path, uint64_t *val)
+{
+    char buf[64], *end;
+    ssize_t len;
+    int fd;
+
+    fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -errno;
+    len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len < 0)
+        return -errno;
+    buf[len] = '\0';
+    errno = 0;
+    *val = strtoull(buf, &end, 10);
+    if (end == buf || errno != 0)
+        return -EINVAL;
+    return 0;
+}
+
+/* Busy ticks of all CPUs from the first line of /proc/stat. */
+static int read_busy_ticks(unsigned long long *busy)
+{
+    unsigned long long user, nice, system, idle, iowait, irq, softirq;
+    char buf[512];
+    ssize_t len;
+    int fd;
+
+    fd = open("/proc/stat", O_RDONLY);
+    if (fd < 0)
+        return -errno;
+    len = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (len < 0)
+        return -errno;
+    buf[len] = '\0';
+    if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu", &user, &nice, &system, &idle, &iowait,
+               &irq, &softirq) != 7)
+        return -EINVAL;
+    *busy = user + nice + system + irq + softirq;
+    return 0;
+}
+
+static int zone_setup(writer *w, writer_zone *z)
+{
+    char path[4096];
+    struct stat st;
+    int r;
+
+    snprintf(z->path, sizeof(z->path), "%s/%s/energy_uj", w->dir, z->id);
+    snprintf(z->tmp, sizeof(z->tmp), "%s/%s/.energy_uj.tmp", w->dir, z->id);
+    r = stat(z->path, &st) < 0 ? -errno : read_u64_file(z->path, &z->start_uj);
+    if (r < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", z->path, strerror(-r));
+        return 1;
+    }
+    z->mode = st.st_mode & 07777;
+    snprintf(path, sizeof(path), "%s/%s/max_energy_range_uj", w->dir, z->id);
+    if (read_u64_file(path, &z->range_uj) < 0 || z->range_uj == 0)
+        z->range_uj = UINT64_MAX;
+    if (z->range_uj != UINT64_MAX)
+        z->start_uj %= z->range_uj;
+    return 0;
+}
+
+/* Replaces the file at `path` with `text`, atomically, with mode `mode`. */
+static int replace_file(const char *path, const char *tmp, const char *text, mode_t mode)
+{
+    size_t len = strlen(text);
+    int fd;
+
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (write(fd, text, len) != (ssize_t)len || fchmod(fd, mode) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    close(fd);
+    if (rename(tmp, path) < 0)
+        return -errno;
+    return 0;
+}
+
+static int write_counter(writer_zone *z)
+{
+    char text[32];
+    uint64_t v;
+
+    if (z->range_uj == UINT64_MAX)
+        v = z->start_uj + z->written_uj;
+    else
+        v = (z->start_uj + z->written_uj % z->range_uj) % z->range_uj;
+    snprintf(text, sizeof(text), "%" PRIu64 "\n", v);
+    return replace_file(z->path, z->tmp, text, z->mode);
+}
+
+static double total_j(const writer *w)
+{
+    double sum = 0;
+
+    for (size_t i = 0; i < w->n; i++)
+        sum += (double)w->zone[i].written_uj * 1e-6;
+    return sum;
+}
+
+static int write_truth(const writer *w)
+{
+    char text[8192], tmp[4096];
+    size_t used;
+
+    if (!w->truth)
+        return 0;
+    used = (size_t)snprintf(
+        text, sizeof(text), "t_ns %" PRIu64 "\nelapsed_s %.9f\nbusy_cpu_s %.6f\ntotal_j %.6f\n",
+        w->last_ns, (double)(w->last_ns - w->t0_ns) * 1e-9, w->busy_cpu_s, total_j(w));
+    for (size_t i = 0; i < w->n && used < sizeof(text); i++)
+        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s %.6f\n", w->zone[i].id,
+                                 (double)w->zone[i].written_uj * 1e-6);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", w->truth);
+    return replace_file(w->truth, tmp, text, 0644);
+}
+
+/* Advances every zone by its power over the time since the last update. */
+static int update(writer *w)
+{
+    uint64_t t = now_ns();
+    double dt = (double)(t - w->last_ns) * 1e-9;
+    unsigned long long busy = w->last_busy;
+    double busy_s;
+    int r;
+
+    if ((r = read_busy_ticks(&busy)) < 0) {
+        fprintf(stderr, "energy-writer: /proc/stat: %s\n", strerror(-r));
+        return 1;
+    }
+    busy_s = (double)(busy - w->last_busy) / (double)sysconf(_SC_CLK_TCK);
+    w->last_busy = busy;
+    w->busy_cpu_s += busy_s;
+    w->last_ns = t;
+
+    for (size_t i = 0; i < w->n; i++) {
+        writer_zone *z = &w->zone[i];
+        double uj = z->frac_uj + (z->idle_w * dt + z->per_cpu_w * busy_s) * 1e6;
+        double whole = floor(uj);
+
+        z->written_uj += (uint64_t)whole;
+        z->frac_uj = uj - whole;
+        if ((r = write_counter(z)) < 0) {
+            fprintf(stderr, "energy-writer: %s: %s\n", z->path, strerror(-r));
+            return 1;
+        }
+    }
+    if ((r = write_truth(w)) < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", w->truth, strerror(-r));
+        return 1;
+    }
+    if (w->logf)
+        fprintf(w->logf, "%" PRIu64 " %.6f\n", t, total_j(w));
+    return 0;
+}
+
+static int parse_args(writer *w, int argc, char **argv)
+{
+    w->dir = "/sys/class/powercap";
+    w->hz = 200;
+    w->duration = INFINITY;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        char *eq, *end;
+
+        if (i + 1 < argc && (strcmp(a, "--hz") == 0 || strcmp(a, "--duration") == 0)) {
+            double v = strtod(argv[++i], &end);
+            if (end == argv[i] || *end != '\0' || !isfinite(v) || v <= 0)
+                return usage_error(a[2] == 'h' ? "bad --hz" : "bad --duration", argv[i]);
+            *(a[2] == 'h' ? &w->hz : &w->duration) = v;
+        } else if (i + 1 < argc && strcmp(a, "--dir") == 0) {
+            w->dir = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--truth") == 0) {
+            w->truth = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--log") == 0) {
+            w->log = argv[++i];
+        } else if (a[0] != '-' && (eq = strchr(a, '=')) != NULL && eq != a) {
+            if (w->n == MAX_ZONES)
+                return usage_error("too many zones", a);
+            *eq = '\0';
+            w->zone[w->n].id = a;
+            if (parse_power(eq + 1, &w->zone[w->n].idle_w, &w->zone[w->n].per_cpu_w) < 0)
+                return usage_error("bad power (W or IDLE+K*load)", eq + 1);
+            w->n++;
+        } else {
+            return usage_error("unknown argument", a);
+        }
+    }
+    if (w->n == 0)
+        return usage_error("no ZONE=POWER given", "");
+    return 0;
+}
+
+static int run(writer *w)
+{
+    uint64_t period = (uint64_t)(1e9 / w->hz), next;
+    struct timespec ts;
+    int r;
+
+    for (size_t i = 0; i < w->n; i++)
+        if ((r = zone_setup(w, &w->zone[i])) != 0)
+            return r;
+    if (w->log) {
+        w->logf = fopen(w->log, "a");
+        if (!w->logf) {
+            fprintf(stderr, "energy-writer: %s: %s\n", w->log, strerror(errno));
+            return 1;
+        }
+        setvbuf(w->logf, NULL, _IOLBF, 0);
+        fprintf(w->logf, "# t_ns total_j\n");
+    }
+    if (read_busy_ticks(&w->last_busy) < 0) {
+        fprintf(stderr, "energy-writer: /proc/stat: cannot read the cpu line\n");
+        return 1;
+    }
+    w->t0_ns = w->last_ns = next = now_ns();
+    /* the starting point, so that the log covers everything after the
+     * truth file appears */
+    if (w->logf)
+        fprintf(w->logf, "%" PRIu64 " 0.000000\n", w->t0_ns);
+    if ((r = write_truth(w)) < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", w->truth, strerror(-r));
+        return 1;
+    }
+    while (!stop_requested && (double)(w->last_ns - w->t0_ns) * 1e-9 < w->duration) {
+        next += period;
+        ts.tv_sec = (time_t)(next / 1000000000u);
+        ts.tv_nsec = (long)(next % 1000000000u);
+        /* EINTR means a stop was asked: the final update below still runs */
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+        if ((r = update(w)) != 0)
+            return r;
+    }
+    return update(w);
+}
+
+int main(int argc, char **argv)
+{
+    static writer w;
+    struct sigaction sa = {.sa_handler = on_signal};
+    int r;
+
+    if ((r = parse_args(&w, argc, argv)) != 0)
+        return r;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    r = run(&w);
+    if (w.logf)
+        fclose(w.logf);
+    return r;
+}
