@@ -165,20 +165,20 @@ typedef enum linear_kind { LINEAR_OLS, LINEAR_RIDGE, LINEAR_LASSO } linear_kind;
 
 typedef struct linear_opts {
     linear_kind kind;
-    double alpha;     /* ridge and lasso; for ridge < 0 means "auto" */
-    size_t auto_k;    /* inner folds for ridge auto (default 5) */
+    double alpha;       /* ridge and lasso; for ridge < 0 means "auto" */
+    size_t auto_k;      /* inner folds for ridge auto (default 5) */
     unsigned long seed; /* inner fold shuffle for ridge auto */
-    int max_iter;     /* lasso sweeps (default 100000) */
-    double tol;       /* lasso: stop when the largest coefficient change is below
-                         tol * max(1, max |w|) (default 1e-12) */
+    int max_iter;       /* lasso sweeps (default 100000) */
+    double tol;         /* lasso: stop when the largest coefficient change is below
+                           tol * max(1, max |w|) (default 1e-12) */
 } linear_opts;
 
 typedef struct linear_model {
     size_t p;
     double intercept;
-    double *coef;    /* per scaled feature */
-    double alpha;    /* the alpha used (the chosen one for ridge auto) */
-    int n_iter;      /* lasso sweeps done */
+    double *coef; /* per scaled feature */
+    double alpha; /* the alpha used (the chosen one for ridge auto) */
+    int n_iter;   /* lasso sweeps done */
     bool converged;
 } linear_model;
 
@@ -206,7 +206,7 @@ typedef struct forest_opts {
                             else a count; 0 = all (the default) */
     size_t min_leaf;     /* minimum rows in a leaf (default 1) */
     unsigned long seed;
-    size_t threads;      /* default 1 */
+    size_t threads; /* default 1 */
 } forest_opts;
 
 typedef struct forest forest;
@@ -262,17 +262,17 @@ int regress_engine_parse(const char *s, regress_engine *out);
 /* Fits on `rows` (all when NULL). klass[i] in [0, n_classes) is row i's class
  * (NULL: one class); n_classes <= 2. A class with no training rows is
  * -EINVAL with a message naming it. */
-int regress_train(regress_fit *f, const regress_opts *o, const double *const *x,
-                  const double *y, size_t p, const int *klass, size_t n_classes,
-                  const size_t *rows, size_t n_rows, char *err, size_t errlen);
+int regress_train(regress_fit *f, const regress_opts *o, const double *const *x, const double *y,
+                  size_t p, const int *klass, size_t n_classes, const size_t *rows, size_t n_rows,
+                  char *err, size_t errlen);
 void regress_predict(const regress_fit *f, const double *const *x, const int *klass,
                      const size_t *rows, size_t n_rows, double *out);
 void regress_done(regress_fit *f);
 /* Cross-validated predictions: pred[i] for every row some round tests on,
  * NaN for rows never held out. */
-int regress_cv(const regress_opts *o, const double *const *x, const double *y, size_t n,
-               size_t p, const int *klass, size_t n_classes, const folds *fo, double *pred,
-               char *err, size_t errlen);
+int regress_cv(const regress_opts *o, const double *const *x, const double *y, size_t n, size_t p,
+               const int *klass, size_t n_classes, const folds *fo, double *pred, char *err,
+               size_t errlen);
 
 /* ---- Feature selection (select.c) ---------------------------------------
  * Three views of how much each feature says about the target, and their
