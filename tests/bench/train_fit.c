@@ -91,6 +91,7 @@ int main(int argc, char **argv)
         t1 = now();
         c1 = cpu();
         forest_predict(f, te.cols, NULL, te.n, pred);
+        fprintf(stderr, "forest: %zu nodes\n", forest_n_nodes(f));
         forest_free(f);
     } else {
         linear_opts o = {.kind = strcmp(argv[1], "ols") == 0 ? LINEAR_OLS : LINEAR_RIDGE,
