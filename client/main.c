@@ -11,10 +11,9 @@ struct subcommand {
 };
 
 static const struct subcommand subcommands[] = {
-    //{"run", cmd_run, "run a command and report the energy it used"},
+    {"run", cmd_run, "run a command and report the energy it used"},
     {"train", cmd_train, "fit linear or forest models to a dataset and report their error"},
     {"select", cmd_select, "rank features by Spearman, PCA and forest importance"},
-    {"run", cmd_run, "run a command and report the energy it used"},
     {NULL, NULL, NULL},
 };
 
