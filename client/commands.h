@@ -9,5 +9,7 @@
 int cmd_run(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_select(int argc, char **argv);
+int cmd_rank(int argc, char **argv);
+int cmd_symreg(int argc, char **argv);
 
 #endif

@@ -293,5 +293,248 @@ int select_rank(select_result *r, const double *const *x, const double *y, size_
 void select_done(select_result *r);
 /* Spearman's rho of a and b (n values); NaN when either is constant. */
 double select_spearman(const double *a, const double *b, size_t n);
+/* ---- Ranking (rank.c) ----------------------------------------------------
+ * Ranks program variants by repeated measurements of a cost (time, energy;
+ * lower is better) into performance classes, by the three-way comparison of
+ * DESIGN.md "The engines": drop outliers, compare quantiles, bubble-sort an
+ * initial hypothesis h0 merging the ranks of equivalent neighbours, average
+ * the ranks over several quantile ranges, and measure more until those mean
+ * ranks settle. Variants are numbered 0..p-1 throughout. */
+
+/* A quantile range in percent, 0 < lower < upper < 100: (75, 25) compares
+ * one variant's 75th percentile with the other's 25th. */
+typedef struct rank_range {
+    double upper, lower;
+} rank_range;
+
+#define RANK_N_DEFAULT_RANGES 8
+/* (95,5) (90,10) (85,15) (80,20) (75,25) (70,30) (65,35) (55,45). */
+extern const rank_range rank_default_ranges[RANK_N_DEFAULT_RANGES];
+/* The range whose ranks are reported as "the" rank. */
+extern const rank_range rank_report_range;
+
+/* Parses "95:5,90:10,..." into a malloc'd array (free()). Each pair must lie
+ * in (0,100) with upper > lower, and the pairs, in any order, must be
+ * strictly nested (no two share a bound). Errors name the item. */
+int rank_parse_ranges(const char *text, rank_range **out, size_t *n, char *err, size_t errlen);
+/* The same checks on ranges already in memory. */
+int rank_check_ranges(const rank_range *r, size_t n, char *err, size_t errlen);
+
+/* Linear-interpolation quantile (numpy's default, h = (n-1)q) of n >= 1
+ * ascending values; q in [0,1]. */
+double rank_quantile(const double *sorted, size_t n, double q);
+
+/* One variant's measurements made ready for comparison. */
+typedef struct rank_sample {
+    double *v;       /* the values inside the fences, ascending */
+    size_t n;        /* how many of them */
+    size_t n_all;    /* measurements before outlier removal */
+    double q1, q3;   /* quartiles of all measurements */
+    double lo, hi;   /* fences q1 - 1.5 IQR and q3 + 1.5 IQR; values strictly
+                        outside them are outliers */
+} rank_sample;
+
+/* Fills s from x[0..n), n >= 1 (-EINVAL otherwise). x is not kept. */
+int rank_sample_init(rank_sample *s, const double *x, size_t n);
+void rank_sample_clear(rank_sample *s);
+
+/* The three-way comparison in range r: -1 when a is faster (upper quantile
+ * of a below lower quantile of b), +1 when b is faster, 0 when equivalent. */
+int rank_compare(const rank_sample *a, const rank_sample *b, const rank_range *r);
+
+/* A comparison of variants a and b in range r, with the meaning of
+ * rank_compare. Injectable so that tests can dictate outcomes. */
+typedef int (*rank_cmp_fn)(size_t a, size_t b, const rank_range *r, void *ctx);
+/* rank_compare over an array of p rank_sample passed as ctx. */
+int rank_cmp_samples(size_t a, size_t b, const rank_range *r, void *ctx);
+
+/* The paper's bubble sort of h0 (a permutation of 0..p-1) in range r:
+ * passes i = 0..p-1 compare positions j, j+1 for j < p-1-i and swap when the
+ * later variant is faster. order[] gets the sorted variants; rank[v] the
+ * rank of variant v: 1 for the first, and along the order the previous rank
+ * when the two neighbours are equivalent, else the previous rank + 1.
+ * -EINVAL when h0 is not a permutation. */
+int rank_sort(size_t p, const size_t *h0, const rank_range *r, rank_cmp_fn cmp, void *ctx,
+              size_t *order, int *rank);
+
+/* rank_sort afresh from h0 in each of the n_ranges ranges; mean[v] is the
+ * average rank of v. ranks (may be NULL) gets ranks[k * p + v], the rank of v
+ * in range k. */
+int rank_mean(size_t p, const size_t *h0, const rank_range *ranges, size_t n_ranges,
+              rank_cmp_fn cmp, void *ctx, int *ranks, double *mean);
+
+/* h0 from a key per variant (min time, median, FLOPs...): ascending, ties in
+ * index order. */
+int rank_h0_by_key(size_t p, const double *key, size_t *h0);
+
+/* The convergence criterion ||dy - dx||_2 / (p-1), where dx and dy are the
+ * differences between adjacent entries of prev and cur (mean ranks of two
+ * successive rounds), each sorted ascending. 0 when p < 2; NaN when out of
+ * memory. */
+double rank_convergence(const double *prev, const double *cur, size_t p);
+
+/* Supplies m more measurements of every variant in round `round` (1-based):
+ * out[v * m + k]. Returns 0 or a negative errno, which stops the loop. */
+typedef int (*rank_more_fn)(size_t round, size_t m, double *out, void *ctx);
+
+typedef struct rank_loop {
+    size_t p;
+    const size_t *h0;
+    const rank_range *ranges;
+    size_t n_ranges;
+    size_t m;   /* measurements per variant per round, >= 1 */
+    size_t max; /* stop after this many per variant, >= 4 */
+    double eps; /* converged when the criterion drops below it */
+    rank_more_fn more;
+    void *ctx;
+    /* Called after each round that ranked (may be NULL); change is NaN
+     * until two rounds have ranked. */
+    void (*progress)(size_t round, size_t n, double change, void *ctx);
+} rank_loop;
+
+typedef struct rank_outcome {
+    size_t p, n_ranges;
+    size_t n;       /* measurements per variant */
+    double **x;     /* x[v][0..n): every measurement, in the order taken */
+    double *mean;   /* p mean ranks of the last round */
+    int *ranks;     /* n_ranges * p ranks of the last round */
+    size_t rounds;  /* rounds measured */
+    double change;  /* last value of the criterion (NaN if never computed) */
+    bool converged; /* change < eps before max */
+} rank_outcome;
+
+/* Measures round after round until the mean ranks converge or max is
+ * reached; needs at least 4 measurements per variant before it ranks. */
+int rank_converge(const rank_loop *l, rank_outcome *out);
+void rank_outcome_clear(rank_outcome *o);
+
+/* Relative excess rel[i] = (v[i] - min)/min: RF from FLOPs, RT from times.
+ * NaN where min is 0 (and v[i] is not). */
+void rank_relative(size_t p, const double *v, double *rel);
+
+#define RANK_ANOMALY_OUTSIDER 1u /* a variant outside the min-FLOP set ranks
+                                    better than every variant in it */
+#define RANK_ANOMALY_SPLIT 2u    /* the min-FLOP variants do not share a rank */
+
+typedef struct rank_anomaly {
+    unsigned flags;   /* 0: FLOPs picked the best variants */
+    size_t n_min;     /* variants with the minimum FLOP count */
+    size_t best_min;  /* best-ranked min-FLOP variant (first in index order) */
+    size_t worst_min; /* worst-ranked min-FLOP variant */
+    size_t outsider;  /* with OUTSIDER: the best variant outside the set */
+} rank_anomaly;
+
+/* The FLOPs-anomaly test on each variant's FLOP count and rank (mean ranks,
+ * or any ranks where lower is better). -EINVAL when p is 0. */
+int rank_anomaly_test(size_t p, const double *flops, const double *rank, rank_anomaly *out);
+/* The operators of an expression, for engines that build trees (symbolic
+ * regression, the GP's mean). Binary: add sub mul div max min; unary: neg
+ * square cube sqrt log exp; leaves: const var. */
+enum expr_op {
+    EXPR_CONST, EXPR_VAR, EXPR_ADD, EXPR_SUB, EXPR_MUL, EXPR_DIV, EXPR_MAX, EXPR_MIN,
+    EXPR_NEG, EXPR_SQUARE, EXPR_CUBE, EXPR_SQRT, EXPR_LOG, EXPR_EXP, EXPR_N_OPS
+};
+/* 0 for leaves, 1 or 2 for operators. */
+int expr_op_arity(enum expr_op op);
+/* Lowercase name ("add", "square", "const", ...). */
+const char *expr_op_name(enum expr_op op);
+/* The operator named `name`, or -EINVAL. */
+int expr_op_from_name(const char *name);
+/* Constructors; NULL when out of memory. expr_new_op takes ownership of `a`
+ * and `b` (b is NULL for a unary op) and frees them even when it fails. */
+expr *expr_new_const(double c);
+expr *expr_new_var(size_t var);
+expr *expr_new_op(enum expr_op op, expr *a, expr *b);
+/* A new expression after constant folding and the simplifications that
+ * expr_print shows (x+0, x*1, x-x, x/x, c1*(c2*x), ...); NULL when out of
+ * memory. The value at every point is unchanged where both are finite. */
+expr *expr_simplify(const expr *e);
+/* Number of variable indices the expression uses: 1 + the largest, 0 when
+ * it has no variable. Callers check it against their column count. */
+size_t expr_n_vars(const expr *e);
+/* Protected value of `op` at scalar arguments (b unused for unary ops). */
+double expr_op_apply(enum expr_op op, double a, double b);
+
+/* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
+ * means all ones. *rss gets the weighted sum. The constants are left as they
+ * were when fitting does not lower the sum, or when n is below their count.
+ * GSL's default error handler aborts the process: programs that fit call
+ * gsl_set_error_handler_off() once at start (wattprof symreg does). */
+int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
+                             size_t n, int max_iter, double *rss);
+
+/* ---- Symbolic regression (symreg.c, symreg-ops.c) -----------------------
+ * Genetic programming over expr trees with the paper's loop: ramped
+ * half-and-half initialisation; each generation pairs the parents, applies
+ * one-point crossover (never at the root) to each pair with probability
+ * `crossover`, mutates each child with probability `mutation` by one of five
+ * operators chosen uniformly (uniform subtree, node replacement, insert,
+ * shrink, constant perturbation), fits the constants of every new individual
+ * by Levenberg-Marquardt, and keeps `population` of parents + children by
+ * double tournament. All random choices are made in the calling thread from
+ * one mt19937 stream, so a seed gives the same result with any thread count. */
+
+enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
+
+typedef struct symreg_params {
+    uint32_t ops;                /* bit (1u << op) for each enum expr_op allowed */
+    bool constants;              /* random constants among the terminals */
+    size_t population;           /* 300 */
+    size_t generations;          /* 150 */
+    double crossover, mutation;  /* probabilities: 1.0, 0.5 */
+    size_t tournament_fitness;   /* fitness tournament size: 3 */
+    double tournament_parsimony; /* in [1,2]: the smaller wins with p/2: 1.1 */
+    size_t max_depth, max_size;  /* bloat limits: 17, 60 */
+    size_t init_min_depth, init_max_depth; /* ramped half-and-half: 1, 3 */
+    size_t stall;                /* stop after this many generations without progress; 0 = never */
+    enum symreg_fitness fitness; /* SYMREG_MAPE */
+    bool lm;                     /* fit constants by Levenberg-Marquardt: true */
+    int lm_iterations;           /* 20 */
+    uint64_t seed;               /* 1 */
+    int threads;                 /* evaluation threads: 1 */
+} symreg_params;
+
+/* The paper's defaults (above); ops = add, sub, mul, div. */
+void symreg_params_default(symreg_params *p);
+/* Checks ranges; fills err naming the parameter at fault. */
+int symreg_params_check(const symreg_params *p, char *err, size_t errlen);
+/* The fitness name ("mape", "mse", "rmse") and back (-EINVAL if unknown). */
+const char *symreg_fitness_name(enum symreg_fitness f);
+int symreg_fitness_from_name(const char *name);
+/* Error of predictions p against y under fitness f; INFINITY when not finite. */
+double symreg_error(enum symreg_fitness f, const double *y, const double *p, size_t n);
+
+/* Called in the calling thread after each generation. */
+typedef struct symreg_progress {
+    size_t generation;
+    double best_error;
+    uint64_t evaluations;
+    double seconds;
+} symreg_progress;
+typedef void (*symreg_progress_fn)(const symreg_progress *pr, void *ctx);
+
+typedef struct symreg_front_item {
+    expr *e;
+    double error;
+    size_t size;
+} symreg_front_item;
+
+typedef struct symreg_result {
+    expr *best;         /* lowest training error seen (ties: smaller) */
+    double train_error; /* its error under params.fitness */
+    size_t generations; /* generations run (stall can stop early) */
+    uint64_t evaluations; /* individuals evaluated, initial population included */
+    double seconds;       /* wall time */
+    symreg_front_item *front; /* Pareto front of error against size over the
+                                 final population and best, by size ascending */
+    size_t n_front;
+} symreg_result;
+
+/* Evolves an expression for y (n rows) from features x[0..n_features), each
+ * a column of n values. progress may be NULL. */
+int symreg_run(const symreg_params *p, const double *const *x, size_t n_features, const double *y,
+               size_t n, symreg_progress_fn progress, void *ctx, symreg_result **out, char *err,
+               size_t errlen);
+void symreg_result_free(symreg_result *r);
 
 #endif

@@ -293,8 +293,12 @@ static int parse_root(model *m, json_object *root, struct parse_ctx *ctx)
                  MODEL_FORMAT);
     free(format);
     if (r < 0 || (r = get_string(root, "name", true, &m->name, ctx, "")) < 0 ||
-        (r = get_string(root, "engine", true, &m->engine, ctx, "")) < 0 ||
-        (r = get_string(root, "description", false, &m->description, ctx, "")) < 0 ||
+        (r = get_string(root, "engine", true, &m->engine, ctx, "")) < 0)
+        return r;
+    if (strcmp(m->engine, "expr") == 0)
+        return FAIL(ctx, "%s: engine 'expr' is an equation over program parameters, not a "
+                         "power model over perf events", ctx->origin);
+    if ((r = get_string(root, "description", false, &m->description, ctx, "")) < 0 ||
         (r = get_strings(root, "target", &m->target, &m->n_target, ctx)) < 0 ||
         (r = get_strings(root, "events", &m->events, &m->n_events, ctx)) < 0)
         return r;

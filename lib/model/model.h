@@ -82,6 +82,21 @@ double model_power(const model *m, int k, const double *rates);
 /* max(0, p_k(x) - p_k(0)): the part of the power that grows with activity. */
 double model_dynamic_power(const model *m, int k, const double *rates);
 
+/* ---- Expression models (expr_model.c) ------------------------------------
+ * Files with engine "expr": an equation over named features (program
+ * parameters), as `wattprof symreg --out` writes them (README, "Model files
+ * (engine expr)"). */
+typedef struct model_expr model_expr;
+
+/* Loads and parses; errors name the file (and the expression's column). */
+int model_expr_load(const char *path, model_expr **out, char *err, size_t errlen);
+void model_expr_free(model_expr *m);
+const char *const *model_expr_features(const model_expr *m, size_t *n);
+const char *model_expr_text(const model_expr *m);
+/* Predicts n rows; cols[j] is feature j's column. -EDOM when a result is
+ * not finite. */
+int model_expr_predict(const model_expr *m, const double *const *cols, size_t n, double *out);
+
 /* ---- Attribution (attrib.c) ---------------------------------------------- */
 
 /* One tracked process in one tick. */

@@ -206,6 +206,10 @@ typedef struct trace_header {
     size_t n_zones;
     double rate_hz;
     char boot_id[37];
+    /* CLOCK_REALTIME minus CLOCK_MONOTONIC when recording started, in ns (0:
+     * unknown). A replay puts tick t at t + offset, in the seconds the live
+     * run used, so both store the same rows. */
+    int64_t realtime_offset_ns;
 } trace_header;
 
 typedef struct trace_proc_delta {

@@ -160,6 +160,52 @@ static void test_unreadable_file(void **state)
     assert_int_equal(model_load("/tmp", &m, err, sizeof(err)), -EISDIR);
 }
 
+static void test_expr_model(void **state)
+{
+    char path[] = "/tmp/wattprof-expr-XXXXXX";
+    const char *text = "{\"format\": \"wattprof-model/1\", \"name\": \"memory\", "
+                       "\"engine\": \"expr\", \"expression\": \"3 * cube(n) + 2 * n * m + 5\", "
+                       "\"features\": [\"n\", \"m\"], \"target\": \"mem\"}";
+    double n[] = {2, 1}, m[] = {3, 0}, out[2];
+    const double *cols[] = {n, m};
+    model_expr *e;
+    model *pm;
+    size_t nf;
+    char err[UTIL_ERRLEN];
+    int fd = mkstemp(path);
+
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(model_expr_load(path, &e, err, sizeof(err)), 0);
+    assert_string_equal(model_expr_features(e, &nf)[1], "m");
+    assert_int_equal(model_expr_predict(e, cols, 2, out), 0);
+    assert_float_equal(out[0], 41, 1e-12);
+    assert_float_equal(out[1], 8, 1e-12);
+    model_expr_free(e);
+    /* A power-model loader refuses it, saying what it is. */
+    assert_true(model_load(path, &pm, err, sizeof(err)) < 0);
+    assert_non_null(strstr(err, "engine 'expr' is an equation over program parameters"));
+    unlink(path);
+}
+
+static void test_expr_model_unknown_feature(void **state)
+{
+    char path[] = "/tmp/wattprof-expr-XXXXXX";
+    const char *text = "{\"engine\": \"expr\", \"expression\": \"n + k\", "
+                       "\"features\": [\"n\"]}";
+    model_expr *e;
+    char err[UTIL_ERRLEN];
+    int fd = mkstemp(path);
+
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(model_expr_load(path, &e, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "'k'"));
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +216,8 @@ int main(void)
         cmocka_unit_test(test_syntax_error_names_line_col),
         cmocka_unit_test(test_validation_names_field),
         cmocka_unit_test(test_unreadable_file),
+        cmocka_unit_test(test_expr_model),
+        cmocka_unit_test(test_expr_model_unknown_feature),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,250 @@
+/* config: wattprofd.conf (INI, read by libinih) and its defaults.
+ *
+ * Every key is documented in the shipped wattprofd.conf. Unknown sections or
+ * keys, and values that do not parse, are errors naming FILE:LINE: a typo in
+ * a config file should stop the daemon, not silently change what it does. */
+#include "daemon.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <ini.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int set_str(char **dst, const char *v)
+{
+    char *n = strdup(v);
+    if (!n)
+        return -ENOMEM;
+    free(*dst);
+    *dst = n;
+    return 0;
+}
+
+int config_init(config *c, bool as_root)
+{
+    const char *runtime = getenv("XDG_RUNTIME_DIR"), *home = getenv("HOME");
+    char buf[4096];
+
+    memset(c, 0, sizeof(*c));
+    c->rate_hz = 50;
+    c->max_clients = 64;
+    c->drift_threshold = 0.10;
+    c->rescan_s = 5;
+    c->second_retention_s = 24 * 3600;
+    c->minute_retention_s = 90 * 24 * 3600;
+    c->replay_speed = 1;
+    if (as_root)
+        snprintf(buf, sizeof(buf), "/var/lib/wattprof");
+    else if (runtime)
+        snprintf(buf, sizeof(buf), "%s/wattprof", runtime);
+    else
+        snprintf(buf, sizeof(buf), "%s/.local/state/wattprof", home ? home : "/tmp");
+    if (set_str(&c->state_dir, buf) < 0 || set_str(&c->group, "wattprof") < 0)
+        return -ENOMEM;
+    if (as_root && set_str(&c->socket_path, "/run/wattprof/io.wattprof.sock") < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+void config_free(config *c)
+{
+    free(c->state_dir);
+    free(c->db_path);
+    free(c->socket_path);
+    free(c->model_path);
+    free(c->group);
+    free(c->track_comm);
+    free(c->track_cgroup);
+    free(c->record_path);
+    free(c->replay_path);
+    memset(c, 0, sizeof(*c));
+}
+
+struct load_ctx {
+    config *c;
+    char *err;
+    size_t errlen;
+    const char *path;
+    int line;
+    bool failed;
+};
+
+static int parse_positive(const char *v, double *out)
+{
+    double d;
+    if (util_parse_double(v, &d) < 0 || d <= 0)
+        return -EINVAL;
+    *out = d;
+    return 0;
+}
+
+static int parse_uids(config *c, const char *v)
+{
+    char **items;
+    size_t n;
+    int r = util_split_list(v, ',', &items, &n);
+
+    if (r < 0)
+        return r;
+    c->n_track_uids = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        long uid;
+        struct passwd *pw;
+        if (c->n_track_uids == CONFIG_MAX_UIDS)
+            r = -E2BIG;
+        else if (util_parse_long(items[i], &uid) == 0 && uid >= 0)
+            c->track_uids[c->n_track_uids++] = (uid_t)uid;
+        else if ((pw = getpwnam(items[i])))
+            c->track_uids[c->n_track_uids++] = pw->pw_uid;
+        else
+            r = -EINVAL;
+    }
+    util_strv_free(items, n);
+    return r;
+}
+
+static int parse_duration(const char *v, int64_t *out)
+{
+    char *end;
+    double n = strtod(v, &end);
+    double unit = 1;
+
+    if (end == v || n < 0)
+        return -EINVAL;
+    if (strcmp(end, "") == 0 || strcmp(end, "s") == 0)
+        unit = 1;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+        unit = 60;
+    else if (strcmp(end, "h") == 0)
+        unit = 3600;
+    else if (strcmp(end, "d") == 0)
+        unit = 86400;
+    else
+        return -EINVAL;
+    *out = (int64_t)(n * unit);
+    return 0;
+}
+
+/* Returns 0 when the key is known and the value good, -ENOENT for an
+ * unknown key, -EINVAL for a bad value. */
+static int config_set(config *c, const char *section, const char *key, const char *v)
+{
+    regex_t re;
+
+    if (strcmp(section, "daemon") == 0) {
+        if (strcmp(key, "rate_hz") == 0)
+            return parse_positive(v, &c->rate_hz) < 0 || c->rate_hz > 1000 ? -EINVAL : 0;
+        if (strcmp(key, "state_dir") == 0)
+            return set_str(&c->state_dir, v);
+        if (strcmp(key, "db") == 0)
+            return set_str(&c->db_path, v);
+        if (strcmp(key, "socket") == 0)
+            return set_str(&c->socket_path, v);
+        if (strcmp(key, "model") == 0)
+            return set_str(&c->model_path, v);
+        if (strcmp(key, "group") == 0)
+            return set_str(&c->group, v);
+        if (strcmp(key, "max_clients") == 0) {
+            long n;
+            if (util_parse_long(v, &n) < 0 || n < 1 || n > 100000)
+                return -EINVAL;
+            c->max_clients = (unsigned)n;
+            return 0;
+        }
+        if (strcmp(key, "drift_threshold") == 0)
+            return parse_positive(v, &c->drift_threshold);
+        if (strcmp(key, "rescan_s") == 0)
+            return parse_positive(v, &c->rescan_s);
+        return -ENOENT;
+    }
+    if (strcmp(section, "track") == 0) {
+        if (strcmp(key, "uid") == 0 || strcmp(key, "user") == 0)
+            return parse_uids(c, v);
+        if (strcmp(key, "comm") == 0) {
+            if (regcomp(&re, v, REG_EXTENDED | REG_NOSUB) != 0)
+                return -EINVAL;
+            regfree(&re);
+            return set_str(&c->track_comm, v);
+        }
+        if (strcmp(key, "cgroup") == 0)
+            return set_str(&c->track_cgroup, v);
+        return -ENOENT;
+    }
+    if (strcmp(section, "storage") == 0) {
+        if (strcmp(key, "second_retention") == 0)
+            return parse_duration(v, &c->second_retention_s);
+        if (strcmp(key, "minute_retention") == 0)
+            return parse_duration(v, &c->minute_retention_s);
+        return -ENOENT;
+    }
+    return -ENOENT;
+}
+
+static int on_value(void *user, const char *section, const char *key, const char *value)
+{
+    struct load_ctx *ctx = user;
+    int r = config_set(ctx->c, section, key, value);
+
+    if (r == 0)
+        return 1;
+    if (!ctx->failed) {
+        /* libinih reports the line of the first handler failure. */
+        if (r == -ENOENT)
+            util_err(ctx->err, ctx->errlen, -EINVAL, "unknown key '%s' in section [%s]", key,
+                     section);
+        else
+            util_err(ctx->err, ctx->errlen, -EINVAL, "bad value '%s' for '%s' in [%s]", value,
+                     key, section);
+        ctx->failed = true;
+    }
+    return 0;
+}
+
+int config_load(config *c, const char *path, char *err, size_t errlen)
+{
+    char reason[UTIL_ERRLEN] = "syntax error";
+    struct load_ctx ctx = {c, reason, sizeof(reason), path, 0, false};
+    FILE *f = fopen(path, "r");
+    int line;
+
+    if (!f)
+        return util_err(err, errlen, -errno, "%s: cannot read config: %s", path,
+                        strerror(errno));
+    line = ini_parse_file(f, on_value, &ctx);
+    fclose(f);
+    if (line != 0)
+        return util_err(err, errlen, -EINVAL, "%s:%d: %s", path, line, reason);
+    return 0;
+}
+
+int config_finish(config *c, char *err, size_t errlen)
+{
+    char buf[4096];
+
+    if (!c->db_path) {
+        snprintf(buf, sizeof(buf), "%s/wattprof.db", c->state_dir);
+        if (set_str(&c->db_path, buf) < 0)
+            return -ENOMEM;
+    }
+    if (!c->socket_path) {
+        snprintf(buf, sizeof(buf), "%s/io.wattprof.sock", c->state_dir);
+        if (set_str(&c->socket_path, buf) < 0)
+            return -ENOMEM;
+    }
+    /* `wattprof train --install-if-better STATE_DIR/models` installs the
+     * node's calibrated model as models/current.json; without this it would
+     * be dropped at the next restart in favour of the generic one. */
+    if (!c->model_path) {
+        snprintf(buf, sizeof(buf), "%s/models/current.json", c->state_dir);
+        if (access(buf, F_OK) == 0 && set_str(&c->model_path, buf) < 0)
+            return -ENOMEM;
+    }
+    if (c->record_path && c->replay_path)
+        return util_err(err, errlen, -EINVAL, "--record and --replay cannot be combined");
+    return 0;
+}

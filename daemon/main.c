@@ -1,0 +1,376 @@
+/* wattprofd: the per-process energy monitor of a measurement node.
+ *
+ * Wires the parts together: configuration, the store's writer thread, the
+ * sampler's 50 Hz thread and the Varlink server thread. The main thread
+ * handles signals (SIGTERM stops and flushes, SIGHUP reloads the model),
+ * tells systemd how it is doing (READY, STATUS, WATCHDOG only while the
+ * sampler is ticking, RELOADING, STOPPING) and feeds Subscribe streams. */
+#include "daemon.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+/* True when this process may count every user's processes: root, or the
+ * service user holding CAP_PERFMON (wattprofd.service runs as user wattprof
+ * with ambient capabilities). Such a daemon is the node's system daemon: it
+ * uses /etc, /var/lib and /run paths and watches everyone. */
+static bool watches_everyone(void)
+{
+    struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3};
+    struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3] = {{0}};
+
+    if (geteuid() == 0)
+        return true;
+    if (syscall(SYS_capget, &h, d) < 0)
+        return false;
+    return (d[CAP_PERFMON / 32].effective >> (CAP_PERFMON % 32)) & 1;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: wattprofd [--config FILE] [--state-dir DIR] [--db PATH] [--socket PATH]\n"
+            "                 [--model FILE] [--rate HZ] [--record FILE]\n"
+            "                 [--replay FILE [--speed X|max]]\n");
+}
+
+static int set(char **dst, const char *v)
+{
+    free(*dst);
+    *dst = strdup(v);
+    return *dst ? 0 : -ENOMEM;
+}
+
+/* Flags override the config file, so the file is read first. */
+static int parse_args(int argc, char **argv, config *c)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"state-dir", required_argument, NULL, 'S'},
+        {"db", required_argument, NULL, 'd'},     {"socket", required_argument, NULL, 's'},
+        {"model", required_argument, NULL, 'm'},  {"rate", required_argument, NULL, 'r'},
+        {"record", required_argument, NULL, 'R'}, {"replay", required_argument, NULL, 'P'},
+        {"speed", required_argument, NULL, 'x'},  {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+    const char *config_path = NULL;
+    char err[UTIL_ERRLEN];
+    int o, r = 0;
+
+    opterr = 0;
+    while ((o = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        if (o == 'c')
+            config_path = optarg;
+        else if (o == 'h') {
+            usage(stdout);
+            exit(0);
+        } else if (o == 'V') {
+            printf("wattprofd %s\n", WATTPROF_VERSION);
+            exit(0);
+        } else if (o == '?') {
+            log_error("unknown option or missing value '%s' (see wattprofd --help)",
+                      argv[optind - 1]);
+            return -EINVAL;
+        }
+    }
+    if (!config_path && watches_everyone() && access("/etc/wattprof/wattprofd.conf", R_OK) == 0)
+        config_path = "/etc/wattprof/wattprofd.conf";
+    if (config_path && (r = config_load(c, config_path, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        return r;
+    }
+    optind = 1;
+    while (r == 0 && (o = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'S': r = set(&c->state_dir, optarg); break;
+        case 'd': r = set(&c->db_path, optarg); break;
+        case 's': r = set(&c->socket_path, optarg); break;
+        case 'm': r = set(&c->model_path, optarg); break;
+        case 'R': r = set(&c->record_path, optarg); break;
+        case 'P': r = set(&c->replay_path, optarg); break;
+        case 'r':
+            if (util_parse_double(optarg, &c->rate_hz) < 0 || c->rate_hz <= 0 ||
+                c->rate_hz > 1000) {
+                log_error("--rate '%s': expected ticks per second in (0, 1000]", optarg);
+                r = -EINVAL;
+            }
+            break;
+        case 'x':
+            if (strcmp(optarg, "max") == 0)
+                c->replay_speed = 0;
+            else if (util_parse_double(optarg, &c->replay_speed) < 0 || c->replay_speed <= 0) {
+                log_error("--speed '%s': expected a positive factor or 'max'", optarg);
+                r = -EINVAL;
+            }
+            break;
+        }
+    }
+    if (r == 0 && optind < argc) {
+        log_error("unexpected argument '%s' (see wattprofd --help)", argv[optind]);
+        r = -EINVAL;
+    }
+    if (r == 0 && (r = config_finish(c, err, sizeof(err))) < 0)
+        log_error("%s", err);
+    return r;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char tmp[4096];
+
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+                return -errno;
+            *p = '/';
+        }
+    return mkdir(tmp, mode) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int dir_of(const char *path, char *out, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash || slash == path)
+        return -EINVAL;
+    snprintf(out, len, "%.*s", (int)(slash - path), path);
+    return 0;
+}
+
+/* 200 processes x one group of 5 events is 1000 descriptors: the usual soft
+ * limit of 1024 fails with EMFILE. */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static int open_store(const config *c, store **st)
+{
+    store_config sc;
+    char err[UTIL_ERRLEN], dir[4096];
+    int r;
+
+    if (dir_of(c->db_path, dir, sizeof(dir)) == 0 && (r = mkdir_p(dir, 0755)) < 0) {
+        log_error("cannot create %s: %s", dir, strerror(-r));
+        return r;
+    }
+    store_config_default(&sc);
+    sc.second_retention_s = c->second_retention_s;
+    sc.minute_retention_s = c->minute_retention_s;
+    if (c->replay_path)
+        sc.clock = STORE_CLOCK_DATA; /* a replay's old rows are not expired */
+    if ((r = store_open(c->db_path, &sc, st, err, sizeof(err))) < 0)
+        log_error("%s", err);
+    return r;
+}
+
+static int open_socket(const config *c, int *fd)
+{
+    char err[UTIL_ERRLEN], dir[4096];
+    int r = rpc_listen_activated(fd, err, sizeof(err));
+
+    if (r < 0) {
+        log_error("%s", err);
+        return r;
+    }
+    if (r == 1)
+        return 0;
+    if (dir_of(c->socket_path, dir, sizeof(dir)) == 0)
+        mkdir_p(dir, 0755);
+    /* 0666: who sees what is decided per peer, inside the daemon. */
+    if ((r = rpc_listen_unix(c->socket_path, 0666, fd, err, sizeof(err))) < 0)
+        log_error("%s", err);
+    return r;
+}
+
+static gid_t privileged_gid(const config *c)
+{
+    struct group *g = c->group ? getgrnam(c->group) : NULL;
+    return g ? g->gr_gid : (gid_t)-1;
+}
+
+static void notify_status(daemon_ctx *ctx)
+{
+    snapshot *snap = sampler_snapshot(ctx->smp);
+    char line[512];
+
+    if (!snap)
+        return;
+    if (isfinite(snap->st.host_measured_w))
+        snprintf(line, sizeof(line),
+                 "STATUS=%zu processes, %.1f Hz, host %.1f W measured / %.1f W modeled",
+                 snap->st.tracked, snap->st.achieved_hz, snap->st.host_measured_w,
+                 snap->st.host_modeled_w);
+    else
+        snprintf(line, sizeof(line), "STATUS=%zu processes, %.1f Hz, host %.1f W modeled (no RAPL)",
+                 snap->st.tracked, snap->st.achieved_hz, snap->st.host_modeled_w);
+    sd_notify(0, line);
+    snapshot_unref(snap);
+}
+
+static void reload(daemon_ctx *ctx)
+{
+    char err[UTIL_ERRLEN];
+    int32_t id;
+
+    sd_notify(0, "RELOADING=1");
+    if (methods_load_model(ctx, ctx->cfg->model_path, NULL, &id, err, sizeof(err)) < 0)
+        log_error("reload refused, keeping the current model: %s", err);
+    else
+        log_info("reloaded model %s", ctx->model->name);
+    sd_notify(0, "READY=1");
+}
+
+/* Until SIGTERM/SIGINT: once a second, streams and health. */
+static void main_loop(daemon_ctx *ctx, int sfd)
+{
+    uint64_t watchdog_us = 0;
+    bool watchdog = sd_watchdog_enabled(0, &watchdog_us) > 0, replay_reported = false;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = sfd, .events = POLLIN};
+        int timeout = watchdog && watchdog_us / 2000 < 1000 ? (int)(watchdog_us / 2000) : 1000;
+        if (poll(&pfd, 1, timeout) > 0) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo == SIGHUP) {
+                    reload(ctx);
+                    continue;
+                }
+                log_info("received %s, stopping", strsignal((int)si.ssi_signo));
+                return;
+            }
+        }
+        methods_publish(ctx);
+        notify_status(ctx);
+        /* The watchdog means "the sampler is alive", not "main is alive". */
+        if (watchdog && sampler_progressed(ctx->smp))
+            sd_notify(0, "WATCHDOG=1");
+        if (!replay_reported && sampler_replay_done(ctx->smp)) {
+            replay_reported = true;
+            sd_notify(0, "STATUS=replay finished; serving queries");
+        }
+    }
+}
+
+static void log_start(const daemon_ctx *ctx, bool proc_connector_wanted)
+{
+    const rapl *power = sampler_rapl(ctx->smp);
+    const sample_eventset *es = sampler_events(ctx->smp);
+
+    log_info("wattprofd %s: model %s (sha256 %.12s%s), %zu events, %s", WATTPROF_VERSION,
+             ctx->model->name, ctx->model->sha256,
+             ctx->model->training.present ? "" : ", uncalibrated", es->n,
+             power->n ? power->state : power->state);
+    log_info("database %s, socket %s%s", ctx->cfg->db_path, ctx->cfg->socket_path,
+             watches_everyone() ? "" : "; no CAP_PERFMON: watching only this user's processes");
+    (void)proc_connector_wanted;
+}
+
+static int run(config *cfg)
+{
+    daemon_ctx ctx = {.cfg = cfg};
+    rpc_server *srv = NULL;
+    model *m = NULL;
+    int32_t model_id = 0;
+    int fd = -1, sfd = -1, r;
+    char err[UTIL_ERRLEN];
+    sigset_t mask;
+
+    /* Blocked before any thread starts (the store's writer is the first),
+     * so that only the signalfd sees them. */
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_mutex_init(&ctx.lock, NULL);
+    ctx.started_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
+    if (!watches_everyone() && cfg->n_track_uids == 0 && !cfg->replay_path) {
+        cfg->track_uids[0] = getuid(); /* unprivileged: our own processes */
+        cfg->n_track_uids = 1;
+    }
+    raise_nofile();
+    if ((r = open_store(cfg, &ctx.st)) < 0)
+        goto out;
+    if ((r = methods_load_model(&ctx, cfg->model_path, &m, &model_id, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto out;
+    }
+    if ((r = sampler_new(cfg, m, ctx.st, model_id, &ctx.smp, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        model_free(m);
+        goto out;
+    }
+    if ((r = open_socket(cfg, &fd)) < 0)
+        goto out;
+    rpc_server_config rc = {.vendor = "wattprof", .product = "wattprofd",
+                            .version = WATTPROF_VERSION, .url = "https://wattprof.invalid/",
+                            .priv_gid = privileged_gid(cfg), .max_clients = cfg->max_clients};
+    if ((r = rpc_server_new(&rc, fd, &srv)) < 0) {
+        close(fd);
+        log_error("rpc server: %s", strerror(-r));
+        goto out;
+    }
+    if ((r = methods_register(&ctx, srv, err, sizeof(err))) < 0) {
+        log_error("rpc methods: %s", err);
+        goto out;
+    }
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    if ((r = rpc_server_start(srv)) < 0 || (r = sampler_start(ctx.smp)) < 0) {
+        log_error("starting threads: %s", strerror(-r));
+        goto out;
+    }
+    log_start(&ctx, true);
+    sd_notify(0, "READY=1");
+    main_loop(&ctx, sfd);
+    sd_notify(0, "STOPPING=1");
+out:
+    sampler_stop(ctx.smp);
+    rpc_server_free(srv);
+    methods_free(&ctx);
+    sampler_free(ctx.smp);
+    if (ctx.st && store_close(ctx.st) < 0 && r == 0)
+        r = -EIO;
+    if (sfd >= 0)
+        close(sfd);
+    pthread_mutex_destroy(&ctx.lock);
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    config cfg;
+    int r;
+
+    if (config_init(&cfg, watches_everyone()) < 0)
+        return 1;
+    r = parse_args(argc, argv, &cfg);
+    if (r == 0)
+        r = run(&cfg);
+    config_free(&cfg);
+    return r < 0 ? 1 : 0;
+}

@@ -1,0 +1,1055 @@
+/* sampler: the 50 Hz loop of wattprofd.
+ *
+ * Each tick: take process events, read RAPL and every tracked process's
+ * counters (or the next tick of a replay), attribute the tick's energy with
+ * the model (lib/model attrib), push per-tick records to the store's queue,
+ * and once a second publish a snapshot for the socket. The loop owns all of
+ * this state; other threads only ever see published snapshots, so nothing
+ * here takes a lock another thread could hold for long. */
+#include "daemon.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
+#define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
+#define SAMPLER_MAX_EVENTS 64    /* proc events drained per tick */
+
+struct tracked {
+    pid_t pid;
+    uint64_t start;
+    uid_t uid;
+    char comm[17];
+    counters_proc *cp; /* NULL in a replay */
+    double *delta;     /* this tick's scaled deltas, event-set order */
+    double *ratio;
+    bool has_delta, gone;
+    double class_stat;
+    int klass;
+    double sec_j, sec_standalone_j, sec_cpu_s; /* the second being accumulated */
+    double last_w, last_standalone_w, last_cpu; /* the previous whole second */
+    double total_j, total_standalone_j, total_cpu_s;
+};
+
+struct ring {
+    double *v;
+    size_t cap, n, next;
+};
+
+struct sampler {
+    const config *cfg;
+    regex_t comm_re; /* [track] comm, compiled once */
+    model *m;
+    int32_t model_id;
+    int *model_map; /* model event j -> index in es */
+    pthread_mutex_t pending_lock;
+    model *pending;
+    int32_t pending_id;
+    int *pending_map;
+
+    sample_eventset *es;
+    int task_clock; /* index in es, or -1 */
+    rapl *power;
+    double *zone_delta;
+    procs_watch *watch;
+    char boot_id[37];
+    store *st;
+    trace_writer *rec;
+    trace_reader *rep;
+    bool replay_done;
+
+    struct tracked **procs;
+    size_t n, cap;
+    counters_delta d;
+    double *rates;    /* n x model events */
+    attrib_proc *ap;
+    double *class_rates; /* MODEL_MAX_CLASSES x model events */
+
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_uint_fast64_t ticks;
+    uint64_t seen_ticks;
+    uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
+    double rescan_s; /* the config's, or 1 s without the proc connector */
+    uint64_t replay_t0, replay_wall0;
+    int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
+
+    /* per-second accumulation */
+    uint64_t second_start_ns;
+    unsigned second_ticks;
+    double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
+    double *sec_ratio_sum;
+    size_t sec_ratio_n;
+    uint64_t host_busy_prev;
+    struct ring lateness, tick_work, idle_power, drift;
+    double idle_w;
+    char idle_source[64];
+
+    pthread_mutex_t snap_lock;
+    snapshot *snap;
+};
+
+/* ---- small helpers --------------------------------------------------------- */
+
+static int ring_init(struct ring *r, size_t cap)
+{
+    r->v = calloc(cap, sizeof(double));
+    r->cap = cap;
+    return r->v ? 0 : -ENOMEM;
+}
+
+static void ring_add(struct ring *r, double x)
+{
+    r->v[r->next] = x;
+    r->next = (r->next + 1) % r->cap;
+    if (r->n < r->cap)
+        r->n++;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Percentile (0..100) of what the ring holds, by sorting a copy. Called
+ * once a second, never per tick. */
+static double ring_percentile(const struct ring *r, double pct)
+{
+    double tmp[r->n ? r->n : 1];
+
+    if (r->n == 0)
+        return NAN;
+    memcpy(tmp, r->v, r->n * sizeof(double));
+    qsort(tmp, r->n, sizeof(double), cmp_double);
+    return tmp[(size_t)llround(pct / 100.0 * (double)(r->n - 1))];
+}
+
+static double ring_mean(const struct ring *r)
+{
+    double s = 0;
+    for (size_t i = 0; i < r->n; i++)
+        s += r->v[i];
+    return r->n ? s / (double)r->n : NAN;
+}
+
+static int64_t realtime_ns(void)
+{
+    return (int64_t)util_now_ns(CLOCK_REALTIME);
+}
+
+/* Busy jiffies of the whole host from /proc/stat, as seconds. */
+static double host_busy_s(void)
+{
+    unsigned long long v[8] = {0};
+    FILE *f = fopen("/proc/stat", "r");
+
+    if (!f)
+        return NAN;
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (n != 8)
+        return NAN;
+    /* user nice system [idle iowait] irq softirq steal */
+    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* ---- the event set and the model ------------------------------------------- */
+
+/* Model event j is event map[j] of the open set; every model event must be
+ * there (a replay can only apply models whose events it recorded). */
+static int map_model(const sample_eventset *es, const model *m, int **out, char *err,
+                     size_t errlen)
+{
+    int *map = calloc(m->n_events, sizeof(int));
+
+    if (!map)
+        return -ENOMEM;
+    for (size_t j = 0; j < m->n_events; j++) {
+        map[j] = events_find(es, m->events[j]);
+        if (map[j] < 0) {
+            free(map);
+            return util_err(err, errlen, -EINVAL, "model '%s' needs event '%s', which is not %s",
+                            m->name, m->events[j], "in the sampled event set");
+        }
+    }
+    *out = map;
+    return 0;
+}
+
+/* The set we open: the model's events plus task-clock for CPU time. */
+static int open_events(sampler *s, char *err, size_t errlen)
+{
+    const char *names[s->m->n_events + 1];
+    size_t n = 0;
+    int r;
+
+    for (size_t j = 0; j < s->m->n_events; j++)
+        names[n++] = s->m->events[j];
+    bool have_clock = false;
+    for (size_t j = 0; j < n; j++)
+        have_clock |= strcmp(names[j], "perf::TASK-CLOCK") == 0;
+    if (!have_clock)
+        names[n++] = "perf::TASK-CLOCK";
+    if ((r = events_encode(names, n, &s->es, err, errlen)) < 0)
+        return r;
+    return events_probe(s->es, err, errlen);
+}
+
+static int replay_events(sampler *s, char *err, size_t errlen)
+{
+    const trace_header *h = trace_reader_header(s->rep);
+    sample_eventset *es = calloc(1, sizeof(*es));
+
+    /* A replay needs names, not encodings: the set is a list of names. */
+    if (!es || !(es->ev = calloc(h->n_events, sizeof(*es->ev)))) {
+        free(es);
+        return -ENOMEM;
+    }
+    es->n = h->n_events;
+    for (size_t i = 0; i < h->n_events; i++)
+        if (!(es->ev[i].name = strdup(h->events[i]))) {
+            events_free(es);
+            return -ENOMEM;
+        }
+    s->es = es;
+    return 0;
+}
+
+/* ---- tracking -------------------------------------------------------------- */
+
+static bool track_wanted(const sampler *s, const procs_info *info)
+{
+    const config *c = s->cfg;
+
+    if (info->kernel_thread)
+        return false;
+    if (c->n_track_uids) {
+        bool ok = false;
+        for (size_t i = 0; i < c->n_track_uids; i++)
+            ok |= info->uid == c->track_uids[i];
+        if (!ok)
+            return false;
+    }
+    if (c->track_cgroup && (!info->cgroup || strncmp(info->cgroup, c->track_cgroup,
+                                                     strlen(c->track_cgroup)) != 0))
+        return false;
+    if (c->track_comm && regexec(&s->comm_re, info->comm, 0, NULL, 0) != 0)
+        return false;
+    return true;
+}
+
+static struct tracked *find(sampler *s, pid_t pid)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->pid == pid && !s->procs[i]->gone)
+            return s->procs[i];
+    return NULL;
+}
+
+static void tracked_free(struct tracked *t)
+{
+    if (!t)
+        return;
+    counters_close(t->cp);
+    free(t->delta);
+    free(t->ratio);
+    free(t);
+}
+
+static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
+{
+    struct tracked *t = calloc(1, sizeof(*t));
+
+    if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
+        !(t->ratio = calloc(s->es->n, sizeof(double)))) {
+        tracked_free(t);
+        return -ENOMEM;
+    }
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 64;
+        struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
+        double *rates = realloc(s->rates, ncap * (s->m->n_events + 1) * sizeof(double));
+        attrib_proc *ap = realloc(s->ap, ncap * sizeof(*ap));
+        if (n)
+            s->procs = n;
+        if (rates)
+            s->rates = rates;
+        if (ap)
+            s->ap = ap;
+        if (!n || !rates || !ap) {
+            tracked_free(t);
+            return -ENOMEM;
+        }
+        s->cap = ncap;
+    }
+    t->pid = info->pid;
+    t->start = info->start_ticks;
+    t->uid = info->uid;
+    memcpy(t->comm, info->comm, sizeof(t->comm));
+    t->cp = cp;
+    t->klass = model_classify(s->m, 0);
+    s->procs[s->n++] = t;
+    store_proc_info pi = {.t_ns = realtime_ns(), .pid = info->pid, .start_time = info->start_ticks,
+                          .comm = info->comm, .cmdline = info->cmdline, .cgroup = info->cgroup,
+                          .uid = info->uid};
+    store_push_proc_info(s->st, &pi);
+    if (s->rec)
+        trace_write_proc(s->rec, info);
+    return 0;
+}
+
+/* Starts tracking `pid` if the config wants it. A process that is already
+ * gone, or that we may not watch, is skipped quietly: it is the normal fate
+ * of short-lived processes and shows up as unattributed CPU. */
+static void track_pid(sampler *s, pid_t pid)
+{
+    procs_info info = {0};
+    counters_proc *cp = NULL;
+    char err[UTIL_ERRLEN];
+
+    if (find(s, pid) || procs_read_info(pid, &info) < 0)
+        return;
+    if (track_wanted(s, &info)) {
+        int r = counters_open(s->es, pid, 0, &cp, err, sizeof(err));
+        if (r == 0 && add_tracked(s, &info, cp) < 0)
+            counters_close(cp);
+        else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
+            log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
+    }
+    procs_info_clear(&info);
+}
+
+static void refresh_comm(sampler *s, pid_t pid);
+
+static void rescan(sampler *s)
+{
+    pid_t *pids;
+    size_t n;
+
+    if (procs_list(&pids, &n) < 0)
+        return;
+    for (size_t i = 0; i < n; i++)
+        track_pid(s, pids[i]);
+    free(pids);
+    /* Exits the connector missed (or all of them without it); without it,
+     * execs too, so commands get their new names. */
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
+            s->procs[i]->gone = true;
+        else if (!s->watch)
+            refresh_comm(s, s->procs[i]->pid);
+    }
+}
+
+static void refresh_comm(sampler *s, pid_t pid)
+{
+    struct tracked *t = find(s, pid);
+    procs_info info = {0};
+
+    if (!t) {
+        track_pid(s, pid); /* an exec may make a process match [track] */
+        return;
+    }
+    if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
+        memcpy(t->comm, info.comm, sizeof(t->comm));
+        store_proc_info pi = {.t_ns = realtime_ns(), .pid = pid, .start_time = t->start,
+                              .comm = info.comm, .cmdline = info.cmdline, .cgroup = info.cgroup,
+                              .uid = info.uid};
+        store_push_proc_info(s->st, &pi);
+        if (s->rec)
+            trace_write_proc(s->rec, &info);
+    }
+    procs_info_clear(&info);
+}
+
+static void drain_proc_events(sampler *s)
+{
+    procs_event ev[SAMPLER_MAX_EVENTS];
+    size_t n;
+    int r;
+
+    if (!s->watch)
+        return;
+    do {
+        r = procs_watch_read(s->watch, ev, SAMPLER_MAX_EVENTS, &n);
+        if (r == -ENOBUFS) {
+            s->next_rescan_ns = 0; /* the kernel dropped events: rescan now */
+            continue;
+        }
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+            struct tracked *t;
+            if (ev[i].kind == PROCS_EV_FORK)
+                track_pid(s, ev[i].pid);
+            else if (ev[i].kind == PROCS_EV_EXEC)
+                refresh_comm(s, ev[i].pid);
+            else if ((t = find(s, ev[i].pid)))
+                t->gone = true; /* read once more this tick, then close */
+        }
+    } while (r >= 0 && n == SAMPLER_MAX_EVENTS);
+}
+
+/* Drops processes that exited, after their final tick was accounted. */
+static void reap(sampler *s)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        if (!t->gone) {
+            s->procs[k++] = t;
+            continue;
+        }
+        store_push_proc_exit(s->st, t->pid, t->start, realtime_ns());
+        if (s->rec)
+            trace_write_exit(s->rec, t->pid, t->start);
+        tracked_free(t);
+    }
+    s->n = k;
+}
+
+/* ---- one tick ---------------------------------------------------------------- */
+
+/* Hardware: counters of every tracked process and the RAPL zones. */
+static int read_hardware(sampler *s)
+{
+    if (s->power->n > 0 && rapl_read(s->power, s->zone_delta) < 0)
+        memset(s->zone_delta, 0, s->power->n * sizeof(double));
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        int r = counters_read(t->cp, &s->d);
+        t->has_delta = r == 0;
+        if (r < 0) {
+            t->gone = true;
+            continue;
+        }
+        memcpy(t->delta, s->d.scaled, s->es->n * sizeof(double));
+        memcpy(t->ratio, s->d.ratio, s->es->n * sizeof(double));
+    }
+    return 0;
+}
+
+static struct tracked *find_start(sampler *s, pid_t pid, uint64_t start)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->pid == pid && s->procs[i]->start == start)
+            return s->procs[i];
+    return NULL;
+}
+
+/* Replay: records up to and including the next tick. Returns 1 for a tick,
+ * 0 at the end of the file. */
+static int read_replay(sampler *s, uint64_t *dt_ns)
+{
+    char err[UTIL_ERRLEN];
+    trace_record_kind kind;
+    trace_tick tick;
+    procs_info info;
+
+    for (;;) {
+        memset(&info, 0, sizeof(info));
+        int r = trace_read(s->rep, &kind, &tick, &info, err, sizeof(err));
+        if (r <= 0) {
+            if (r < 0)
+                log_error("replay stopped: %s", err);
+            return 0;
+        }
+        if (kind == TRACE_PROC) {
+            struct tracked *t = find_start(s, info.pid, info.start_ticks);
+            if (t)
+                memcpy(t->comm, info.comm, sizeof(t->comm));
+            else if (track_wanted(s, &info))
+                add_tracked(s, &info, NULL);
+            continue;
+        }
+        if (kind == TRACE_EXIT) {
+            struct tracked *t = find_start(s, info.pid, info.start_ticks);
+            if (t) {
+                t->gone = true;
+                reap(s);
+            }
+            continue;
+        }
+        for (size_t i = 0; i < s->n; i++)
+            s->procs[i]->has_delta = false;
+        for (size_t k = 0; k < tick.n_procs; k++) {
+            struct tracked *t = find_start(s, tick.procs[k].pid, tick.procs[k].start_ticks);
+            if (!t)
+                continue;
+            memcpy(t->delta, tick.procs[k].scaled, s->es->n * sizeof(double));
+            memcpy(t->ratio, tick.procs[k].ratio, s->es->n * sizeof(double));
+            t->has_delta = true;
+        }
+        memcpy(s->zone_delta, tick.energy_j, s->power->n * sizeof(double));
+        if (s->replay_t0 == 0)
+            s->replay_t0 = tick.mono_ns - tick.dt_ns;
+        s->last_ns = tick.mono_ns;
+        *dt_ns = tick.dt_ns;
+        return 1;
+    }
+}
+
+static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
+{
+    trace_proc_delta pd[s->n ? s->n : 1];
+    size_t k = 0;
+
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->has_delta)
+            pd[k++] = (trace_proc_delta){s->procs[i]->pid, s->procs[i]->start,
+                                         s->procs[i]->delta, s->procs[i]->ratio};
+    trace_tick t = {now, dt_ns, s->zone_delta, pd, k};
+    trace_write_tick(s->rec, &t);
+}
+
+static void class_of(sampler *s, struct tracked *t, const double *rates)
+{
+    int ev = s->m->class_event;
+
+    if (ev < 0)
+        t->klass = 0;
+    else if (s->m->class_mode == MODEL_CLASS_RATE)
+        t->klass = model_classify(s->m, rates[ev]);
+    else {
+        t->class_stat += t->delta[s->model_map[ev]];
+        t->klass = model_classify(s->m, t->class_stat);
+    }
+}
+
+static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_active,
+                      struct tracked **active)
+{
+    size_t ne = s->m->n_events;
+
+    for (size_t i = 0; i < n_active; i++) {
+        struct tracked *t = active[i];
+        double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
+        if (cpu <= 0 && s->ap[i].attributed_j <= 0)
+            continue; /* rows only for processes that ran */
+        store_proc_tick pt = {t_ns, t->pid, t->start, s->ap[i].attributed_j,
+                              s->ap[i].standalone_j, cpu, t->klass, s->model_id};
+        store_push_proc(s->st, &pt);
+    }
+    store_host_tick ht = {t_ns, at->dt_s, at->measured, at->host_j, at->idle_j, at->attributed_j,
+                          at->unattributed_j, at->modeled_host_j, s->model_id};
+    store_push_host(s->st, &ht);
+    for (size_t z = 0; z < s->power->n; z++)
+        store_push_domain(s->st, t_ns, s->power->zone[z].domain, s->zone_delta[z], NAN);
+    /* The trainer's input: per-class sums of event rates. */
+    memset(s->class_rates, 0, MODEL_MAX_CLASSES * ne * sizeof(double));
+    for (size_t i = 0; i < n_active; i++)
+        for (size_t j = 0; j < ne; j++)
+            s->class_rates[active[i]->klass * ne + j] += s->ap[i].rates[j];
+    for (size_t k = 0; at->measured && k < s->m->n_classes; k++)
+        store_push_calibration(s->st, t_ns, at->dt_s, s->model_id, (int)k,
+                               s->class_rates + k * ne, ne);
+}
+
+/* Wall-clock time of the current replayed tick: the recording's own, or,
+ * for a recording that does not say, as if it had started now. */
+static int64_t replay_time(sampler *s)
+{
+    if (s->replay_offset == 0)
+        s->replay_offset = realtime_ns() - (int64_t)s->replay_t0;
+    return (int64_t)s->last_ns + s->replay_offset;
+}
+
+/* Attributes one tick of length dt over the processes with deltas. */
+static void account(sampler *s, double dt)
+{
+    size_t ne = s->m->n_events, n_active = 0;
+    struct tracked *active[s->n ? s->n : 1];
+    attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
+    /* A replay keeps the recording's own timeline. */
+    int64_t t_ns = s->rep ? replay_time(s) : realtime_ns();
+
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        if (!t->has_delta)
+            continue;
+        double *rates = s->rates + n_active * ne;
+        for (size_t j = 0; j < ne; j++)
+            rates[j] = t->delta[s->model_map[j]] / dt;
+        class_of(s, t, rates);
+        s->ap[n_active] = (attrib_proc){.rates = rates, .klass = t->klass};
+        active[n_active++] = t;
+    }
+    if (s->power->n > 0) {
+        at.measured = true;
+        at.host_j = rapl_sum_domains(s->power, s->zone_delta, (const char *const *)s->m->target,
+                                     s->m->n_target);
+    }
+    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0)
+        return;
+    for (size_t i = 0; i < n_active; i++) {
+        struct tracked *t = active[i];
+        double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
+        t->sec_j += s->ap[i].attributed_j;
+        t->sec_standalone_j += s->ap[i].standalone_j;
+        t->sec_cpu_s += cpu;
+        t->total_j += s->ap[i].attributed_j;
+        t->total_standalone_j += s->ap[i].standalone_j;
+        t->total_cpu_s += cpu;
+        s->sec_cpu_s += cpu;
+        for (size_t e = 0; e < s->es->n; e++)
+            s->sec_ratio_sum[e] += t->ratio[e];
+        s->sec_ratio_n++;
+    }
+    s->sec_host_j += at.host_j;
+    s->sec_modeled_j += at.modeled_host_j;
+    s->sec_idle_j += at.idle_j;
+    s->sec_unattr_j += at.unattributed_j;
+    s->sec_dt += dt;
+    s->second_ticks++;
+    push_tick(s, t_ns, &at, n_active, active);
+}
+
+/* ---- once a second ------------------------------------------------------------ */
+
+void snapshot_unref(snapshot *snap)
+{
+    if (!snap || __atomic_sub_fetch(&snap->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
+    free(snap->procs);
+    free(snap->st.event_ratio);
+    free(snap);
+}
+
+snapshot *sampler_snapshot(sampler *s)
+{
+    snapshot *snap;
+
+    pthread_mutex_lock(&s->snap_lock);
+    snap = s->snap;
+    if (snap)
+        __atomic_add_fetch(&snap->refs, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&s->snap_lock);
+    return snap;
+}
+
+/* An uncalibrated model's idle power is a generic guess; with RAPL, a low
+ * percentile of measured host power over the last hour is the node's own. */
+static void update_idle(sampler *s, double host_w)
+{
+    if (s->power->n == 0 || s->m->training.present) {
+        s->idle_w = s->m->idle_power_w;
+        snprintf(s->idle_source, sizeof(s->idle_source), "%s",
+                 s->m->training.present ? "model" : "model (uncalibrated)");
+        return;
+    }
+    if (isfinite(host_w))
+        ring_add(&s->idle_power, host_w);
+    /* Before the first measured second there is no percentile: book nothing
+     * to idle rather than NAN, which attribution refuses, so no tick would
+     * ever be accounted and no second ever published. */
+    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : 0;
+    snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
+             s->idle_power.n);
+}
+
+static void fill_status(sampler *s, daemon_status *st, double secs)
+{
+    double busy = s->rep ? NAN : host_busy_s();
+
+    st->ticks = atomic_load(&s->ticks);
+    st->achieved_hz = s->second_ticks / secs;
+    st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
+    st->lateness_p99_us = ring_percentile(&s->lateness, 99) / 1e3;
+    st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
+    st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
+    st->host_measured_w = s->power->n ? s->sec_host_j / s->sec_dt : NAN;
+    st->host_modeled_w = s->sec_modeled_j / s->sec_dt;
+    st->idle_w = s->sec_idle_j / s->sec_dt;
+    st->unattributed_w = s->sec_unattr_j / s->sec_dt;
+    if (s->power->n && st->host_measured_w > 0)
+        ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
+    st->drift = ring_mean(&s->drift);
+    st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
+    if (isfinite(busy) && s->host_busy_prev)
+        st->untracked_cpu = fmax(0, (busy - (double)s->host_busy_prev / 1e3) - s->sec_cpu_s) / secs;
+    else
+        st->untracked_cpu = NAN;
+    if (isfinite(busy))
+        s->host_busy_prev = (uint64_t)(busy * 1e3);
+    st->tracked = s->n;
+    st->proc_connector = s->watch != NULL;
+    snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
+    for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
+        st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
+}
+
+static void publish(sampler *s)
+{
+    double secs = s->sec_dt > 0 ? s->sec_dt : 1;
+    snapshot *snap = calloc(1, sizeof(*snap));
+
+    if (snap) {
+        snap->refs = 1;
+        snap->t_ns = realtime_ns();
+        snap->procs = calloc(s->n ? s->n : 1, sizeof(live_proc));
+        snap->st.event_ratio = calloc(s->es->n, sizeof(double));
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        t->last_w = t->sec_j / secs;
+        t->last_standalone_w = t->sec_standalone_j / secs;
+        t->last_cpu = t->sec_cpu_s / secs;
+        if (snap && snap->procs)
+            snap->procs[snap->n_procs++] =
+                (live_proc){t->pid, t->start, t->uid, {0}, t->klass, t->last_w,
+                            t->last_standalone_w, t->last_cpu, t->total_j, t->total_standalone_j,
+                            t->total_cpu_s};
+        if (snap && snap->procs)
+            memcpy(snap->procs[snap->n_procs - 1].comm, t->comm, sizeof(t->comm));
+        t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
+    }
+    update_idle(s, s->sec_host_j / secs);
+    if (snap && snap->procs && snap->st.event_ratio) {
+        fill_status(s, &snap->st, secs);
+        /* trylock: a reader copying the old snapshot must not delay a tick. */
+        if (pthread_mutex_trylock(&s->snap_lock) == 0) {
+            snapshot *old = s->snap;
+            s->snap = snap;
+            pthread_mutex_unlock(&s->snap_lock);
+            snap = old;
+        }
+    }
+    snapshot_unref(snap);
+    s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = 0;
+    s->sec_cpu_s = s->sec_dt = 0;
+    s->second_ticks = 0;
+    s->sec_ratio_n = 0;
+    memset(s->sec_ratio_sum, 0, s->es->n * sizeof(double));
+}
+
+/* ---- the loop ----------------------------------------------------------------- */
+
+static void take_pending_model(sampler *s)
+{
+    if (pthread_mutex_trylock(&s->pending_lock) != 0)
+        return;
+    if (s->pending) {
+        model_free(s->m);
+        free(s->model_map);
+        s->m = s->pending;
+        s->model_id = s->pending_id;
+        s->model_map = s->pending_map;
+        s->pending = NULL;
+        s->pending_map = NULL;
+        for (size_t i = 0; i < s->n; i++)
+            s->procs[i]->class_stat = 0;
+    }
+    pthread_mutex_unlock(&s->pending_lock);
+}
+
+static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
+{
+    take_pending_model(s);
+    if (!s->rep) {
+        drain_proc_events(s);
+        if (woke >= s->next_rescan_ns) {
+            rescan(s);
+            s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
+        }
+        read_hardware(s);
+        if (s->rec)
+            record_tick(s, woke, dt_ns);
+    }
+    account(s, (double)dt_ns / 1e9);
+    if (!s->rep)
+        reap(s);
+    atomic_fetch_add(&s->ticks, 1);
+    if (s->second_ticks >= (unsigned)llround(s->cfg->rate_hz))
+        publish(s);
+}
+
+static int replay_pace(sampler *s)
+{
+    if (s->cfg->replay_speed <= 0)
+        return 0;
+    uint64_t due = s->replay_wall0 +
+                   (uint64_t)((double)(s->last_ns - s->replay_t0) / s->cfg->replay_speed);
+    struct timespec ts = {(time_t)(due / 1000000000ull), (long)(due % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+    return 0;
+}
+
+static void *replay_loop(void *arg)
+{
+    sampler *s = arg;
+    uint64_t dt_ns;
+
+    s->replay_wall0 = util_now_ns(CLOCK_MONOTONIC);
+    while (!atomic_load(&s->stop) && read_replay(s, &dt_ns) == 1) {
+        replay_pace(s);
+        tick(s, dt_ns, s->last_ns);
+    }
+    if (s->second_ticks)
+        publish(s);
+    s->replay_done = true;
+    log_info("replay of %s finished after %llu ticks", s->cfg->replay_path,
+             (unsigned long long)atomic_load(&s->ticks));
+    return NULL;
+}
+
+static void *hardware_loop(void *arg)
+{
+    sampler *s = arg;
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    struct itimerspec its = {0};
+
+    if (tfd < 0) {
+        log_error("timerfd_create: %s", strerror(errno));
+        return NULL;
+    }
+    s->last_ns = util_now_ns(CLOCK_MONOTONIC);
+    s->next_deadline = s->last_ns + s->period_ns;
+    its.it_value.tv_sec = (time_t)(s->next_deadline / 1000000000ull);
+    its.it_value.tv_nsec = (long)(s->next_deadline % 1000000000ull);
+    its.it_interval.tv_sec = (time_t)(s->period_ns / 1000000000ull);
+    its.it_interval.tv_nsec = (long)(s->period_ns % 1000000000ull);
+    timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    while (!atomic_load(&s->stop)) {
+        struct pollfd pfd = {.fd = tfd, .events = POLLIN};
+        uint64_t expirations;
+        if (poll(&pfd, 1, 200) <= 0 || read(tfd, &expirations, sizeof(expirations)) < 0)
+            continue;
+        uint64_t woke = util_now_ns(CLOCK_MONOTONIC);
+        /* The deadline this wake-up serves is the latest one that passed. */
+        s->next_deadline += (expirations - 1) * s->period_ns;
+        ring_add(&s->lateness, (double)(woke - s->next_deadline));
+        s->next_deadline += s->period_ns;
+        tick(s, woke - s->last_ns, woke);
+        s->last_ns = woke;
+        ring_add(&s->tick_work, (double)(util_now_ns(CLOCK_MONOTONIC) - woke));
+    }
+    close(tfd);
+    return NULL;
+}
+
+/* ---- setup ---------------------------------------------------------------------- */
+
+static int open_sources(sampler *s, char *err, size_t errlen)
+{
+    char why[UTIL_ERRLEN];
+    int r;
+
+    if (s->cfg->replay_path) {
+        if ((r = trace_reader_open(s->cfg->replay_path, &s->rep, err, errlen)) < 0)
+            return r;
+        const trace_header *h = trace_reader_header(s->rep);
+        if (!(s->power = calloc(1, sizeof(*s->power))) ||
+            !(s->power->zone = calloc(h->n_zones + 1, sizeof(rapl_zone))))
+            return -ENOMEM;
+        s->power->n = h->n_zones;
+        for (size_t z = 0; z < h->n_zones; z++) {
+            rapl_zone *zn = &s->power->zone[z];
+            snprintf(zn->id, sizeof(zn->id), "%s", h->zone_id[z]);
+            snprintf(zn->name, sizeof(zn->name), "%s", h->zone_name[z]);
+            snprintf(zn->domain, sizeof(zn->domain), "%.*s", (int)strcspn(zn->name, "-"),
+                     zn->name);
+        }
+        snprintf(s->power->state, sizeof(s->power->state), "replay of %s: %zu zones",
+                 s->cfg->replay_path, h->n_zones);
+        s->replay_offset = h->realtime_offset_ns;
+        return replay_events(s, err, errlen);
+    }
+    if ((r = open_events(s, err, errlen)) < 0)
+        return r;
+    if ((r = rapl_open(&s->power)) < 0)
+        return util_err(err, errlen, r, "reading RAPL zones: %s", strerror(-r));
+    s->rescan_s = s->cfg->rescan_s;
+    if (procs_watch_open(&s->watch, why, sizeof(why)) < 0) {
+        /* Without fork/exec events, rescans are all we have: make them often. */
+        s->rescan_s = fmin(s->rescan_s, 1.0);
+        log_warning("no proc connector (%s): finding processes by rescanning /proc every %g s",
+                    why, s->rescan_s);
+    }
+    procs_boot_id(s->boot_id);
+    if (s->cfg->record_path) {
+        trace_header h = {.events = NULL, .n_events = s->es->n, .n_zones = s->power->n,
+                          .rate_hz = s->cfg->rate_hz};
+        char *names[s->es->n], *ids[s->power->n + 1], *zn[s->power->n + 1];
+        for (size_t i = 0; i < s->es->n; i++)
+            names[i] = s->es->ev[i].name;
+        for (size_t z = 0; z < s->power->n; z++) {
+            ids[z] = s->power->zone[z].id;
+            zn[z] = s->power->zone[z].name;
+        }
+        h.events = names;
+        h.zone_id = ids;
+        h.zone_name = zn;
+        memcpy(h.boot_id, s->boot_id, sizeof(h.boot_id));
+        h.realtime_offset_ns =
+            (int64_t)util_now_ns(CLOCK_REALTIME) - (int64_t)util_now_ns(CLOCK_MONOTONIC);
+        if ((r = trace_writer_open(s->cfg->record_path, &h, &s->rec, err, errlen)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+static int alloc_scratch(sampler *s)
+{
+    size_t ne = s->m->n_events;
+
+    s->zone_delta = calloc(s->power->n + 1, sizeof(double));
+    s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
+    s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
+    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum)
+        return -ENOMEM;
+    if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
+        return -ENOMEM;
+    size_t per_second = (size_t)llround(s->cfg->rate_hz);
+    if (ring_init(&s->lateness, per_second * 60) < 0 ||
+        ring_init(&s->tick_work, per_second * 60) < 0 ||
+        ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
+        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler **out,
+                char *err, size_t errlen)
+{
+    sampler *s = calloc(1, sizeof(*s));
+    int r;
+
+    if (!s)
+        return -ENOMEM;
+    s->cfg = c;
+    s->m = m;
+    s->model_id = model_id;
+    s->st = st;
+    s->period_ns = (uint64_t)llround(1e9 / c->rate_hz);
+    pthread_mutex_init(&s->pending_lock, NULL);
+    pthread_mutex_init(&s->snap_lock, NULL);
+    if (c->track_comm && regcomp(&s->comm_re, c->track_comm, REG_EXTENDED | REG_NOSUB) != 0)
+        r = util_err(err, errlen, -EINVAL, "[track] comm '%s' is not a valid regex",
+                     c->track_comm);
+    else
+        r = open_sources(s, err, errlen);
+    if (r == 0)
+        r = map_model(s->es, m, &s->model_map, err, errlen);
+    if (r == 0) {
+        s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
+        r = alloc_scratch(s);
+    }
+    if (r < 0) {
+        s->m = NULL; /* the caller still owns it */
+        sampler_free(s);
+        return r;
+    }
+    update_idle(s, NAN);
+    *out = s;
+    return 0;
+}
+
+int sampler_start(sampler *s)
+{
+    if (!s->rep)
+        rescan(s);
+    s->next_rescan_ns = util_now_ns(CLOCK_MONOTONIC) + (uint64_t)(s->rescan_s * 1e9);
+    int r = pthread_create(&s->thread, NULL, s->rep ? replay_loop : hardware_loop, s);
+    return -r;
+}
+
+void sampler_stop(sampler *s)
+{
+    if (!s || !s->thread)
+        return;
+    atomic_store(&s->stop, true);
+    pthread_join(s->thread, NULL);
+    s->thread = 0;
+}
+
+void sampler_free(sampler *s)
+{
+    if (!s)
+        return;
+    sampler_stop(s);
+    for (size_t i = 0; i < s->n; i++)
+        tracked_free(s->procs[i]);
+    free(s->procs);
+    free(s->rates);
+    free(s->ap);
+    free(s->class_rates);
+    free(s->zone_delta);
+    free(s->sec_ratio_sum);
+    free(s->lateness.v);
+    free(s->tick_work.v);
+    free(s->idle_power.v);
+    free(s->drift.v);
+    counters_delta_free(&s->d);
+    if (s->rec && trace_writer_close(s->rec) < 0)
+        log_error("recording to %s failed: some ticks may be missing", s->cfg->record_path);
+    trace_reader_close(s->rep);
+    procs_watch_close(s->watch);
+    if (s->rep || (s->cfg->replay_path && s->power)) {
+        free(s->power->zone);
+        free(s->power);
+    } else if (s->power) {
+        rapl_close(s->power);
+    }
+    events_free(s->es);
+    model_free(s->m);
+    model_free(s->pending);
+    free(s->model_map);
+    free(s->pending_map);
+    if (s->cfg->track_comm)
+        regfree(&s->comm_re);
+    snapshot_unref(s->snap);
+    pthread_mutex_destroy(&s->pending_lock);
+    pthread_mutex_destroy(&s->snap_lock);
+    free(s);
+}
+
+const rapl *sampler_rapl(const sampler *s)
+{
+    return s->power;
+}
+
+const sample_eventset *sampler_events(const sampler *s)
+{
+    return s->es;
+}
+
+bool sampler_progressed(sampler *s)
+{
+    uint64_t now = atomic_load(&s->ticks);
+    bool moved = now != s->seen_ticks;
+    s->seen_ticks = now;
+    return moved || s->replay_done;
+}
+
+bool sampler_replay_done(const sampler *s)
+{
+    return s->replay_done;
+}
+
+int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen)
+{
+    int *map;
+    int r = map_model(s->es, m, &map, err, errlen);
+
+    if (r < 0)
+        return r;
+    pthread_mutex_lock(&s->pending_lock);
+    model_free(s->pending);
+    free(s->pending_map);
+    s->pending = m;
+    s->pending_id = model_id;
+    s->pending_map = map;
+    pthread_mutex_unlock(&s->pending_lock);
+    return 0;
+}

@@ -1,0 +1,560 @@
+/* symreg: symbolic regression by genetic programming, the paper's loop.
+ *
+ * Every random choice is drawn in the calling thread from one mt19937
+ * stream, in a fixed order; worker threads only evaluate (fit constants by
+ * Levenberg-Marquardt, then score), which is deterministic per individual.
+ * So a seed gives the same run whatever the thread count. */
+#include "learn/symreg-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define INIT_TRIES 100 /* attempts at an initial tree within the size limit */
+
+struct ind {
+    expr *e;
+    double fit; /* training error; INFINITY when not finite */
+};
+
+struct engine {
+    const symreg_params *p;
+    struct symreg_prims ps;
+    const double *const *x;
+    const double *y;
+    double *w; /* LM weights: 1/|y| under MAPE, so LM minimises relative error */
+    size_t n;
+    gsl_rng *rng;
+    uint64_t evaluations;
+};
+
+void symreg_params_default(symreg_params *p)
+{
+    *p = (symreg_params){
+        .ops = 1u << EXPR_ADD | 1u << EXPR_SUB | 1u << EXPR_MUL | 1u << EXPR_DIV,
+        .constants = true,
+        .population = 300,
+        .generations = 150,
+        .crossover = 1.0,
+        .mutation = 0.5,
+        .tournament_fitness = 3,
+        .tournament_parsimony = 1.1,
+        .max_depth = 17,
+        .max_size = 60,
+        .init_min_depth = 1,
+        .init_max_depth = 3,
+        .stall = 0,
+        .fitness = SYMREG_MAPE,
+        .lm = true,
+        .lm_iterations = 20,
+        .seed = 1,
+        .threads = 1,
+    };
+}
+
+int symreg_params_check(const symreg_params *p, char *err, size_t errlen)
+{
+    uint32_t binary = 1u << EXPR_ADD | 1u << EXPR_SUB | 1u << EXPR_MUL | 1u << EXPR_DIV |
+                      1u << EXPR_MAX | 1u << EXPR_MIN;
+
+    if (!(p->ops & binary))
+        return util_err(err, errlen, -EINVAL,
+                        "primitives: at least one two-argument primitive "
+                        "(add, sub, mul, div) is needed");
+    if (p->ops & (1u << EXPR_CONST | 1u << EXPR_VAR) || p->ops >> EXPR_N_OPS)
+        return util_err(err, errlen, -EINVAL, "primitives: only operators may be listed");
+    if (p->population < 2)
+        return util_err(err, errlen, -EINVAL, "population must be at least 2");
+    if (!(p->crossover >= 0 && p->crossover <= 1))
+        return util_err(err, errlen, -EINVAL, "crossover must be in [0, 1], not %g", p->crossover);
+    if (!(p->mutation >= 0 && p->mutation <= 1))
+        return util_err(err, errlen, -EINVAL, "mutation must be in [0, 1], not %g", p->mutation);
+    if (p->tournament_fitness < 1)
+        return util_err(err, errlen, -EINVAL, "tournament_fitness must be at least 1");
+    if (!(p->tournament_parsimony >= 1 && p->tournament_parsimony <= 2))
+        return util_err(err, errlen, -EINVAL, "tournament_parsimony must be in [1, 2], not %g",
+                        p->tournament_parsimony);
+    if (p->init_min_depth > p->init_max_depth || p->init_max_depth > p->max_depth)
+        return util_err(err, errlen, -EINVAL,
+                        "need init_min_depth <= init_max_depth <= max_depth (%zu, %zu, %zu)",
+                        p->init_min_depth, p->init_max_depth, p->max_depth);
+    if (p->max_size < 1)
+        return util_err(err, errlen, -EINVAL, "max_size must be at least 1");
+    if (p->fitness > SYMREG_RMSE)
+        return util_err(err, errlen, -EINVAL, "unknown fitness %d", (int)p->fitness);
+    if (p->lm_iterations < 0)
+        return util_err(err, errlen, -EINVAL, "lm_iterations must not be negative");
+    if (p->threads < 1)
+        return util_err(err, errlen, -EINVAL, "threads must be at least 1");
+    return 0;
+}
+
+static const char *const fitness_names[] = {"mape", "mse", "rmse"};
+
+const char *symreg_fitness_name(enum symreg_fitness f)
+{
+    return f <= SYMREG_RMSE ? fitness_names[f] : "?";
+}
+
+int symreg_fitness_from_name(const char *name)
+{
+    for (int f = 0; f <= SYMREG_RMSE; f++)
+        if (strcmp(fitness_names[f], name) == 0)
+            return f;
+    return -EINVAL;
+}
+
+double symreg_error(enum symreg_fitness f, const double *y, const double *p, size_t n)
+{
+    double s = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        double d = p[i] - y[i];
+        s += f == SYMREG_MAPE ? fabs(d / y[i]) : d * d;
+    }
+    s /= (double)n;
+    if (f == SYMREG_RMSE)
+        s = sqrt(s);
+    return isfinite(s) ? s : INFINITY;
+}
+
+/* ---- Evaluation, spread over threads ------------------------------------ */
+
+static int evaluate(const struct engine *g, struct ind *in, double *pred)
+{
+    const symreg_params *p = g->p;
+
+    if (p->lm && p->lm_iterations > 0 && expr_n_consts(in->e) > 0) {
+        int r = expr_fit_consts_weighted(in->e, g->x, g->y, g->w, g->n, p->lm_iterations, NULL);
+        if (r < 0)
+            return r;
+    }
+    in->fit =
+        expr_eval(in->e, g->x, g->n, pred) ? symreg_error(p->fitness, g->y, pred, g->n) : INFINITY;
+    return 0;
+}
+
+struct batch {
+    const struct engine *g;
+    struct ind **todo;
+    size_t n_todo;
+    atomic_size_t next;
+    atomic_int rc;
+};
+
+static void *eval_worker(void *arg)
+{
+    struct batch *b = arg;
+    double *pred = malloc(b->g->n * sizeof(double));
+
+    if (!pred) {
+        atomic_store(&b->rc, -ENOMEM);
+        return NULL;
+    }
+    for (;;) {
+        size_t i = atomic_fetch_add(&b->next, 1);
+        if (i >= b->n_todo)
+            break;
+        int r = evaluate(b->g, b->todo[i], pred);
+        if (r < 0)
+            atomic_store(&b->rc, r);
+    }
+    free(pred);
+    return NULL;
+}
+
+static int evaluate_all(struct engine *g, struct ind **todo, size_t n_todo)
+{
+    struct batch b = {.g = g, .todo = todo, .n_todo = n_todo};
+    size_t n_threads = (size_t)g->p->threads < n_todo ? (size_t)g->p->threads : n_todo;
+    pthread_t tid[n_threads + 1];
+    size_t started = 0;
+
+    atomic_init(&b.next, 0);
+    atomic_init(&b.rc, 0);
+    /* The calling thread works too; a thread that fails to start only
+     * means fewer workers. */
+    for (size_t t = 1; t < n_threads; t++)
+        if (pthread_create(&tid[started], NULL, eval_worker, &b) == 0)
+            started++;
+    eval_worker(&b);
+    for (size_t t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    g->evaluations += n_todo;
+    return atomic_load(&b.rc);
+}
+
+/* ---- Selection ---------------------------------------------------------- */
+
+static bool better(const struct ind *a, const struct ind *b)
+{
+    return a->fit < b->fit || (a->fit == b->fit && a->e->n < b->e->n);
+}
+
+static const struct ind *fitness_tournament(struct engine *g, const struct ind *pool, size_t n)
+{
+    const struct ind *best = &pool[gsl_rng_uniform_int(g->rng, n)];
+
+    for (size_t k = 1; k < g->p->tournament_fitness; k++) {
+        const struct ind *c = &pool[gsl_rng_uniform_int(g->rng, n)];
+        if (c->fit < best->fit)
+            best = c;
+    }
+    return best;
+}
+
+/* Two fitness tournaments, then the smaller winner is kept with
+ * probability parsimony/2 (a coin toss when they are the same size). */
+static const struct ind *double_tournament(struct engine *g, const struct ind *pool, size_t n)
+{
+    const struct ind *a = fitness_tournament(g, pool, n), *b = fitness_tournament(g, pool, n);
+    double prob = g->p->tournament_parsimony / 2;
+
+    if (a->e->n > b->e->n) {
+        const struct ind *t = a;
+        a = b;
+        b = t;
+    } else if (a->e->n == b->e->n) {
+        prob = 0.5;
+    }
+    return gsl_rng_uniform(g->rng) < prob ? a : b;
+}
+
+/* ---- The generation loop ----------------------------------------------- */
+
+static void free_inds(struct ind *v, size_t n)
+{
+    if (!v)
+        return;
+    for (size_t i = 0; i < n; i++)
+        expr_free(v[i].e);
+    free(v);
+}
+
+static int init_population(struct engine *g, struct ind *pop)
+{
+    const symreg_params *p = g->p;
+
+    for (size_t i = 0; i < p->population; i++) {
+        for (int tries = 0; !pop[i].e && tries < INIT_TRIES; tries++) {
+            bool full = gsl_rng_uniform_int(g->rng, 2);
+            expr *e = symreg_gen_tree(&g->ps, g->rng, p->init_min_depth, p->init_max_depth, full);
+            if (!e)
+                return -ENOMEM;
+            if (symreg_within_limits(e, p->max_depth, p->max_size) || tries == INIT_TRIES - 1)
+                pop[i].e = e;
+            else
+                expr_free(e);
+        }
+        if (!symreg_within_limits(pop[i].e, p->max_depth, p->max_size)) {
+            /* Only when max_size is tiny: fall back to a terminal. */
+            expr_free(pop[i].e);
+            pop[i].e = symreg_gen_tree(&g->ps, g->rng, 0, 0, true);
+            if (!pop[i].e)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Children: copies of the parents, crossed in pairs and mutated; a child
+ * that breaks the bloat limits goes back to what it was before that step.
+ * changed[i] says whether child i needs evaluating. */
+static int vary(struct engine *g, const struct ind *pop, struct ind *off, bool *changed)
+{
+    const symreg_params *p = g->p;
+    size_t n = p->population;
+
+    for (size_t i = 0; i < n; i++) {
+        off[i].fit = pop[i].fit;
+        changed[i] = false;
+        if (!(off[i].e = expr_clone(pop[i].e)))
+            return -ENOMEM;
+    }
+    for (size_t i = 1; i < n; i += 2) {
+        if (gsl_rng_uniform(g->rng) >= p->crossover)
+            continue;
+        int r = symreg_crossover(off[i - 1].e, off[i].e, g->rng);
+        if (r < 0)
+            return r;
+        for (size_t k = i - 1; k <= i && r > 0; k++) {
+            if (symreg_within_limits(off[k].e, p->max_depth, p->max_size)) {
+                changed[k] = true;
+                continue;
+            }
+            expr_free(off[k].e);
+            if (!(off[k].e = expr_clone(pop[k].e)))
+                return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (gsl_rng_uniform(g->rng) >= p->mutation)
+            continue;
+        enum symreg_mutation kind = gsl_rng_uniform_int(g->rng, SYMREG_N_MUTATIONS);
+        expr *before = expr_clone(off[i].e);
+        if (!before)
+            return -ENOMEM;
+        int r = symreg_mutate(off[i].e, kind, &g->ps, g->rng);
+        if (r > 0 && !symreg_within_limits(off[i].e, p->max_depth, p->max_size)) {
+            expr_free(off[i].e);
+            off[i].e = before;
+            continue;
+        }
+        expr_free(before);
+        if (r < 0)
+            return r;
+        changed[i] |= r > 0;
+    }
+    return 0;
+}
+
+/* Plus-selection: the next parents are drawn from parents and children. */
+static int select_next(struct engine *g, struct ind *pool, struct ind *next)
+{
+    size_t n = g->p->population;
+
+    for (size_t i = 0; i < n; i++) {
+        const struct ind *w = double_tournament(g, pool, 2 * n);
+        next[i].fit = w->fit;
+        if (!(next[i].e = expr_clone(w->e)))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
+static int evaluate_changed(struct engine *g, struct ind *v, const bool *changed, size_t n)
+{
+    struct ind **todo = malloc(n * sizeof(*todo));
+    size_t k = 0;
+
+    if (!todo)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        if (!changed || changed[i])
+            todo[k++] = &v[i];
+    int r = evaluate_all(g, todo, k);
+    free(todo);
+    return r;
+}
+
+/* Keeps a copy of the best individual of v in *best; returns whether the
+ * error dropped by more than rounding (which is what resets the stall). */
+static int track_best(struct ind *best, const struct ind *v, size_t n, bool *improved)
+{
+    const struct ind *b = NULL;
+
+    *improved = false;
+    for (size_t i = 0; i < n; i++)
+        if (!b || better(&v[i], b))
+            b = &v[i];
+    if (best->e && !better(b, best))
+        return 0;
+    *improved = !best->e || b->fit < best->fit * (1 - 1e-9);
+    expr *c = expr_clone(b->e);
+    if (!c)
+        return -ENOMEM;
+    expr_free(best->e);
+    best->e = c;
+    best->fit = b->fit;
+    return 0;
+}
+
+static double seconds_since(uint64_t t0)
+{
+    return (double)(util_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
+}
+
+/* The generations after the initial one; *gens gets how many ran. */
+static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint64_t t0,
+                  symreg_progress_fn progress, void *ctx, size_t *gens)
+{
+    const symreg_params *p = g->p;
+    size_t n = p->population, stall = 0;
+    struct ind *pool = calloc(2 * n, sizeof(*pool)), *next = NULL;
+    bool *changed = calloc(n, sizeof(*changed)), improved;
+    int r = 0;
+
+    if (!pool || !changed) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (*gens = 0; *gens < p->generations; ++*gens) {
+        if (p->stall && stall >= p->stall)
+            break;
+        next = calloc(n, sizeof(*next));
+        if (!next) {
+            r = -ENOMEM;
+            goto out;
+        }
+        memcpy(pool, *pop_io, n * sizeof(*pool));
+        free(*pop_io);
+        *pop_io = NULL;
+        r = vary(g, pool, pool + n, changed);
+        if (r == 0)
+            r = evaluate_changed(g, pool + n, changed, n);
+        if (r == 0)
+            r = track_best(best, pool + n, n, &improved);
+        if (r == 0)
+            r = select_next(g, pool, next);
+        for (size_t i = 0; i < 2 * n; i++)
+            expr_free(pool[i].e);
+        memset(pool, 0, 2 * n * sizeof(*pool));
+        *pop_io = next;
+        next = NULL;
+        if (r < 0)
+            goto out;
+        stall = improved ? 0 : stall + 1;
+        if (progress)
+            progress(&(symreg_progress){*gens + 1, best->fit, g->evaluations, seconds_since(t0)},
+                     ctx);
+    }
+out:
+    free(pool);
+    free(changed);
+    return r;
+}
+
+/* ---- Results ------------------------------------------------------------ */
+
+static int cmp_size_then_error(const void *a, const void *b)
+{
+    const struct ind *x = a, *y = b;
+
+    if (x->e->n != y->e->n)
+        return x->e->n < y->e->n ? -1 : 1;
+    return (x->fit > y->fit) - (x->fit < y->fit);
+}
+
+/* Non-dominated (size, error) pairs of pop and best, one per size. */
+static int build_front(symreg_result *res, const struct ind *pop, size_t n, const struct ind *best)
+{
+    struct ind *all = malloc((n + 1) * sizeof(*all));
+    double lowest = INFINITY;
+
+    if (!all)
+        return -ENOMEM;
+    memcpy(all, pop, n * sizeof(*all));
+    all[n] = *best;
+    qsort(all, n + 1, sizeof(*all), cmp_size_then_error);
+    res->front = calloc(n + 1, sizeof(*res->front));
+    if (!res->front) {
+        free(all);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i <= n; i++) {
+        if (!(all[i].fit < lowest))
+            continue;
+        lowest = all[i].fit;
+        symreg_front_item *it = &res->front[res->n_front];
+        if (!(it->e = expr_clone(all[i].e))) {
+            free(all);
+            return -ENOMEM;
+        }
+        it->error = all[i].fit;
+        it->size = all[i].e->n;
+        res->n_front++;
+    }
+    free(all);
+    return 0;
+}
+
+void symreg_result_free(symreg_result *r)
+{
+    if (!r)
+        return;
+    expr_free(r->best);
+    for (size_t i = 0; i < r->n_front; i++)
+        expr_free(r->front[i].e);
+    free(r->front);
+    free(r);
+}
+
+static int check_inputs(const symreg_params *p, const double *y, size_t n, size_t n_features,
+                        char *err, size_t errlen)
+{
+    int r = symreg_params_check(p, err, errlen);
+
+    if (r < 0)
+        return r;
+    if (n == 0)
+        return util_err(err, errlen, -EINVAL, "no training rows");
+    if (n_features == 0)
+        return util_err(err, errlen, -EINVAL, "no features");
+    for (size_t i = 0; i < n && p->fitness == SYMREG_MAPE; i++)
+        if (y[i] == 0)
+            return util_err(err, errlen, -EDOM,
+                            "target is 0 in training row %zu: mape needs non-zero targets", i + 1);
+    return 0;
+}
+
+static int engine_init(struct engine *g, const symreg_params *p, const double *const *x,
+                       size_t n_features, const double *y, size_t n)
+{
+    *g = (struct engine){.p = p, .x = x, .y = y, .n = n};
+    symreg_prims_init(&g->ps, p->ops, n_features, p->constants);
+    g->rng = gsl_rng_alloc(gsl_rng_mt19937);
+    if (!g->rng)
+        return -ENOMEM;
+    gsl_rng_set(g->rng, (unsigned long)p->seed);
+    if (p->fitness == SYMREG_MAPE) {
+        g->w = malloc(n * sizeof(double));
+        if (!g->w)
+            return -ENOMEM;
+        for (size_t i = 0; i < n; i++)
+            g->w[i] = 1 / fabs(y[i]);
+    }
+    return 0;
+}
+
+int symreg_run(const symreg_params *p, const double *const *x, size_t n_features, const double *y,
+               size_t n, symreg_progress_fn progress, void *ctx, symreg_result **out, char *err,
+               size_t errlen)
+{
+    uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
+    struct engine g;
+    struct ind *pop = NULL, best = {.e = NULL, .fit = INFINITY};
+    symreg_result *res = NULL;
+    bool improved;
+    int r = check_inputs(p, y, n, n_features, err, errlen);
+
+    if (r < 0)
+        return r;
+    r = engine_init(&g, p, x, n_features, y, n);
+    if (r == 0 && !(pop = calloc(p->population, sizeof(*pop))))
+        r = -ENOMEM;
+    if (r == 0)
+        r = init_population(&g, pop);
+    if (r == 0)
+        r = evaluate_changed(&g, pop, NULL, p->population);
+    if (r == 0)
+        r = track_best(&best, pop, p->population, &improved);
+    if (r == 0 && !(res = calloc(1, sizeof(*res))))
+        r = -ENOMEM;
+    if (r == 0)
+        r = evolve(&g, &pop, &best, t0, progress, ctx, &res->generations);
+    if (r == 0)
+        r = build_front(res, pop, p->population, &best);
+    if (r == 0) {
+        res->best = best.e;
+        best.e = NULL;
+        res->train_error = best.fit;
+        res->evaluations = g.evaluations;
+        res->seconds = seconds_since(t0);
+        *out = res;
+        res = NULL;
+    } else {
+        util_err(err, errlen, r, "symbolic regression failed: %s", strerror(-r));
+    }
+    symreg_result_free(res);
+    free_inds(pop, p->population);
+    expr_free(best.e);
+    gsl_rng_free(g.rng);
+    free(g.w);
+    return r;
+}

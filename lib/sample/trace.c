@@ -1,0 +1,1099 @@
+/* trace: --record and --replay files.
+ *
+ * JSON Lines (format in README.md, "Records and replays"): a header, then
+ * one line per process appearance, per tick and per exit.
+ *
+ * The writer runs on the 50 Hz sampling thread, so a tick line is built in
+ * a reusable buffer with no allocation (integral values, the usual case for
+ * unmultiplexed counts, print as integers; others with 17 significant
+ * digits, which round-trip exactly) and handed to a large stdio buffer that
+ * reaches the disk a megabyte at a time, never per tick. Header and process
+ * lines are rare and carry free text, so json-c builds and escapes them.
+ *
+ * The reader checks every field, because a replay drives the whole daemon:
+ * lengths against the header, types, ranges, ticks in time order. json-c
+ * says where a syntax error is; it does not remember where values are, so a
+ * value found wrong is located afterwards by walking its path through the
+ * line's text (trace_locate), to name FILE:LINE:COLUMN either way. */
+#include "sample/sample.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACE_FORMAT "wattprof-trace/1"
+#define TRACE_STDIO_BUF (1u << 20)
+#define TRACE_NUM_MAX 25 /* longest number printed: "%.17g" with sign and exponent */
+
+/* ---- Shared rules ----------------------------------------------------------- */
+
+enum trace_value { TRACE_V_ENERGY, TRACE_V_SCALED, TRACE_V_RATIO };
+
+/* Values a trace may hold: what the sampler can produce. */
+static const char *trace_value_bad(enum trace_value kind, double v)
+{
+    if (!isfinite(v))
+        return "is not a finite number";
+    if (v < 0)
+        return "is negative";
+    if (kind == TRACE_V_RATIO && v > 1)
+        return "is a running/enabled ratio above 1";
+    return NULL;
+}
+
+/* ---- Writer ----------------------------------------------------------------- */
+
+struct trace_writer {
+    FILE *f;
+    char *stdio_buf;
+    size_t n_events, n_zones;
+    char *line; /* the tick line being built, reused */
+    size_t line_cap, line_len;
+    uint64_t last_t;
+    bool any_tick;
+    int error; /* first write error: the file is cut there, later writes are refused */
+};
+
+static int trace_reserve(trace_writer *w, size_t need)
+{
+    if (need <= w->line_cap)
+        return 0;
+    size_t cap = w->line_cap ? w->line_cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    char *n = realloc(w->line, cap);
+    if (!n)
+        return -ENOMEM;
+    w->line = n;
+    w->line_cap = cap;
+    return 0;
+}
+
+/* Appends below assume trace_reserve made room for the whole line. */
+static void trace_put(trace_writer *w, const char *s, size_t n)
+{
+    memcpy(w->line + w->line_len, s, n);
+    w->line_len += n;
+}
+
+#define trace_puts(w, lit) trace_put(w, lit, sizeof(lit) - 1)
+
+static void trace_put_u64(trace_writer *w, uint64_t v)
+{
+    char tmp[20];
+    size_t i = sizeof(tmp);
+
+    do
+        tmp[--i] = (char)('0' + v % 10);
+    while (v /= 10);
+    trace_put(w, tmp + i, sizeof(tmp) - i);
+}
+
+static const uint64_t trace_pow10[20] = {
+    UINT64_C(1),
+    UINT64_C(10),
+    UINT64_C(100),
+    UINT64_C(1000),
+    UINT64_C(10000),
+    UINT64_C(100000),
+    UINT64_C(1000000),
+    UINT64_C(10000000),
+    UINT64_C(100000000),
+    UINT64_C(1000000000),
+    UINT64_C(10000000000),
+    UINT64_C(100000000000),
+    UINT64_C(1000000000000),
+    UINT64_C(10000000000000),
+    UINT64_C(100000000000000),
+    UINT64_C(1000000000000000),
+    UINT64_C(10000000000000000),
+    UINT64_C(100000000000000000),
+    UINT64_C(1000000000000000000),
+    UINT64_C(10000000000000000000),
+};
+
+/* Digits of v (< 10^width) zero-padded to `width`, trailing zeros dropped. */
+static void trace_put_fraction(trace_writer *w, uint64_t v, int width)
+{
+    char tmp[20];
+
+    for (int i = width - 1; i >= 0; i--, v /= 10)
+        tmp[i] = (char)('0' + v % 10);
+    while (width > 0 && tmp[width - 1] == '0')
+        width--;
+    trace_put(w, tmp, (size_t)width);
+}
+
+/* A positive, non-integral double as a decimal that reads back as the same
+ * double, with integer arithmetic only; false when v is out of its range.
+ *
+ * v = k * 2^-q exactly (k < 2^53). Its integer part prints exactly; the
+ * fraction f/2^q is printed with d digits, rounded to nearest, where d is
+ * the smallest with 10^-d < 2^-(q+1): the printed value is then within half
+ * of the gap to either neighbouring double (the gap below a power of two is
+ * half the gap above, hence q+1), so strtod returns v. Typical counts
+ * (~10^7) take 17 or 18 digits, like "%.17g", at a small fraction of
+ * printf's cost (tests/bench/trace-write). */
+static bool trace_put_exact(trace_writer *w, double v)
+{
+    uint64_t bits;
+
+    memcpy(&bits, &v, sizeof(bits));
+    int biased = (int)(bits >> 52) & 0x7ff;
+    uint64_t k = (bits & ((UINT64_C(1) << 52) - 1)) | (UINT64_C(1) << 52);
+    int q = 1075 - biased; /* v = k * 2^-q for normal v */
+
+    if (biased == 0 || q <= 0 || q > 62) /* subnormal, integral, or below 2^-9:
+                                              10^d would not fit 64 bits */
+        return false;
+    int d = (int)((q + 1) * 0.30102999566398120) + 1;
+    uint64_t ipart = k >> q;
+    uint64_t f = k & ((UINT64_C(1) << q) - 1);
+    uint64_t pow10 = trace_pow10[d];
+    unsigned __int128 r = ((unsigned __int128)f * pow10 + ((unsigned __int128)1 << (q - 1))) >> q;
+    if (r == pow10) {
+        ipart++;
+        r = 0;
+    }
+    trace_put_u64(w, ipart);
+    if (r) {
+        trace_puts(w, ".");
+        trace_put_fraction(w, (uint64_t)r, d);
+    }
+    return true;
+}
+
+static void trace_put_double(trace_writer *w, double v)
+{
+    /* Below 2^64 every integral double is an integer and reads back as one. */
+    if (v >= 0 && v < 18446744073709551616.0 && v == (double)(uint64_t)v && !signbit(v)) {
+        trace_put_u64(w, (uint64_t)v);
+        return;
+    }
+    if (v == 0) { /* -0: "%.17g" gives "-0", which reads back as the integer 0 */
+        trace_puts(w, "-0.0");
+        return;
+    }
+    if (v > 0 && trace_put_exact(w, v))
+        return;
+    w->line_len += (size_t)snprintf(w->line + w->line_len, TRACE_NUM_MAX + 1, "%.17g", v);
+}
+
+static void trace_put_doubles(trace_writer *w, const double *v, size_t n)
+{
+    trace_puts(w, "[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            trace_puts(w, ",");
+        trace_put_double(w, v[i]);
+    }
+    trace_puts(w, "]");
+}
+
+static int trace_emit(trace_writer *w, const char *s, size_t n)
+{
+    if (w->error)
+        return w->error;
+    if (fwrite(s, 1, n, w->f) != n)
+        w->error = errno ? -errno : -EIO;
+    return w->error;
+}
+
+static json_object *trace_header_json(const trace_header *h)
+{
+    json_object *o = json_object_new_object();
+    json_object *ev = json_object_new_array();
+    json_object *zones = json_object_new_array();
+
+    json_object_object_add(o, "format", json_object_new_string(TRACE_FORMAT));
+    for (size_t i = 0; i < h->n_events; i++)
+        json_object_array_add(ev, json_object_new_string(h->events[i]));
+    json_object_object_add(o, "events", ev);
+    for (size_t i = 0; i < h->n_zones; i++) {
+        json_object *z = json_object_new_object();
+        json_object_object_add(z, "id", json_object_new_string(h->zone_id[i]));
+        json_object_object_add(z, "name", json_object_new_string(h->zone_name[i]));
+        json_object_array_add(zones, z);
+    }
+    json_object_object_add(o, "zones", zones);
+    json_object_object_add(o, "rate_hz", json_object_new_double(h->rate_hz));
+    json_object_object_add(o, "boot_id", json_object_new_string(h->boot_id));
+    if (h->realtime_offset_ns)
+        json_object_object_add(o, "realtime_offset_ns",
+                               json_object_new_int64(h->realtime_offset_ns));
+    return o;
+}
+
+static int trace_emit_json(trace_writer *w, json_object *o)
+{
+    size_t len;
+    const char *s = json_object_to_json_string_length(
+        o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+    int r = s ? trace_emit(w, s, len) : -ENOMEM;
+
+    if (r == 0)
+        r = trace_emit(w, "\n", 1);
+    json_object_put(o);
+    return r;
+}
+
+int trace_writer_open(const char *path, const trace_header *h, trace_writer **out, char *err,
+                      size_t errlen)
+{
+    trace_writer *w;
+    int r;
+
+    if (!(h->rate_hz > 0) || !isfinite(h->rate_hz))
+        return util_err(err, errlen, -EINVAL, "%s: trace rate %g Hz is not a positive number", path,
+                        h->rate_hz);
+    for (size_t i = 0; i < h->n_events; i++)
+        if (!h->events[i] || !*h->events[i])
+            return util_err(err, errlen, -EINVAL, "%s: event %zu has no name", path, i);
+    for (size_t i = 0; i < h->n_zones; i++)
+        if (!h->zone_id[i] || !h->zone_name[i])
+            return util_err(err, errlen, -EINVAL, "%s: zone %zu has no id or name", path, i);
+    if (strlen(h->boot_id) != 36)
+        return util_err(err, errlen, -EINVAL, "%s: boot id '%s' is not 36 characters", path,
+                        h->boot_id);
+    w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->n_events = h->n_events;
+    w->n_zones = h->n_zones;
+    w->f = fopen(path, "we");
+    if (!w->f) {
+        r = util_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+        free(w);
+        return r;
+    }
+    w->stdio_buf = malloc(TRACE_STDIO_BUF);
+    if (!w->stdio_buf || setvbuf(w->f, w->stdio_buf, _IOFBF, TRACE_STDIO_BUF) != 0) {
+        trace_writer_close(w);
+        return -ENOMEM;
+    }
+    if ((r = trace_emit_json(w, trace_header_json(h))) < 0) {
+        util_err(err, errlen, r, "%s: %s", path, strerror(-r));
+        trace_writer_close(w);
+        return r;
+    }
+    *out = w;
+    return 0;
+}
+
+int trace_write_proc(trace_writer *w, const procs_info *info)
+{
+    json_object *o, *p;
+
+    if (info->pid <= 0 || info->ppid < 0 || info->uid == (uid_t)-1)
+        return -EINVAL; /* the reader would refuse the line */
+    if (w->error)
+        return w->error;
+    o = json_object_new_object();
+    p = json_object_new_object();
+
+    json_object_object_add(p, "pid", json_object_new_int64(info->pid));
+    json_object_object_add(p, "ppid", json_object_new_int64(info->ppid));
+    json_object_object_add(p, "start", json_object_new_uint64(info->start_ticks));
+    json_object_object_add(p, "uid", json_object_new_uint64(info->uid));
+    json_object_object_add(p, "comm", json_object_new_string(info->comm));
+    json_object_object_add(p, "cmdline",
+                           json_object_new_string(info->cmdline ? info->cmdline : ""));
+    json_object_object_add(p, "cgroup", json_object_new_string(info->cgroup ? info->cgroup : ""));
+    json_object_object_add(o, "proc", p);
+    return trace_emit_json(w, o);
+}
+
+int trace_write_exit(trace_writer *w, pid_t pid, uint64_t start_ticks)
+{
+    int r;
+
+    if (pid <= 0)
+        return -EINVAL;
+    if (w->error)
+        return w->error;
+    if ((r = trace_reserve(w, 64 + 2 * TRACE_NUM_MAX)) < 0)
+        return r;
+    w->line_len = 0;
+    trace_puts(w, "{\"exit\":{\"pid\":");
+    trace_put_u64(w, (uint64_t)pid);
+    trace_puts(w, ",\"start\":");
+    trace_put_u64(w, start_ticks);
+    trace_puts(w, "}}\n");
+    return trace_emit(w, w->line, w->line_len);
+}
+
+/* A tick the reader would refuse is refused here, before anything is written. */
+static int trace_tick_check(const trace_writer *w, const trace_tick *t)
+{
+    if (t->dt_ns == 0 || (w->any_tick && t->mono_ns <= w->last_t))
+        return -EINVAL;
+    for (size_t z = 0; z < w->n_zones; z++)
+        if (trace_value_bad(TRACE_V_ENERGY, t->energy_j[z]))
+            return -EINVAL;
+    for (size_t i = 0; i < t->n_procs; i++) {
+        if (t->procs[i].pid <= 0)
+            return -EINVAL;
+        for (size_t e = 0; e < w->n_events; e++)
+            if (trace_value_bad(TRACE_V_SCALED, t->procs[i].scaled[e]) ||
+                trace_value_bad(TRACE_V_RATIO, t->procs[i].ratio[e]))
+                return -EINVAL;
+    }
+    return 0;
+}
+
+int trace_write_tick(trace_writer *w, const trace_tick *t)
+{
+    size_t per_proc = 64 + 2 * TRACE_NUM_MAX + 2 * w->n_events * (TRACE_NUM_MAX + 1);
+    int r;
+
+    if (w->error)
+        return w->error;
+    if ((r = trace_tick_check(w, t)) < 0)
+        return r;
+    if ((r = trace_reserve(w, 128 + (w->n_zones + 2) * (TRACE_NUM_MAX + 1) +
+                                  t->n_procs * per_proc)) < 0)
+        return r;
+    w->line_len = 0;
+    trace_puts(w, "{\"tick\":{\"t\":");
+    trace_put_u64(w, t->mono_ns);
+    trace_puts(w, ",\"dt\":");
+    trace_put_u64(w, t->dt_ns);
+    trace_puts(w, ",\"energy_j\":");
+    trace_put_doubles(w, t->energy_j, w->n_zones);
+    trace_puts(w, ",\"procs\":[");
+    for (size_t i = 0; i < t->n_procs; i++) {
+        const trace_proc_delta *p = &t->procs[i];
+        if (i)
+            trace_puts(w, ",");
+        trace_puts(w, "{\"pid\":");
+        trace_put_u64(w, (uint64_t)p->pid);
+        trace_puts(w, ",\"start\":");
+        trace_put_u64(w, p->start_ticks);
+        trace_puts(w, ",\"d\":");
+        trace_put_doubles(w, p->scaled, w->n_events);
+        trace_puts(w, ",\"r\":");
+        trace_put_doubles(w, p->ratio, w->n_events);
+        trace_puts(w, "}");
+    }
+    trace_puts(w, "]}}\n");
+    if ((r = trace_emit(w, w->line, w->line_len)) < 0)
+        return r;
+    w->last_t = t->mono_ns;
+    w->any_tick = true;
+    return 0;
+}
+
+int trace_writer_close(trace_writer *w)
+{
+    int r;
+
+    if (!w)
+        return 0;
+    r = w->error;
+    if (w->f) {
+        if (fflush(w->f) != 0 && r == 0)
+            r = errno ? -errno : -EIO;
+        if (fclose(w->f) != 0 && r == 0)
+            r = errno ? -errno : -EIO;
+    }
+    free(w->stdio_buf);
+    free(w->line);
+    free(w);
+    return r;
+}
+
+/* ---- Reader ----------------------------------------------------------------- */
+
+struct trace_reader {
+    FILE *f;
+    char *path;
+    char *line; /* current line, from getline */
+    size_t line_cap, line_len;
+    unsigned long lineno;
+    json_tokener *tok;
+    json_object *obj; /* the current line parsed, kept while its values are in use */
+    trace_header h;
+    /* storage for the last record returned */
+    double *energy;
+    trace_proc_delta *procs;
+    double *values; /* 2 * n_events per process: scaled, then ratios */
+    size_t procs_cap;
+    char *cmdline, *cgroup;
+    uint64_t last_t;
+    bool any_tick, ended;
+};
+
+/* Where in the line a value is: the keys and indexes leading to it. */
+typedef struct trace_path {
+    const char *key[8]; /* NULL: an array index, in idx */
+    size_t idx[8];
+    int depth;
+} trace_path;
+
+/* Locating a value in the line's text: a minimal walk over JSON that json-c
+ * has already accepted, so it only needs to skip strings and nesting. */
+static const char *trace_skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    return p;
+}
+
+static const char *trace_skip_string(const char *p)
+{
+    for (p++; *p && *p != '"'; p++)
+        if (*p == '\\' && p[1])
+            p++;
+    return *p ? p + 1 : p;
+}
+
+static const char *trace_skip_value(const char *p)
+{
+    int depth = 0;
+
+    for (; *p; p++) {
+        if (*p == '"') {
+            p = trace_skip_string(p) - 1;
+            if (depth == 0)
+                return p + 1;
+        } else if (*p == '{' || *p == '[') {
+            depth++;
+        } else if (*p == '}' || *p == ']') {
+            if (depth == 0)
+                return p;
+            if (--depth == 0)
+                return p + 1;
+        } else if (depth == 0 && strchr(",: \t\r\n", *p)) {
+            return p;
+        }
+    }
+    return p;
+}
+
+/* The value of member `key` of the object at p (the last one when a key
+ * repeats, as json-c keeps), or element `idx` of the array at p; NULL if absent. */
+static const char *trace_child(const char *p, const char *key, size_t idx)
+{
+    const char *found = NULL;
+    size_t i = 0;
+
+    if (*p != (key ? '{' : '['))
+        return NULL;
+    p = trace_skip_ws(p + 1);
+    while (*p && *p != '}' && *p != ']') {
+        bool match = !key && i == idx;
+        if (key) {
+            const char *end = trace_skip_string(p);
+            size_t klen = strlen(key);
+            match = (size_t)(end - p) == klen + 2 && strncmp(p + 1, key, klen) == 0;
+            p = trace_skip_ws(end);
+            if (*p == ':')
+                p = trace_skip_ws(p + 1);
+        }
+        if (match)
+            found = p;
+        p = trace_skip_ws(trace_skip_value(p));
+        if (*p == ',')
+            p = trace_skip_ws(p + 1);
+        i++;
+    }
+    return found;
+}
+
+static int trace_locate(const char *line, const trace_path *path)
+{
+    const char *p = trace_skip_ws(line);
+
+    for (int d = 0; d < path->depth; d++) {
+        const char *c = trace_child(p, path->key[d], path->idx[d]);
+        if (!c)
+            break; /* a missing member: point at its parent */
+        p = c;
+    }
+    return (int)(p - line) + 1;
+}
+
+static void trace_path_str(const trace_path *path, char *buf, size_t len)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int d = 0; d < path->depth && used < len; d++) {
+        int n = path->key[d] ? snprintf(buf + used, len - used, "%s%s", d ? "." : "", path->key[d])
+                             : snprintf(buf + used, len - used, "[%zu]", path->idx[d]);
+        used += n > 0 ? (size_t)n : 0;
+    }
+}
+
+/* "FILE:LINE:COL: PATH MESSAGE", the column being where PATH's value starts. */
+static int trace_bad(trace_reader *r, const trace_path *path, char *err, size_t errlen,
+                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int trace_bad(trace_reader *r, const trace_path *path, char *err, size_t errlen,
+                     const char *fmt, ...)
+{
+    char what[256], where[128];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    trace_path_str(path, where, sizeof(where));
+    if (!*where && r->lineno == 1)
+        snprintf(where, sizeof(where), "header");
+    return util_err(err, errlen, -EBADMSG, "%s:%lu:%d: %s%s%s", r->path, r->lineno,
+                    trace_locate(r->line, path), where, *where ? ": " : "", what);
+}
+
+static void trace_push_key(trace_path *p, const char *key)
+{
+    p->key[p->depth] = key;
+    p->idx[p->depth++] = 0;
+}
+
+static void trace_push_idx(trace_path *p, size_t idx)
+{
+    p->key[p->depth] = NULL;
+    p->idx[p->depth++] = idx;
+}
+
+/* Field `key` of object `o`, which must have type `type` (json_type_double
+ * also accepts integers: 2 and 2.0 are the same number). */
+static int trace_field(trace_reader *r, json_object *o, trace_path *path, const char *key,
+                       json_type type, json_object **out, char *err, size_t errlen)
+{
+    static const char *const type_name[] = {
+        [json_type_null] = "null",        [json_type_boolean] = "a boolean",
+        [json_type_double] = "a number",  [json_type_int] = "an integer",
+        [json_type_object] = "an object", [json_type_array] = "an array",
+        [json_type_string] = "a string",
+    };
+
+    if (!json_object_object_get_ex(o, key, out))
+        return trace_bad(r, path, err, errlen, "has no \"%s\"", key);
+    trace_push_key(path, key);
+    json_type t = json_object_get_type(*out);
+    if (t != type && !(type == json_type_double && t == json_type_int))
+        return trace_bad(r, path, err, errlen, "is %s, expected %s", type_name[t], type_name[type]);
+    path->depth--;
+    return 0;
+}
+
+/* Only the fields a record kind defines: a misspelt one is an error, not a
+ * silently missing value. */
+static int trace_known_fields(trace_reader *r, json_object *o, trace_path *path,
+                              const char *const *keys, size_t n, char *err, size_t errlen)
+{
+    json_object_object_foreach(o, key, val)
+    {
+        bool known = false;
+        (void)val;
+        for (size_t i = 0; i < n && !known; i++)
+            known = strcmp(key, keys[i]) == 0;
+        if (!known) {
+            trace_push_key(path, key);
+            return trace_bad(r, path, err, errlen, "is not a field of this record");
+        }
+    }
+    return 0;
+}
+
+/* An unsigned integer field no larger than `max`. json-c saturates numbers
+ * that overflow 64 bits to UINT64_MAX, so that value means "too large". */
+static int trace_u64(trace_reader *r, json_object *o, trace_path *path, const char *key,
+                     uint64_t max, uint64_t *out, char *err, size_t errlen)
+{
+    json_object *v;
+    int e = trace_field(r, o, path, key, json_type_int, &v, err, errlen);
+
+    if (e < 0)
+        return e;
+    trace_push_key(path, key);
+    if (json_object_get_int64(v) < 0)
+        return trace_bad(r, path, err, errlen, "is negative");
+    *out = json_object_get_uint64(v);
+    if (*out > max || *out == UINT64_MAX)
+        return trace_bad(r, path, err, errlen, "is out of range (at most %llu)",
+                         (unsigned long long)(max == UINT64_MAX ? max - 1 : max));
+    path->depth--;
+    return 0;
+}
+
+static int trace_string(trace_reader *r, json_object *o, trace_path *path, const char *key,
+                        const char **out, char *err, size_t errlen)
+{
+    json_object *v;
+    int e = trace_field(r, o, path, key, json_type_string, &v, err, errlen);
+
+    if (e < 0)
+        return e;
+    *out = json_object_get_string(v);
+    if (strlen(*out) != (size_t)json_object_get_string_len(v)) {
+        trace_push_key(path, key);
+        return trace_bad(r, path, err, errlen, "contains a NUL character");
+    }
+    return 0;
+}
+
+/* Array field `key` of exactly `n` numbers, each allowed as `kind`. */
+static int trace_numbers(trace_reader *r, json_object *o, trace_path *path, const char *key,
+                         size_t n, const char *per, enum trace_value kind, double *out, char *err,
+                         size_t errlen)
+{
+    json_object *a;
+    int e = trace_field(r, o, path, key, json_type_array, &a, err, errlen);
+
+    if (e < 0)
+        return e;
+    trace_push_key(path, key);
+    if (json_object_array_length(a) != n)
+        return trace_bad(r, path, err, errlen, "has %zu values, expected %zu (one per %s)",
+                         json_object_array_length(a), n, per);
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(a, i);
+        json_type t = json_object_get_type(v);
+        const char *bad;
+        trace_push_idx(path, i);
+        if (t != json_type_double && t != json_type_int)
+            return trace_bad(r, path, err, errlen, "is not a number");
+        if (t == json_type_int && json_object_get_int64(v) >= 0)
+            out[i] = (double)json_object_get_uint64(v);
+        else
+            out[i] = json_object_get_double(v);
+        if ((bad = trace_value_bad(kind, out[i])))
+            return trace_bad(r, path, err, errlen, "%s", bad);
+        path->depth--;
+    }
+    path->depth--;
+    return 0;
+}
+
+static int trace_parse_zones(trace_reader *r, json_object *o, trace_path *path, char *err,
+                             size_t errlen)
+{
+    static const char *const keys[] = {"id", "name"};
+    json_object *a;
+    int e;
+
+    if ((e = trace_field(r, o, path, "zones", json_type_array, &a, err, errlen)) < 0)
+        return e;
+    size_t n = json_object_array_length(a);
+    r->h.zone_id = calloc(n + 1, sizeof(char *));
+    r->h.zone_name = calloc(n + 1, sizeof(char *));
+    if (!r->h.zone_id || !r->h.zone_name)
+        return -ENOMEM;
+    trace_push_key(path, "zones");
+    for (size_t i = 0; i < n; i++) {
+        json_object *z = json_object_array_get_idx(a, i);
+        const char *id, *name;
+        trace_push_idx(path, i);
+        if (!json_object_is_type(z, json_type_object))
+            return trace_bad(r, path, err, errlen, "is not an object {\"id\", \"name\"}");
+        if ((e = trace_known_fields(r, z, path, keys, 2, err, errlen)) < 0 ||
+            (e = trace_string(r, z, path, "id", &id, err, errlen)) < 0 ||
+            (e = trace_string(r, z, path, "name", &name, err, errlen)) < 0)
+            return e;
+        r->h.zone_id[i] = strdup(id);
+        r->h.zone_name[i] = strdup(name);
+        r->h.n_zones = i + 1;
+        if (!r->h.zone_id[i] || !r->h.zone_name[i])
+            return -ENOMEM;
+        path->depth--;
+    }
+    path->depth--;
+    return 0;
+}
+
+static int trace_parse_events(trace_reader *r, json_object *o, trace_path *path, char *err,
+                              size_t errlen)
+{
+    json_object *a;
+    int e;
+
+    if ((e = trace_field(r, o, path, "events", json_type_array, &a, err, errlen)) < 0)
+        return e;
+    size_t n = json_object_array_length(a);
+    r->h.events = calloc(n + 1, sizeof(char *));
+    if (!r->h.events)
+        return -ENOMEM;
+    trace_push_key(path, "events");
+    for (size_t i = 0; i < n; i++) {
+        json_object *v = json_object_array_get_idx(a, i);
+        trace_push_idx(path, i);
+        if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0 ||
+            strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v))
+            return trace_bad(r, path, err, errlen, "is not an event name");
+        if (!(r->h.events[i] = strdup(json_object_get_string(v))))
+            return -ENOMEM;
+        r->h.n_events = i + 1;
+        path->depth--;
+    }
+    path->depth--;
+    return 0;
+}
+
+static int trace_parse_header(trace_reader *r, json_object *o, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"format",  "events",  "zones",
+                                       "rate_hz", "boot_id", "realtime_offset_ns"};
+    trace_path path = {.depth = 0};
+    json_object *v;
+    const char *s;
+    int e;
+
+    if (!json_object_is_type(o, json_type_object))
+        return trace_bad(r, &path, err, errlen, "is not a JSON object");
+    if ((e = trace_string(r, o, &path, "format", &s, err, errlen)) < 0)
+        return e;
+    if (strcmp(s, TRACE_FORMAT) != 0) {
+        trace_push_key(&path, "format");
+        return trace_bad(r, &path, err, errlen, "is \"%.64s\", expected \"" TRACE_FORMAT "\"", s);
+    }
+    if ((e = trace_known_fields(r, o, &path, keys, 6, err, errlen)) < 0 ||
+        (e = trace_parse_events(r, o, &path, err, errlen)) < 0 ||
+        (e = trace_parse_zones(r, o, &path, err, errlen)) < 0 ||
+        (e = trace_field(r, o, &path, "rate_hz", json_type_double, &v, err, errlen)) < 0)
+        return e;
+    r->h.rate_hz = json_object_get_double(v);
+    if (!(r->h.rate_hz > 0) || !isfinite(r->h.rate_hz)) {
+        trace_push_key(&path, "rate_hz");
+        return trace_bad(r, &path, err, errlen, "is not a positive rate in Hz");
+    }
+    if ((e = trace_string(r, o, &path, "boot_id", &s, err, errlen)) < 0)
+        return e;
+    if (strlen(s) != 36) {
+        trace_push_key(&path, "boot_id");
+        return trace_bad(r, &path, err, errlen, "is not a 36-character boot id");
+    }
+    memcpy(r->h.boot_id, s, 37);
+    if (json_object_object_get_ex(o, "realtime_offset_ns", &v)) { /* optional */
+        if ((e = trace_field(r, o, &path, "realtime_offset_ns", json_type_int, &v, err,
+                             errlen)) < 0)
+            return e;
+        r->h.realtime_offset_ns = json_object_get_int64(v);
+    }
+    return 0;
+}
+
+/* Room for n processes of n_events values each in the tick storage. */
+static int trace_grow_procs(trace_reader *r, size_t n)
+{
+    size_t ne = r->h.n_events;
+
+    if (n <= r->procs_cap)
+        return 0;
+    size_t cap = r->procs_cap ? r->procs_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    trace_proc_delta *p = realloc(r->procs, cap * sizeof(*p));
+    if (!p)
+        return -ENOMEM;
+    r->procs = p;
+    double *v = realloc(r->values, (cap * 2 * ne + 1) * sizeof(double));
+    if (!v)
+        return -ENOMEM;
+    r->values = v;
+    r->procs_cap = cap;
+    for (size_t i = 0; i < cap; i++) {
+        r->procs[i].scaled = r->values + 2 * ne * i;
+        r->procs[i].ratio = r->values + 2 * ne * i + ne;
+    }
+    return 0;
+}
+
+static int trace_parse_delta(trace_reader *r, json_object *o, trace_path *path, trace_proc_delta *d,
+                             char *err, size_t errlen)
+{
+    static const char *const keys[] = {"pid", "start", "d", "r"};
+    uint64_t pid;
+    int e;
+
+    if (!json_object_is_type(o, json_type_object))
+        return trace_bad(r, path, err, errlen,
+                         "is not an object {\"pid\", \"start\", \"d\", \"r\"}");
+    if ((e = trace_known_fields(r, o, path, keys, 4, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "pid", INT32_MAX, &pid, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "start", UINT64_MAX, &d->start_ticks, err, errlen)) < 0 ||
+        (e = trace_numbers(r, o, path, "d", r->h.n_events, "event in the header", TRACE_V_SCALED,
+                           d->scaled, err, errlen)) < 0 ||
+        (e = trace_numbers(r, o, path, "r", r->h.n_events, "event in the header", TRACE_V_RATIO,
+                           d->ratio, err, errlen)) < 0)
+        return e;
+    if (pid == 0) {
+        trace_push_key(path, "pid");
+        return trace_bad(r, path, err, errlen, "is not a process id");
+    }
+    d->pid = (pid_t)pid;
+    return 0;
+}
+
+static int trace_parse_tick(trace_reader *r, json_object *o, trace_path *path, trace_tick *t,
+                            char *err, size_t errlen)
+{
+    static const char *const keys[] = {"t", "dt", "energy_j", "procs"};
+    json_object *procs;
+    int e;
+
+    if (!json_object_is_type(o, json_type_object))
+        return trace_bad(r, path, err, errlen, "is not an object");
+    if ((e = trace_known_fields(r, o, path, keys, 4, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "t", UINT64_MAX, &t->mono_ns, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "dt", UINT64_MAX, &t->dt_ns, err, errlen)) < 0)
+        return e;
+    if (r->any_tick && t->mono_ns <= r->last_t) {
+        trace_push_key(path, "t");
+        return trace_bad(r, path, err, errlen, "%llu is not after the previous tick's %llu",
+                         (unsigned long long)t->mono_ns, (unsigned long long)r->last_t);
+    }
+    if (t->dt_ns == 0) {
+        trace_push_key(path, "dt");
+        return trace_bad(r, path, err, errlen, "is zero");
+    }
+    if ((e = trace_numbers(r, o, path, "energy_j", r->h.n_zones, "zone in the header",
+                           TRACE_V_ENERGY, r->energy, err, errlen)) < 0 ||
+        (e = trace_field(r, o, path, "procs", json_type_array, &procs, err, errlen)) < 0)
+        return e;
+    size_t n = json_object_array_length(procs);
+    if ((e = trace_grow_procs(r, n)) < 0)
+        return e;
+    trace_push_key(path, "procs");
+    for (size_t i = 0; i < n; i++) {
+        trace_push_idx(path, i);
+        e = trace_parse_delta(r, json_object_array_get_idx(procs, i), path, &r->procs[i], err,
+                              errlen);
+        if (e < 0)
+            return e;
+        path->depth--;
+    }
+    t->energy_j = r->energy;
+    t->procs = r->procs;
+    t->n_procs = n;
+    r->last_t = t->mono_ns;
+    r->any_tick = true;
+    return 0;
+}
+
+static int trace_parse_proc(trace_reader *r, json_object *o, trace_path *path, procs_info *p,
+                            char *err, size_t errlen)
+{
+    static const char *const keys[] = {"pid", "ppid", "start", "uid", "comm", "cmdline", "cgroup"};
+    uint64_t pid, ppid, uid;
+    const char *comm, *cmdline, *cgroup;
+    int e;
+
+    if (!json_object_is_type(o, json_type_object))
+        return trace_bad(r, path, err, errlen, "is not an object");
+    memset(p, 0, sizeof(*p));
+    if ((e = trace_known_fields(r, o, path, keys, 7, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "pid", INT32_MAX, &pid, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "ppid", INT32_MAX, &ppid, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "start", UINT64_MAX, &p->start_ticks, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "uid", UINT32_MAX - 1, &uid, err, errlen)) < 0 ||
+        (e = trace_string(r, o, path, "comm", &comm, err, errlen)) < 0 ||
+        (e = trace_string(r, o, path, "cmdline", &cmdline, err, errlen)) < 0 ||
+        (e = trace_string(r, o, path, "cgroup", &cgroup, err, errlen)) < 0)
+        return e;
+    if (pid == 0) {
+        trace_push_key(path, "pid");
+        return trace_bad(r, path, err, errlen, "is not a process id");
+    }
+    if (strlen(comm) >= sizeof(p->comm)) {
+        trace_push_key(path, "comm");
+        return trace_bad(r, path, err, errlen, "is longer than %zu bytes", sizeof(p->comm) - 1);
+    }
+    free(r->cmdline);
+    free(r->cgroup);
+    r->cmdline = strdup(cmdline);
+    r->cgroup = strdup(cgroup);
+    if (!r->cmdline || !r->cgroup)
+        return -ENOMEM;
+    p->pid = (pid_t)pid;
+    p->ppid = (pid_t)ppid;
+    p->uid = (uid_t)uid;
+    strcpy(p->comm, comm);
+    p->cmdline = r->cmdline;
+    p->cgroup = r->cgroup;
+    return 0;
+}
+
+static int trace_parse_exit(trace_reader *r, json_object *o, trace_path *path, procs_info *p,
+                            char *err, size_t errlen)
+{
+    static const char *const keys[] = {"pid", "start"};
+    uint64_t pid;
+    int e;
+
+    if (!json_object_is_type(o, json_type_object))
+        return trace_bad(r, path, err, errlen, "is not an object");
+    memset(p, 0, sizeof(*p));
+    if ((e = trace_known_fields(r, o, path, keys, 2, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "pid", INT32_MAX, &pid, err, errlen)) < 0 ||
+        (e = trace_u64(r, o, path, "start", UINT64_MAX, &p->start_ticks, err, errlen)) < 0)
+        return e;
+    if (pid == 0) {
+        trace_push_key(path, "pid");
+        return trace_bad(r, path, err, errlen, "is not a process id");
+    }
+    p->pid = (pid_t)pid;
+    return 0;
+}
+
+static int trace_parse_record(trace_reader *r, json_object *o, trace_record_kind *kind,
+                              trace_tick *tick, procs_info *proc, char *err, size_t errlen)
+{
+    trace_path path = {.depth = 0};
+
+    if (!json_object_is_type(o, json_type_object) || json_object_object_length(o) != 1)
+        return trace_bad(r, &path, err, errlen,
+                         "a record is an object with one member: \"tick\", \"proc\" or \"exit\"");
+    json_object_object_foreach(o, key, val)
+    {
+        trace_push_key(&path, key);
+        if (strcmp(key, "tick") == 0) {
+            *kind = TRACE_TICK;
+            return trace_parse_tick(r, val, &path, tick, err, errlen);
+        }
+        if (strcmp(key, "proc") == 0) {
+            *kind = TRACE_PROC;
+            return trace_parse_proc(r, val, &path, proc, err, errlen);
+        }
+        if (strcmp(key, "exit") == 0) {
+            *kind = TRACE_EXIT;
+            return trace_parse_exit(r, val, &path, proc, err, errlen);
+        }
+    }
+    return trace_bad(r, &path, err, errlen,
+                     "unknown record kind (expected \"tick\", \"proc\" or \"exit\")");
+}
+
+/* Reads and parses the next line into r->obj: 1 when there is one, 0 at the
+ * end. A last line without its newline that does not parse is what a crash
+ * while recording leaves: -ENODATA, distinct from a malformed line. */
+static int trace_next_line(trace_reader *r, char *err, size_t errlen)
+{
+    json_object_put(r->obj);
+    r->obj = NULL;
+    if (r->ended)
+        return 0;
+    errno = 0;
+    ssize_t n = getline(&r->line, &r->line_cap, r->f);
+    if (n < 0) {
+        r->ended = true;
+        if (ferror(r->f))
+            return util_err(err, errlen, errno ? -errno : -EIO, "%s: %s", r->path,
+                            strerror(errno ? errno : EIO));
+        return 0;
+    }
+    r->lineno++;
+    bool complete = r->line[n - 1] == '\n';
+    if (complete)
+        r->line[--n] = '\0';
+    r->line_len = (size_t)n;
+    const char *nul = memchr(r->line, '\0', (size_t)n);
+    if (nul)
+        return util_err(err, errlen, -EBADMSG, "%s:%lu:%zu: NUL byte in a JSON line", r->path,
+                        r->lineno, (size_t)(nul - r->line) + 1);
+
+    json_tokener_reset(r->tok);
+    r->obj = json_tokener_parse_ex(r->tok, r->line, (int)n);
+    enum json_tokener_error je = json_tokener_get_error(r->tok);
+    size_t end = json_tokener_get_parse_end(r->tok);
+    if (je == json_tokener_continue && !complete) {
+        r->ended = true;
+        return util_err(err, errlen, -ENODATA,
+                        "%s:%lu:%zu: the last line is cut short: the recording ended in the "
+                        "middle of a record (a crash?); the %lu lines before it are complete",
+                        r->path, r->lineno, (size_t)n + 1, r->lineno - 1);
+    }
+    if (je == json_tokener_continue)
+        return util_err(err, errlen, -EBADMSG, "%s:%lu:%zu: %s", r->path, r->lineno, (size_t)n + 1,
+                        n == 0 ? "empty line, expected a record" : "the line ends inside a record");
+    if (je != json_tokener_success)
+        return util_err(err, errlen, -EBADMSG, "%s:%lu:%zu: invalid JSON: %s", r->path, r->lineno,
+                        end + 1, json_tokener_error_desc(je));
+    const char *rest = trace_skip_ws(r->line + end);
+    if (*rest)
+        return util_err(err, errlen, -EBADMSG, "%s:%lu:%zu: text after the end of the record",
+                        r->path, r->lineno, (size_t)(rest - r->line) + 1);
+    return 1;
+}
+
+int trace_reader_open(const char *path, trace_reader **out, char *err, size_t errlen)
+{
+    trace_reader *r = calloc(1, sizeof(*r));
+    int e;
+
+    if (!r)
+        return -ENOMEM;
+    r->path = strdup(path);
+    r->tok = json_tokener_new();
+    if (!r->path || !r->tok) {
+        trace_reader_close(r);
+        return -ENOMEM;
+    }
+    json_tokener_set_flags(r->tok, JSON_TOKENER_STRICT);
+    r->f = fopen(path, "re");
+    if (!r->f) {
+        e = util_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+        trace_reader_close(r);
+        return e;
+    }
+    e = trace_next_line(r, err, errlen);
+    if (e == 0)
+        e = util_err(err, errlen, -EBADMSG, "%s:1:1: empty file, expected a trace header", path);
+    if (e > 0)
+        e = trace_parse_header(r, r->obj, err, errlen);
+    if (e >= 0) {
+        r->energy = calloc(r->h.n_zones + 1, sizeof(double));
+        e = r->energy ? trace_grow_procs(r, 1) : -ENOMEM;
+    }
+    if (e < 0) {
+        trace_reader_close(r);
+        return e;
+    }
+    *out = r;
+    return 0;
+}
+
+const trace_header *trace_reader_header(const trace_reader *r)
+{
+    return &r->h;
+}
+
+int trace_read(trace_reader *r, trace_record_kind *kind, trace_tick *tick, procs_info *proc,
+               char *err, size_t errlen)
+{
+    int e = trace_next_line(r, err, errlen);
+
+    if (e <= 0)
+        return e;
+    e = trace_parse_record(r, r->obj, kind, tick, proc, err, errlen);
+    return e < 0 ? e : 1;
+}
+
+void trace_reader_close(trace_reader *r)
+{
+    if (!r)
+        return;
+    if (r->f)
+        fclose(r->f);
+    json_object_put(r->obj);
+    if (r->tok)
+        json_tokener_free(r->tok);
+    util_strv_free(r->h.events, r->h.n_events);
+    util_strv_free(r->h.zone_id, r->h.n_zones);
+    util_strv_free(r->h.zone_name, r->h.n_zones);
+    free(r->energy);
+    free(r->procs);
+    free(r->values);
+    free(r->cmdline);
+    free(r->cgroup);
+    free(r->line);
+    free(r->path);
+    free(r);
+}

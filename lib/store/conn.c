@@ -1,0 +1,416 @@
+/* conn: the writer's connection — opening it, its prepared statements, and
+ * the rows one commit writes through them. Only the writer thread calls
+ * these, except that the model list is shared under s->lock with
+ * store_model_add. */
+#include "store/store-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define NS_PER_S 1000000000LL
+
+enum {
+    ST_PROC,
+    ST_ENERGY,
+    ST_INFO,
+    ST_EXIT,
+    ST_DOMAIN,
+    ST_HOST,
+    ST_CALIB,
+    ST_MODEL,
+    ST_COUNT,
+};
+
+static const char *const statements[ST_COUNT] = {
+    [ST_PROC] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, class,"
+                " attributed_j, standalone_j, cpu_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
+                " first_seen = min(first_seen, excluded.first_seen),"
+                " last_seen = max(last_seen, excluded.last_seen), class = excluded.class,"
+                " attributed_j = attributed_j + excluded.attributed_j,"
+                " standalone_j = standalone_j + excluded.standalone_j,"
+                " cpu_s = cpu_s + excluded.cpu_s RETURNING id",
+    [ST_ENERGY] = "INSERT INTO process_energy (process_id, t, attributed_j, standalone_j, cpu_s,"
+                  " class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                  " ON CONFLICT (process_id, t) DO UPDATE SET"
+                  " attributed_j = attributed_j + excluded.attributed_j,"
+                  " standalone_j = standalone_j + excluded.standalone_j,"
+                  " cpu_s = cpu_s + excluded.cpu_s, class = excluded.class,"
+                  " model_id = excluded.model_id",
+    [ST_INFO] =
+        "INSERT INTO processes (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+        " first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+        " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
+        " comm = coalesce(excluded.comm, comm), cmdline = coalesce(excluded.cmdline, cmdline),"
+        " uid = coalesce(excluded.uid, uid), cgroup = coalesce(excluded.cgroup, cgroup),"
+        " first_seen = min(first_seen, excluded.first_seen)",
+    [ST_EXIT] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, exit_time)"
+                " VALUES (?1, ?2, ?3, ?4, ?4, ?4)"
+                " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
+                " exit_time = excluded.exit_time, last_seen = max(last_seen, excluded.last_seen)",
+    [ST_DOMAIN] =
+        "INSERT INTO host_energy (t, domain, measured_j, modeled_j) VALUES (?1, ?2, ?3, ?4)"
+        " ON CONFLICT (t, domain) DO UPDATE SET"
+        " measured_j = coalesce(measured_j + excluded.measured_j, measured_j,"
+        " excluded.measured_j), modeled_j = coalesce(modeled_j + excluded.modeled_j,"
+        " modeled_j, excluded.modeled_j)",
+    [ST_HOST] = "INSERT INTO host_attribution (t, duration_s, host_j, idle_j, attributed_j,"
+                " unattributed_j, modeled_j, measured, model_id)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                " ON CONFLICT (t) DO UPDATE SET duration_s = duration_s + excluded.duration_s,"
+                " host_j = host_j + excluded.host_j, idle_j = idle_j + excluded.idle_j,"
+                " attributed_j = attributed_j + excluded.attributed_j,"
+                " unattributed_j = unattributed_j + excluded.unattributed_j,"
+                " modeled_j = modeled_j + excluded.modeled_j,"
+                " measured = min(measured, excluded.measured), model_id = excluded.model_id",
+    [ST_CALIB] = "INSERT OR REPLACE INTO calibration (t, duration_s, model_id, power_w, rates)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [ST_MODEL] = "INSERT INTO models (id, sha256, name, engine, json, first_loaded, last_loaded)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (sha256) DO UPDATE SET"
+                 " last_loaded = max(last_loaded, excluded.last_loaded)",
+};
+
+static int64_t now_ns(clockid_t clock)
+{
+    return (int64_t)util_now_ns(clock);
+}
+
+void conn_close(store *s)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(s->stmt[i]);
+        s->stmt[i] = NULL;
+    }
+    sqlite3_close(s->db);
+    s->db = NULL;
+}
+
+int conn_open(store *s, char *err, size_t errlen)
+{
+    struct stat st;
+    int rc, r = schema_open(s->path, s->cfg.max_db_bytes, &s->db, err, errlen);
+
+    if (r < 0)
+        return r;
+    for (int i = 0; i < ST_COUNT; i++) {
+        rc = sqlite3_prepare_v3(s->db, statements[i], -1, SQLITE_PREPARE_PERSISTENT, &s->stmt[i],
+                                NULL);
+        if (rc != SQLITE_OK) {
+            r = util_err(err, errlen, schema_errno(s->db, rc), "%s: preparing a statement: %s",
+                         s->path, sqlite3_errmsg(s->db));
+            conn_close(s);
+            return r;
+        }
+    }
+    if (stat(s->path, &st) < 0) {
+        r = util_err(err, errlen, -errno, "%s: %s", s->path, strerror(errno));
+        conn_close(s);
+        return r;
+    }
+    s->db_dev = st.st_dev;
+    s->db_ino = st.st_ino;
+    return 0;
+}
+
+int conn_load_models(store *s, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT id, sha256, name, engine, json, last_loaded FROM models"
+                                " ORDER BY id",
+                                -1, &st, NULL);
+
+    while (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        model_entry *n = realloc(s->model, (s->n_model + 1) * sizeof(*n)), *m;
+        const char *name = (const char *)sqlite3_column_text(st, 2);
+        const char *engine = (const char *)sqlite3_column_text(st, 3);
+
+        if (!n) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        s->model = n;
+        m = &s->model[s->n_model];
+        memset(m, 0, sizeof(*m));
+        m->id = sqlite3_column_int(st, 0);
+        snprintf(m->sha256, sizeof(m->sha256), "%s", sqlite3_column_text(st, 1));
+        m->name = name ? strdup(name) : NULL;
+        m->engine = engine ? strdup(engine) : NULL;
+        m->json = strdup((const char *)sqlite3_column_text(st, 4));
+        m->loaded = sqlite3_column_int64(st, 5);
+        m->written = true;
+        s->n_model++;
+        if (!m->json) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return util_err(err, errlen, schema_errno(s->db, rc), "%s: reading the models: %s", s->path,
+                        sqlite3_errmsg(s->db));
+    return 0;
+}
+
+/* ---- Writing the accumulated rows ------------------------------------------ */
+
+static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(st, i);
+    else
+        sqlite3_bind_double(st, i, v);
+}
+
+static void bind_model(sqlite3_stmt *st, int i, int32_t id)
+{
+    if (id > 0)
+        sqlite3_bind_int(st, i, id);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* Steps a statement to its end and resets it; returns the SQLite code. */
+static int run(sqlite3_stmt *st)
+{
+    int rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int write_models(store *s, int64_t now)
+{
+    sqlite3_stmt *st = s->stmt[ST_MODEL];
+    int rc = SQLITE_OK;
+
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_model && rc == SQLITE_OK; i++) {
+        model_entry *m = &s->model[i];
+        if (m->written)
+            continue;
+        sqlite3_bind_int(st, 1, m->id);
+        sqlite3_bind_text(st, 2, m->sha256, -1, SQLITE_STATIC);
+        bind_text_or_null(st, 3, m->name);
+        bind_text_or_null(st, 4, m->engine);
+        sqlite3_bind_text(st, 5, m->json, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 6, m->loaded ? m->loaded : now);
+        rc = run(st);
+        m->in_txn = true;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* After a transaction: the models it wrote are written when it committed.
+ * Only those: store_model_add may have added one meanwhile. */
+void conn_models_end_txn(store *s, bool committed)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_model; i++) {
+        if (s->model[i].in_txn && committed)
+            s->model[i].written = true;
+        s->model[i].in_txn = false;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* A new database file has none of the models. */
+void conn_models_unwritten(store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_model; i++)
+        s->model[i].written = false;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void bind_identity(store *s, sqlite3_stmt *st, int32_t pid, uint64_t start_time)
+{
+    sqlite3_bind_text(st, 1, s->cfg.boot_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, pid);
+    sqlite3_bind_int64(st, 3, (int64_t)start_time);
+}
+
+static int write_events(store *s)
+{
+    int rc = SQLITE_OK;
+
+    for (size_t i = 0; i < s->acc.n_event && rc == SQLITE_OK; i++) {
+        agg_event *e = &s->acc.event[i];
+        sqlite3_stmt *st = s->stmt[e->kind == ITEM_INFO ? ST_INFO : ST_EXIT];
+
+        bind_identity(s, st, e->pid, e->start_time);
+        if (e->kind == ITEM_INFO) {
+            bind_text_or_null(st, 4, e->info->comm);
+            bind_text_or_null(st, 5, e->info->cmdline);
+            if (e->info->uid >= 0)
+                sqlite3_bind_int64(st, 6, e->info->uid);
+            bind_text_or_null(st, 7, e->info->cgroup);
+            sqlite3_bind_int64(st, 8, e->t);
+        } else {
+            sqlite3_bind_int64(st, 4, e->t);
+        }
+        rc = run(st);
+    }
+    return rc;
+}
+
+/* Adds one second to the process row (created when new); *id gets its row
+ * id. Seconds are added one by one, in time order, so the totals' rounding
+ * is the same however seconds were grouped into commits. */
+static int write_process(store *s, const agg_proc *p, const agg_sec *e, int64_t *id)
+{
+    sqlite3_stmt *st = s->stmt[ST_PROC];
+    int rc;
+
+    bind_identity(s, st, p->pid, p->start_time);
+    sqlite3_bind_int64(st, 4, e->t);
+    sqlite3_bind_int64(st, 5, e->t);
+    sqlite3_bind_int(st, 6, e->klass);
+    sqlite3_bind_double(st, 7, e->attributed_j);
+    sqlite3_bind_double(st, 8, e->standalone_j);
+    sqlite3_bind_double(st, 9, e->cpu_s);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
+static int write_procs(store *s, int64_t until, uint64_t *rows)
+{
+    sqlite3_stmt *st = s->stmt[ST_ENERGY];
+    int rc = SQLITE_OK;
+
+    for (size_t i = 0; i < s->acc.n_proc && rc == SQLITE_OK; i++) {
+        const agg_proc *p = &s->acc.proc[i];
+
+        for (size_t k = 0; k < p->n_sec && rc == SQLITE_OK; k++) {
+            const agg_sec *e = &p->sec[k];
+            int64_t id = 0;
+            if (e->t >= until)
+                continue;
+            rc = write_process(s, p, e, &id);
+            if (rc != SQLITE_OK)
+                break;
+            sqlite3_bind_int64(st, 1, id);
+            sqlite3_bind_int64(st, 2, e->t);
+            sqlite3_bind_double(st, 3, e->attributed_j);
+            sqlite3_bind_double(st, 4, e->standalone_j);
+            sqlite3_bind_double(st, 5, e->cpu_s);
+            sqlite3_bind_int(st, 6, e->klass);
+            bind_model(st, 7, e->model_id);
+            rc = run(st);
+            (*rows)++;
+        }
+    }
+    return rc;
+}
+
+static int write_host(store *s, int64_t until, uint64_t *rows)
+{
+    int rc = SQLITE_OK;
+
+    for (size_t i = 0; i < s->acc.n_domain && rc == SQLITE_OK; i++) {
+        const agg_domain *d = &s->acc.domain[i];
+        sqlite3_stmt *st = s->stmt[ST_DOMAIN];
+        if (d->t >= until)
+            continue;
+        sqlite3_bind_int64(st, 1, d->t);
+        sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
+        bind_real_or_null(st, 3, d->measured_j);
+        bind_real_or_null(st, 4, d->modeled_j);
+        rc = run(st);
+        (*rows)++;
+    }
+    for (size_t i = 0; i < s->acc.n_host && rc == SQLITE_OK; i++) {
+        const agg_host *h = &s->acc.host[i];
+        sqlite3_stmt *st = s->stmt[ST_HOST];
+        if (h->t >= until)
+            continue;
+        sqlite3_bind_int64(st, 1, h->t);
+        sqlite3_bind_double(st, 2, h->dt_s);
+        sqlite3_bind_double(st, 3, h->host_j);
+        sqlite3_bind_double(st, 4, h->idle_j);
+        sqlite3_bind_double(st, 5, h->attributed_j);
+        sqlite3_bind_double(st, 6, h->unattributed_j);
+        sqlite3_bind_double(st, 7, h->modeled_j);
+        sqlite3_bind_int(st, 8, h->measured);
+        bind_model(st, 9, h->model_id);
+        rc = run(st);
+        (*rows)++;
+    }
+    return rc;
+}
+
+static int write_calibration(store *s, int64_t until, uint64_t *rows)
+{
+    int rc = SQLITE_OK;
+
+    for (size_t i = 0; i < s->acc.n_calib && rc == SQLITE_OK; i++) {
+        const agg_calib *c = &s->acc.calib[i];
+        sqlite3_stmt *st = s->stmt[ST_CALIB];
+        char *power = NULL, *rates = NULL;
+
+        if (c->t >= until || !c->has_rates || !(c->duration_s > 0))
+            continue;
+        if (calib_json(c, &power, &rates) < 0)
+            return SQLITE_NOMEM;
+        sqlite3_bind_int64(st, 1, c->t);
+        sqlite3_bind_double(st, 2, c->duration_s);
+        bind_model(st, 3, c->model_id);
+        sqlite3_bind_text(st, 4, power, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 5, rates, -1, SQLITE_STATIC);
+        rc = run(st);
+        free(power);
+        free(rates);
+        (*rows)++;
+    }
+    return rc;
+}
+
+int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows)
+{
+    int rc = write_models(s, now_ns(CLOCK_REALTIME) / NS_PER_S);
+
+    if (rc == SQLITE_OK)
+        rc = write_events(s);
+    if (rc == SQLITE_OK)
+        rc = write_procs(s, until, rows);
+    if (rc == SQLITE_OK)
+        rc = write_host(s, until, rows);
+    if (rc == SQLITE_OK)
+        rc = write_calibration(s, calib_until, rows);
+    return rc;
+}
+
+bool conn_models_pending(store *s)
+{
+    bool pending = false;
+
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->n_model; i++)
+        pending = pending || !s->model[i].written;
+    pthread_mutex_unlock(&s->lock);
+    return pending;
+}

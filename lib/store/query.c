@@ -1,0 +1,652 @@
+/* query: what the socket's methods and the trainer read, over a read-only
+ * connection of its own.
+ *
+ * Windows and histories read the per-second and the one-minute tables
+ * together (UNION ALL): rollups delete the seconds they sum, so the two never
+ * count the same energy twice. */
+#include "store/store-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct store_reader {
+    sqlite3 *db;
+    char *path;
+};
+
+/* regexp(pattern, text): POSIX extended, for comm filters. The compiled
+ * pattern is cached per statement by SQLite's auxdata. */
+static void free_regex(void *p)
+{
+    regfree(p);
+    free(p);
+}
+
+static void regexp_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    const char *pat = (const char *)sqlite3_value_text(argv[0]);
+    const char *text = (const char *)sqlite3_value_text(argv[1]);
+    regex_t *re = sqlite3_get_auxdata(ctx, 0);
+    bool fresh = false;
+
+    if (!pat || !text) {
+        sqlite3_result_int(ctx, 0);
+        return;
+    }
+    if (!re) {
+        re = malloc(sizeof(*re));
+        if (!re || regcomp(re, pat, REG_EXTENDED | REG_NOSUB) != 0) {
+            free(re);
+            sqlite3_result_error(ctx, "invalid regular expression", -1);
+            return;
+        }
+        fresh = true;
+    }
+    sqlite3_result_int(ctx, regexec(re, text, 0, NULL, 0) == 0);
+    if (fresh)
+        sqlite3_set_auxdata(ctx, 0, re, free_regex);
+}
+
+static int fail(store_reader *r, int rc, char *err, size_t errlen, const char *what)
+{
+    return util_err(err, errlen, schema_errno(r->db, rc), "%s: %s: %s", r->path, what,
+                    sqlite3_errmsg(r->db));
+}
+
+static int check_version(store_reader *r, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "PRAGMA user_version", -1, &st, NULL), v = -1;
+
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        v = sqlite3_column_int(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading the schema version");
+    if (v != STORE_SCHEMA_VERSION)
+        return util_err(err, errlen, -EPROTO,
+                        "%s: schema version %d, this wattprof reads %d (wattprofd migrates on"
+                        " start)",
+                        r->path, v, STORE_SCHEMA_VERSION);
+    return 0;
+}
+
+int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen)
+{
+    store_reader *r = calloc(1, sizeof(*r));
+    int rc, ret;
+
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return util_err(err, errlen, -ENOMEM, "%s: out of memory", path);
+    }
+    rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL);
+    if (rc != SQLITE_OK) {
+        ret = fail(r, rc, err, errlen, "cannot open the database");
+        store_reader_close(r);
+        return ret;
+    }
+    sqlite3_busy_timeout(r->db, 5000);
+    sqlite3_create_function(r->db, "regexp", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, regexp_fn,
+                            NULL, NULL);
+    ret = check_version(r, err, errlen);
+    if (ret < 0) {
+        store_reader_close(r);
+        return ret;
+    }
+    *out = r;
+    return 0;
+}
+
+void store_reader_close(store_reader *r)
+{
+    if (!r)
+        return;
+    sqlite3_close(r->db);
+    free(r->path);
+    free(r);
+}
+
+/* Appends one zeroed element to *v (n elements of `size`); NULL on ENOMEM. */
+static void *push(void **v, size_t *n, size_t *cap, size_t size)
+{
+    if (*n == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 32;
+        void *nv = realloc(*v, ncap * size);
+        if (!nv)
+            return NULL;
+        *v = nv;
+        *cap = ncap;
+    }
+    memset((char *)*v + *n * size, 0, size);
+    return (char *)*v + (*n)++ * size;
+}
+
+static char *dup_col(sqlite3_stmt *st, int i)
+{
+    const char *v = (const char *)sqlite3_column_text(st, i);
+
+    return v ? strdup(v) : NULL;
+}
+
+int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db, "SELECT max(t) FROM host_attribution", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading the newest second");
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the newest second");
+}
+
+/* ---- Processes ------------------------------------------------------------- */
+
+#define PROCESS_COLS                                                                               \
+    "p.id, p.boot_id, p.pid, p.start_time, p.comm, p.cmdline, p.cgroup, p.uid, p.first_seen,"      \
+    " p.last_seen, p.exit_time, p.class, p.attributed_j, p.standalone_j, p.cpu_s"
+#define N_PROCESS_COLS 15
+
+static int read_process(sqlite3_stmt *st, store_process *p)
+{
+    p->id = sqlite3_column_int64(st, 0);
+    snprintf(p->boot_id, sizeof(p->boot_id), "%s", sqlite3_column_text(st, 1));
+    p->pid = sqlite3_column_int(st, 2);
+    p->start_time = (uint64_t)sqlite3_column_int64(st, 3);
+    p->comm = dup_col(st, 4);
+    p->cmdline = dup_col(st, 5);
+    p->cgroup = dup_col(st, 6);
+    p->uid = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 7);
+    p->first_seen = sqlite3_column_int64(st, 8);
+    p->last_seen = sqlite3_column_int64(st, 9);
+    p->exit_time = sqlite3_column_int64(st, 10);
+    p->klass = sqlite3_column_type(st, 11) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 11);
+    p->total_attributed_j = sqlite3_column_double(st, 12);
+    p->total_standalone_j = sqlite3_column_double(st, 13);
+    p->total_cpu_s = sqlite3_column_double(st, 14);
+    if ((sqlite3_column_type(st, 4) != SQLITE_NULL && !p->comm) ||
+        (sqlite3_column_type(st, 5) != SQLITE_NULL && !p->cmdline) ||
+        (sqlite3_column_type(st, 6) != SQLITE_NULL && !p->cgroup))
+        return -ENOMEM;
+    return 0;
+}
+
+void store_process_free(store_process *p)
+{
+    if (!p)
+        return;
+    free(p->comm);
+    free(p->cmdline);
+    free(p->cgroup);
+    p->comm = p->cmdline = p->cgroup = NULL;
+}
+
+void store_processes_free(store_process *p, size_t n)
+{
+    for (size_t i = 0; p && i < n; i++)
+        store_process_free(&p[i]);
+    free(p);
+}
+
+static const char *sort_column(store_sort s)
+{
+    switch (s) {
+    case STORE_SORT_POWER:
+        return "power";
+    case STORE_SORT_CPU:
+        return "w.c";
+    case STORE_SORT_ENERGY:
+    default:
+        return "w.a";
+    }
+}
+
+static int check_window(int64_t since, int64_t until, char *err, size_t errlen)
+{
+    if (until <= since)
+        return util_err(err, errlen, -EINVAL, "window: until (%lld) must be after since (%lld)",
+                        (long long)until, (long long)since);
+    return 0;
+}
+
+static int check_regex(const char *pattern, char *err, size_t errlen)
+{
+    char why[256];
+    regex_t re;
+    int rc;
+
+    if (!pattern)
+        return 0;
+    rc = regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB);
+    if (rc == 0) {
+        regfree(&re);
+        return 0;
+    }
+    regerror(rc, &re, why, sizeof(why));
+    return util_err(err, errlen, -EINVAL, "comm regex '%s': %s", pattern, why);
+}
+
+int store_list_processes(store_reader *r, const store_process_query *q, store_process **out,
+                         size_t *n, char *err, size_t errlen)
+{
+    char sql[2048];
+    sqlite3_stmt *st;
+    store_process *v = NULL;
+    size_t count = 0, cap = 0;
+    int rc, ret;
+
+    if (q->sort != STORE_SORT_ENERGY && q->sort != STORE_SORT_POWER && q->sort != STORE_SORT_CPU)
+        return util_err(err, errlen, -EINVAL, "sort: unknown order %d", (int)q->sort);
+    if ((ret = check_window(q->since, q->until, err, errlen)) < 0 ||
+        (ret = check_regex(q->comm_regex, err, errlen)) < 0)
+        return ret;
+    snprintf(sql, sizeof(sql),
+             "WITH w AS (SELECT process_id, sum(attributed_j) AS a, sum(standalone_j) AS sa,"
+             " sum(cpu_s) AS c, count(*) AS n FROM ("
+             "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy"
+             "  WHERE t >= ?1 AND t < ?2 UNION ALL"
+             "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy_minute"
+             "  WHERE t >= ?1 AND t < ?2) GROUP BY process_id)"
+             " SELECT " PROCESS_COLS ", w.a, w.sa, w.c,"
+             " w.a / max(1, min(?2, coalesce(p.exit_time, p.last_seen) + 1)"
+             " - max(?1, p.first_seen)) AS power, w.n"
+             " FROM w JOIN processes p ON p.id = w.process_id"
+             " WHERE (?3 < 0 OR p.uid = ?3) AND (?4 IS NULL OR regexp(?4, p.comm))"
+             " AND (?6 = 0 OR p.exit_time IS NULL)"
+             " ORDER BY %s DESC, p.id LIMIT ?5",
+             sort_column(q->sort));
+    rc = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "listing processes");
+    sqlite3_bind_int64(st, 1, q->since);
+    sqlite3_bind_int64(st, 2, q->until);
+    sqlite3_bind_int64(st, 3, q->uid);
+    if (q->comm_regex)
+        sqlite3_bind_text(st, 4, q->comm_regex, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 5, q->limit ? (int64_t)q->limit : -1);
+    sqlite3_bind_int(st, 6, q->only_running);
+    ret = 0;
+    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_process *p = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!p || read_process(st, p) < 0) {
+            ret = -ENOMEM;
+            break;
+        }
+        p->attributed_j = sqlite3_column_double(st, N_PROCESS_COLS);
+        p->standalone_j = sqlite3_column_double(st, N_PROCESS_COLS + 1);
+        p->cpu_s = sqlite3_column_double(st, N_PROCESS_COLS + 2);
+        p->power_w = sqlite3_column_double(st, N_PROCESS_COLS + 3);
+        p->seconds = sqlite3_column_int64(st, N_PROCESS_COLS + 4);
+    }
+    if (ret == 0 && rc != SQLITE_DONE)
+        ret = fail(r, rc, err, errlen, "listing processes");
+    else if (ret < 0)
+        util_err(err, errlen, ret, "%s: listing processes: out of memory", r->path);
+    sqlite3_finalize(st);
+    if (ret < 0) {
+        store_processes_free(v, count);
+        return ret;
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_process *out,
+                        char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT " PROCESS_COLS " FROM processes p WHERE p.pid = ?1"
+                                " AND (?2 = 0 OR p.start_time = ?2)"
+                                " ORDER BY p.last_seen DESC, p.id DESC LIMIT 1",
+                                -1, &st, NULL);
+    int ret = 0;
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "finding a process");
+    sqlite3_bind_int(st, 1, pid);
+    sqlite3_bind_int64(st, 2, (int64_t)start_time);
+    rc = sqlite3_step(st);
+    memset(out, 0, sizeof(*out));
+    if (rc == SQLITE_ROW)
+        ret = read_process(st, out) < 0 ? util_err(err, errlen, -ENOMEM, "out of memory") : 0;
+    else if (rc == SQLITE_DONE)
+        ret = util_err(err, errlen, -ENOENT, "no process with pid %d%s", (int)pid,
+                       start_time ? " and that start time" : "");
+    else
+        ret = fail(r, rc, err, errlen, "finding a process");
+    sqlite3_finalize(st);
+    if (ret < 0)
+        store_process_free(out);
+    return ret;
+}
+
+static int read_series(store_reader *r, int64_t id, int64_t after, store_second **out, size_t *n,
+                       char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    store_second *v = NULL;
+    size_t count = 0, cap = 0;
+    int rc = sqlite3_prepare_v2(
+        r->db,
+        "SELECT t, attributed_j, standalone_j, cpu_s, class, model_id FROM process_energy"
+        " WHERE process_id = ?1 AND t > ?2 UNION ALL"
+        " SELECT t, attributed_j, standalone_j, cpu_s, class, model_id FROM process_energy_minute"
+        " WHERE process_id = ?1 AND t > ?2 ORDER BY t",
+        -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading a process's series");
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, after);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_second *e = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!e) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        e->t = sqlite3_column_int64(st, 0);
+        e->attributed_j = sqlite3_column_double(st, 1);
+        e->standalone_j = sqlite3_column_double(st, 2);
+        e->cpu_s = sqlite3_column_double(st, 3);
+        e->klass = sqlite3_column_int(st, 4);
+        e->model_id = sqlite3_column_int(st, 5);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
+                                  : fail(r, rc, err, errlen, "reading a process's series");
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t recent_s,
+                      store_process *out, store_second **series, size_t *n_series, char *err,
+                      size_t errlen)
+{
+    int ret;
+
+    if (recent_s < 0)
+        return util_err(err, errlen, -EINVAL, "recent: %lld seconds is negative",
+                        (long long)recent_s);
+    ret = find_process(r, pid, start_time, out, err, errlen);
+    if (ret < 0)
+        return ret;
+    ret = read_series(r, out->id, out->last_seen - recent_s, series, n_series, err, errlen);
+    if (ret < 0)
+        store_process_free(out);
+    return ret;
+}
+
+int store_process_classes(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
+                          char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    store_class_change *v = NULL;
+    size_t count = 0, cap = 0;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT t, class FROM process_energy WHERE process_id = ?1"
+                                " UNION ALL SELECT t, class FROM process_energy_minute"
+                                " WHERE process_id = ?1 ORDER BY t",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading a process's classes");
+    sqlite3_bind_int64(st, 1, process_id);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int klass = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
+        store_class_change *c;
+        if (count > 0 && v[count - 1].klass == klass)
+            continue;
+        c = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!c) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        c->t = sqlite3_column_int64(st, 0);
+        c->klass = klass;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(v);
+        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
+                                  : fail(r, rc, err, errlen, "reading a process's classes");
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+/* ---- History ---------------------------------------------------------------- */
+
+static const char *history_filter(store_history_by by)
+{
+    switch (by) {
+    case STORE_HISTORY_PID:
+        return "p.pid = ?4";
+    case STORE_HISTORY_COMM:
+        return "regexp(?4, p.comm)";
+    case STORE_HISTORY_UID:
+        return "p.uid = ?4";
+    default:
+        return NULL;
+    }
+}
+
+static int prepare_history(store_reader *r, const store_history_query *q, sqlite3_stmt **st)
+{
+    const char *filter = history_filter(q->by);
+    char sql[2048];
+
+    if (q->by == STORE_HISTORY_HOST)
+        snprintf(sql, sizeof(sql),
+                 "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(host_j), sum(idle_j),"
+                 " sum(attributed_j), sum(unattributed_j), sum(modeled_j), min(measured) FROM ("
+                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
+                 "  FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
+                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
+                 "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
+                 " GROUP BY b ORDER BY b");
+    else
+        snprintf(sql, sizeof(sql),
+                 "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(a), sum(sa), sum(c) FROM ("
+                 "  SELECT e.t AS t, e.attributed_j AS a, e.standalone_j AS sa, e.cpu_s AS c"
+                 "  FROM process_energy e JOIN processes p ON p.id = e.process_id"
+                 "  WHERE e.t >= ?1 AND e.t < ?2 AND %s UNION ALL"
+                 "  SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s"
+                 "  FROM process_energy_minute e JOIN processes p ON p.id = e.process_id"
+                 "  WHERE e.t >= ?1 AND e.t < ?2 AND %s)"
+                 " GROUP BY b ORDER BY b",
+                 filter, filter);
+    int rc = sqlite3_prepare_v2(r->db, sql, -1, st, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(*st, 1, q->since);
+    sqlite3_bind_int64(*st, 2, q->until);
+    sqlite3_bind_int64(*st, 3, q->step);
+    if (q->by == STORE_HISTORY_PID)
+        sqlite3_bind_int(*st, 4, q->pid);
+    else if (q->by == STORE_HISTORY_COMM)
+        sqlite3_bind_text(*st, 4, q->comm, -1, SQLITE_STATIC);
+    else if (q->by == STORE_HISTORY_UID)
+        sqlite3_bind_int64(*st, 4, q->uid);
+    return SQLITE_OK;
+}
+
+static void read_point(sqlite3_stmt *st, bool host, store_point *p)
+{
+    p->t = sqlite3_column_int64(st, 0);
+    if (host) {
+        p->host_j = sqlite3_column_double(st, 1);
+        p->idle_j = sqlite3_column_double(st, 2);
+        p->attributed_j = sqlite3_column_double(st, 3);
+        p->unattributed_j = sqlite3_column_double(st, 4);
+        p->modeled_j = sqlite3_column_double(st, 5);
+        p->measured = sqlite3_column_int(st, 6) != 0;
+    } else {
+        p->attributed_j = sqlite3_column_double(st, 1);
+        p->standalone_j = sqlite3_column_double(st, 2);
+        p->cpu_s = sqlite3_column_double(st, 3);
+    }
+}
+
+int store_history(store_reader *r, const store_history_query *q, store_point **out, size_t *n,
+                  char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    store_point *v = NULL;
+    size_t count = 0, cap = 0;
+    int rc, ret;
+
+    if (q->by != STORE_HISTORY_HOST && !history_filter(q->by))
+        return util_err(err, errlen, -EINVAL, "history: unknown selector %d", (int)q->by);
+    if (q->by == STORE_HISTORY_COMM && !q->comm)
+        return util_err(err, errlen, -EINVAL, "history: comm is missing");
+    if (q->by == STORE_HISTORY_COMM && (ret = check_regex(q->comm, err, errlen)) < 0)
+        return ret;
+    if (q->step < 1)
+        return util_err(err, errlen, -EINVAL, "step: %lld must be at least 1 second",
+                        (long long)q->step);
+    if ((ret = check_window(q->since, q->until, err, errlen)) < 0)
+        return ret;
+    rc = prepare_history(r, q, &st);
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading history");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_point *p = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!p) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        read_point(st, q->by == STORE_HISTORY_HOST, p);
+    }
+    if (rc != SQLITE_DONE) {
+        ret = rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
+                                 : fail(r, rc, err, errlen, "reading history");
+        sqlite3_finalize(st);
+        free(v);
+        return ret;
+    }
+    sqlite3_finalize(st);
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+/* ---- Models and calibration -------------------------------------------------- */
+
+void store_models_free(store_model_row *m, size_t n)
+{
+    for (size_t i = 0; m && i < n; i++) {
+        free(m[i].name);
+        free(m[i].engine);
+        free(m[i].json);
+    }
+    free(m);
+}
+
+int store_list_models(store_reader *r, store_model_row **out, size_t *n, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    store_model_row *v = NULL;
+    size_t count = 0, cap = 0;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT id, sha256, name, engine, json, first_loaded, last_loaded"
+                                " FROM models ORDER BY id",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "listing models");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_model_row *m = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!m) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+        m->id = sqlite3_column_int(st, 0);
+        snprintf(m->sha256, sizeof(m->sha256), "%s", sqlite3_column_text(st, 1));
+        m->name = dup_col(st, 2);
+        m->engine = dup_col(st, 3);
+        m->json = dup_col(st, 4);
+        m->first_loaded = sqlite3_column_int64(st, 5);
+        m->last_loaded = sqlite3_column_int64(st, 6);
+        if (!m->json) {
+            rc = SQLITE_NOMEM;
+            break;
+        }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        store_models_free(v, count);
+        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
+                                  : fail(r, rc, err, errlen, "listing models");
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}
+
+void store_calibration_free(store_calibration_row *c, size_t n)
+{
+    for (size_t i = 0; c && i < n; i++) {
+        free(c[i].domain);
+        free(c[i].power_w);
+        free(c[i].rates);
+    }
+    free(c);
+}
+
+int store_calibration_since(store_reader *r, int64_t since, size_t limit,
+                            store_calibration_row **out, size_t *n, char *err, size_t errlen)
+{
+    sqlite3_stmt *st;
+    store_calibration_row *v = NULL;
+    size_t count = 0, cap = 0;
+    int ret = 0, rc = sqlite3_prepare_v2(r->db,
+                                         "SELECT t, duration_s, model_id, power_w, rates"
+                                         " FROM calibration WHERE t >= ?1 ORDER BY t LIMIT ?2",
+                                         -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading calibration rows");
+    sqlite3_bind_int64(st, 1, since);
+    sqlite3_bind_int64(st, 2, limit ? (int64_t)limit : -1);
+    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_calibration_row *c = push((void **)&v, &count, &cap, sizeof(*v));
+        if (!c) {
+            ret = util_err(err, errlen, -ENOMEM, "out of memory");
+            break;
+        }
+        c->t = sqlite3_column_int64(st, 0);
+        c->duration_s = sqlite3_column_double(st, 1);
+        c->model_id = sqlite3_column_int(st, 2);
+        ret = calib_parse((const char *)sqlite3_column_text(st, 3),
+                          (const char *)sqlite3_column_text(st, 4), c);
+        if (ret < 0)
+            util_err(err, errlen, ret, "%s: calibration row t=%lld: %s", r->path, (long long)c->t,
+                     ret == -ENOMEM ? "out of memory" : "malformed JSON");
+    }
+    if (ret == 0 && rc != SQLITE_DONE)
+        ret = fail(r, rc, err, errlen, "reading calibration rows");
+    sqlite3_finalize(st);
+    if (ret < 0) {
+        store_calibration_free(v, count);
+        return ret;
+    }
+    *out = v;
+    *n = count;
+    return 0;
+}

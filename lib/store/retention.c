@@ -1,0 +1,124 @@
+/* retention: rollups of old per-second rows into one-minute rows, and the
+ * deletion of rows past their retention.
+ *
+ * ?1 is the per-second cut (aligned down to a minute so that no minute is
+ * rolled up in two pieces), ?2 the minute cut, ?3 the calibration cut. A
+ * minute row's class and model are those of its newest second (SQLite gives
+ * the bare columns of the row that max(t) picked). Everything runs in one
+ * transaction: a crash midway leaves the previous state.
+ *
+ * A run rolls up at most rollup_chunk_s of per-second rows, from the
+ * oldest: after a long stop a day of seconds can be due at once, and one
+ * transaction over all of it would hold the writer for many seconds while
+ * the queue fills. The writer runs the next chunk right after its next
+ * commit. */
+#include "store/store-internal.h"
+#include "util/util.h"
+
+static const char *const steps[] = {
+    "INSERT INTO process_energy_minute (process_id, t, attributed_j, standalone_j, cpu_s, class,"
+    " model_id, seconds)"
+    " SELECT process_id, m, a, sa, c, class, model_id, n FROM ("
+    "  SELECT process_id, (t / 60) * 60 AS m, sum(attributed_j) AS a, sum(standalone_j) AS sa,"
+    "  sum(cpu_s) AS c, count(*) AS n, max(t), class, model_id FROM process_energy"
+    "  WHERE t < ?1 AND t >= ?2 GROUP BY process_id, m) WHERE true"
+    " ON CONFLICT (process_id, t) DO UPDATE SET"
+    " attributed_j = attributed_j + excluded.attributed_j,"
+    " standalone_j = standalone_j + excluded.standalone_j, cpu_s = cpu_s + excluded.cpu_s,"
+    " seconds = seconds + excluded.seconds, class = excluded.class, model_id = excluded.model_id",
+    "DELETE FROM process_energy WHERE t < ?1",
+
+    "INSERT INTO host_energy_minute (t, domain, measured_j, modeled_j, seconds)"
+    " SELECT (t / 60) * 60 AS m, domain, sum(measured_j), sum(modeled_j), count(*)"
+    " FROM host_energy WHERE t < ?1 AND t >= ?2 GROUP BY m, domain"
+    " ON CONFLICT (t, domain) DO UPDATE SET"
+    " measured_j = coalesce(measured_j + excluded.measured_j, measured_j, excluded.measured_j),"
+    " modeled_j = coalesce(modeled_j + excluded.modeled_j, modeled_j, excluded.modeled_j),"
+    " seconds = seconds + excluded.seconds",
+    "DELETE FROM host_energy WHERE t < ?1",
+
+    "INSERT INTO host_attribution_minute (t, duration_s, host_j, idle_j, attributed_j,"
+    " unattributed_j, modeled_j, measured, model_id, seconds)"
+    " SELECT m, d, h, i, a, u, mo, me, model_id, n FROM ("
+    "  SELECT (t / 60) * 60 AS m, sum(duration_s) AS d, sum(host_j) AS h, sum(idle_j) AS i,"
+    "  sum(attributed_j) AS a, sum(unattributed_j) AS u, sum(modeled_j) AS mo,"
+    "  min(measured) AS me, count(*) AS n, max(t), model_id FROM host_attribution"
+    "  WHERE t < ?1 AND t >= ?2 GROUP BY m) WHERE true"
+    " ON CONFLICT (t) DO UPDATE SET duration_s = duration_s + excluded.duration_s,"
+    " host_j = host_j + excluded.host_j, idle_j = idle_j + excluded.idle_j,"
+    " attributed_j = attributed_j + excluded.attributed_j,"
+    " unattributed_j = unattributed_j + excluded.unattributed_j,"
+    " modeled_j = modeled_j + excluded.modeled_j, measured = min(measured, excluded.measured),"
+    " model_id = excluded.model_id, seconds = seconds + excluded.seconds",
+    "DELETE FROM host_attribution WHERE t < ?1",
+
+    "DELETE FROM process_energy_minute WHERE t < ?2",
+    "DELETE FROM host_energy_minute WHERE t < ?2",
+    "DELETE FROM host_attribution_minute WHERE t < ?2",
+    "DELETE FROM calibration WHERE t < ?3",
+    "DELETE FROM processes WHERE last_seen < ?2"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy WHERE process_id = processes.id)"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_minute WHERE process_id = processes.id)",
+};
+
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    return a / b - (a % b != 0 && (a < 0) != (b < 0));
+}
+
+static int run_step(sqlite3 *db, const char *sql, const int64_t cut[3])
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    for (int i = 0; i < sqlite3_bind_parameter_count(st); i++)
+        sqlite3_bind_int64(st, i + 1, cut[i]);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* The oldest per-second row of any table, or INT64_MAX. */
+static int oldest_second(sqlite3 *db, int64_t *t)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy"
+                                " UNION ALL SELECT min(t) FROM host_energy"
+                                " UNION ALL SELECT min(t) FROM host_attribution)",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? INT64_MAX : sqlite3_column_int64(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen)
+{
+    int64_t due = floor_div(now_s - c->second_retention_s, 60) * 60, oldest = INT64_MAX;
+    int64_t cut[3] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s};
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+
+    if (rc == SQLITE_OK)
+        rc = oldest_second(db, &oldest);
+    if (rc == SQLITE_OK && oldest < due - c->rollup_chunk_s)
+        cut[0] = floor_div(oldest, 60) * 60 + c->rollup_chunk_s;
+    for (size_t i = 0; rc == SQLITE_OK && i < sizeof(steps) / sizeof(steps[0]); i++)
+        rc = run_step(db, steps[i], cut);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        return cut[0] < due ? 1 : 0;
+    if (!sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return util_err(err, errlen, schema_errno(db, rc), "%s: rollup and retention failed: %s",
+                    sqlite3_db_filename(db, "main"), sqlite3_errmsg(db));
+}

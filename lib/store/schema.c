@@ -1,0 +1,208 @@
+/* schema: the tables, and the migrations that bring any older database
+ * forward.
+ *
+ * migrations[i] takes a database from user_version i to i + 1. A new file
+ * has version 0 and runs them all, so every step is exercised on every
+ * fresh database; each runs in its own transaction with its version bump, so
+ * an interrupted migration leaves the previous version intact. */
+#include "store/store-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const migrations[STORE_SCHEMA_VERSION] = {
+    /* 1: processes, their per-second energy, host energy per domain, models */
+    "CREATE TABLE models ("
+    " id INTEGER PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, name TEXT, engine TEXT,"
+    " json TEXT NOT NULL, first_loaded INTEGER NOT NULL, last_loaded INTEGER NOT NULL);"
+    "CREATE TABLE processes ("
+    " id INTEGER PRIMARY KEY, boot_id TEXT NOT NULL, pid INTEGER NOT NULL,"
+    " start_time INTEGER NOT NULL, comm TEXT, cmdline TEXT, uid INTEGER, cgroup TEXT,"
+    " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, exit_time INTEGER,"
+    " class INTEGER, attributed_j REAL NOT NULL DEFAULT 0,"
+    " standalone_j REAL NOT NULL DEFAULT 0, cpu_s REAL NOT NULL DEFAULT 0,"
+    " UNIQUE (boot_id, pid, start_time));"
+    "CREATE INDEX processes_pid ON processes(pid);"
+    "CREATE INDEX processes_last_seen ON processes(last_seen);"
+    "CREATE TABLE process_energy ("
+    " process_id INTEGER NOT NULL, t INTEGER NOT NULL, attributed_j REAL NOT NULL,"
+    " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"
+    " PRIMARY KEY (process_id, t)) WITHOUT ROWID;"
+    "CREATE INDEX process_energy_t ON process_energy(t);"
+    "CREATE TABLE host_energy ("
+    " t INTEGER NOT NULL, domain TEXT NOT NULL, measured_j REAL, modeled_j REAL,"
+    " PRIMARY KEY (t, domain)) WITHOUT ROWID;",
+
+    /* 2: one-minute rollups, the host's attribution split, calibration */
+    "CREATE TABLE process_energy_minute ("
+    " process_id INTEGER NOT NULL, t INTEGER NOT NULL, attributed_j REAL NOT NULL,"
+    " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"
+    " seconds INTEGER NOT NULL, PRIMARY KEY (process_id, t)) WITHOUT ROWID;"
+    "CREATE INDEX process_energy_minute_t ON process_energy_minute(t);"
+    "CREATE TABLE host_energy_minute ("
+    " t INTEGER NOT NULL, domain TEXT NOT NULL, measured_j REAL, modeled_j REAL,"
+    " seconds INTEGER NOT NULL, PRIMARY KEY (t, domain)) WITHOUT ROWID;"
+    "CREATE TABLE host_attribution ("
+    " t INTEGER PRIMARY KEY, duration_s REAL NOT NULL, host_j REAL NOT NULL,"
+    " idle_j REAL NOT NULL, attributed_j REAL NOT NULL, unattributed_j REAL NOT NULL,"
+    " modeled_j REAL NOT NULL, measured INTEGER NOT NULL, model_id INTEGER);"
+    "CREATE TABLE host_attribution_minute ("
+    " t INTEGER PRIMARY KEY, duration_s REAL NOT NULL, host_j REAL NOT NULL,"
+    " idle_j REAL NOT NULL, attributed_j REAL NOT NULL, unattributed_j REAL NOT NULL,"
+    " modeled_j REAL NOT NULL, measured INTEGER NOT NULL, model_id INTEGER,"
+    " seconds INTEGER NOT NULL);"
+    "CREATE TABLE calibration ("
+    " t INTEGER PRIMARY KEY, duration_s REAL NOT NULL, model_id INTEGER,"
+    " power_w TEXT NOT NULL, rates TEXT NOT NULL);",
+};
+
+int schema_errno(sqlite3 *db, int rc)
+{
+    int sys = db ? sqlite3_system_errno(db) : 0;
+
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_DONE:
+    case SQLITE_ROW:
+        return 0;
+    case SQLITE_NOMEM:
+        return -ENOMEM;
+    case SQLITE_FULL:
+        return -ENOSPC;
+    case SQLITE_READONLY:
+        return -EROFS;
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+        return -EACCES;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return -EBUSY;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return -EBADMSG;
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+        return sys > 0 ? -sys : -EIO;
+    default:
+        return -EIO;
+    }
+}
+
+static int user_version(sqlite3 *db, int *version)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *version = sqlite3_column_int(st, 0);
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Runs migration `from` -> from + 1 in one transaction. */
+static int migrate_one(sqlite3 *db, int from)
+{
+    char bump[64];
+    int rc;
+
+    snprintf(bump, sizeof(bump), "PRAGMA user_version = %d", from + 1);
+    rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_exec(db, migrations[from], NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, bump, NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    int version = 0, rc = user_version(db, &version);
+
+    if (rc != SQLITE_OK)
+        return util_err(err, errlen, schema_errno(db, rc), "%s: cannot read the schema version: %s",
+                        path, sqlite3_errmsg(db));
+    if (version > STORE_SCHEMA_VERSION || version < 0)
+        return util_err(err, errlen, -EPROTO,
+                        "%s: schema version %d is newer than this wattprof's (%d)", path, version,
+                        STORE_SCHEMA_VERSION);
+    for (int v = version; v < STORE_SCHEMA_VERSION; v++) {
+        rc = migrate_one(db, v);
+        if (rc != SQLITE_OK)
+            return util_err(err, errlen, schema_errno(db, rc),
+                            "%s: migrating the schema from version %d to %d: %s", path, v, v + 1,
+                            sqlite3_errmsg(db));
+    }
+    return 0;
+}
+
+/* WAL lets readers run beside the writer; synchronous=NORMAL keeps every
+ * committed transaction across a process crash without an fsync per commit
+ * (only a power cut can lose the last ones). */
+static int pragmas(sqlite3 *db, int64_t max_db_bytes)
+{
+    char sql[96];
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        rc = strcmp((const char *)sqlite3_column_text(st, 0), "wal") == 0 ? SQLITE_OK
+                                                                          : SQLITE_CANTOPEN;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    if (rc == SQLITE_OK && max_db_bytes > 0) {
+        /* max_page_count is per connection and only shrinks to the pages in use. */
+        snprintf(sql, sizeof(sql), "PRAGMA max_page_count=%lld",
+                 (long long)(max_db_bytes / 4096 > 1 ? max_db_bytes / 4096 : 1));
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    }
+    return rc;
+}
+
+int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    int r;
+
+    if (rc != SQLITE_OK) {
+        int sys = db ? sqlite3_system_errno(db) : 0;
+        r = util_err(err, errlen, schema_errno(db, rc), "%s: cannot open the database: %s%s%s",
+                     path, db ? sqlite3_errmsg(db) : sqlite3_errstr(rc), sys > 0 ? ": " : "",
+                     sys > 0 ? strerror(sys) : "");
+        sqlite3_close(db);
+        return r;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    sqlite3_extended_result_codes(db, 1);
+    rc = pragmas(db, max_db_bytes);
+    if (rc != SQLITE_OK) {
+        r = util_err(err, errlen, schema_errno(db, rc), "%s: cannot use the database: %s", path,
+                     sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return r;
+    }
+    r = schema_migrate(db, path, err, errlen);
+    if (r < 0) {
+        sqlite3_close(db);
+        return r;
+    }
+    *out = db;
+    return 0;
+}

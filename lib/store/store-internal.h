@@ -1,0 +1,255 @@
+/* store-internal: what the files of lib/store share and nobody else sees —
+ * the queue record, the single-producer queue, the writer's per-second
+ * accumulators, the schema and the writer's connection. */
+#ifndef WATTPROF_STORE_INTERNAL_H
+#define WATTPROF_STORE_INTERNAL_H
+
+#include "store/store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+
+/* ---- Queue records ------------------------------------------------------- */
+
+enum item_kind {
+    ITEM_PROC = 1,
+    ITEM_HOST,
+    ITEM_DOMAIN,
+    ITEM_CALIB,
+    ITEM_INFO,
+    ITEM_EXIT,
+};
+
+#define CALIB_PER_ITEM 5 /* rates carried by one ITEM_CALIB record */
+
+struct proc_info_blob {
+    char *comm, *cmdline, *cgroup;
+    int64_t uid;
+};
+void proc_info_free(struct proc_info_blob *b);
+
+typedef struct store_item {
+    uint8_t kind;
+    uint8_t klass;
+    uint8_t measured;  /* ITEM_HOST */
+    uint8_t n;         /* ITEM_CALIB: rates in this record */
+    uint16_t off;      /* ITEM_CALIB: index of the first rate */
+    uint16_t n_events; /* ITEM_CALIB: rates in the whole tick */
+    int32_t model_id;
+    int32_t pid;
+    int64_t t_ns;
+    union {
+        struct {
+            uint64_t start_time;
+            double attributed_j, standalone_j, cpu_s;
+        } proc;
+        struct {
+            double dt_s, host_j, idle_j, attributed_j, unattributed_j, modeled_j;
+        } host;
+        struct {
+            char name[STORE_DOMAIN_LEN];
+            double measured_j, modeled_j;
+        } domain;
+        struct {
+            double dt_s;
+            double rate[CALIB_PER_ITEM];
+        } calib;
+        struct {
+            uint64_t start_time;
+            struct proc_info_blob *info; /* ITEM_INFO only, owned by the record */
+        } proc_id;
+    } u;
+} store_item;
+_Static_assert(sizeof(store_item) == 72, "store.h documents 72-byte queue records");
+
+/* ---- Single-producer single-consumer queue (ring.c) ------------------------ */
+
+typedef struct ring {
+    store_item *slot;
+    size_t mask;         /* capacity - 1 */
+    _Atomic size_t head; /* next slot the producer fills */
+    _Atomic size_t tail; /* next slot the consumer reads */
+} ring;
+
+int ring_init(ring *q, size_t capacity);
+void ring_free(ring *q);
+/* Producer: true when n records are free; then *first is the position of
+ * the first; fill ring_slot(first + i) and make them visible with
+ * ring_publish(n). *used is how many records wait, these n included. */
+bool ring_reserve(ring *q, size_t n, size_t *first, size_t *used);
+void ring_publish(ring *q, size_t n);
+/* The record at position i (any position; wraps). */
+static inline store_item *ring_slot(ring *q, size_t i)
+{
+    return &q->slot[i & q->mask];
+}
+/* Consumer: records [*first, *first + n) are readable; release them after. */
+size_t ring_readable(ring *q, size_t *first);
+void ring_release(ring *q, size_t n);
+
+/* ---- Per-second accumulators (agg.c) --------------------------------------- */
+
+typedef struct agg_sec {
+    int64_t t;
+    double attributed_j, standalone_j, cpu_s;
+    int klass;
+    int32_t model_id;
+} agg_sec;
+
+typedef struct agg_proc {
+    int32_t pid;
+    uint64_t start_time;
+    agg_sec *sec; /* in time order */
+    size_t n_sec, cap_sec;
+} agg_proc;
+
+typedef struct agg_domain {
+    int64_t t;
+    char name[STORE_DOMAIN_LEN];
+    double measured_j, modeled_j; /* NAN = none pushed */
+} agg_domain;
+
+typedef struct agg_host {
+    int64_t t;
+    double dt_s, host_j, idle_j, attributed_j, unattributed_j, modeled_j;
+    bool measured;
+    int32_t model_id;
+} agg_host;
+
+typedef struct agg_calib {
+    int64_t t;
+    int32_t model_id;
+    double duration_s;
+    size_t n_events;
+    unsigned n_classes;
+    bool has_rates;
+    double *sum; /* STORE_MAX_CLASSES * n_events: rate·dt */
+    size_t n_domains;
+    char domain[STORE_MAX_DOMAINS][STORE_DOMAIN_LEN];
+    double domain_j[STORE_MAX_DOMAINS];
+} agg_calib;
+
+typedef struct agg_event {
+    int kind; /* ITEM_INFO or ITEM_EXIT */
+    int32_t pid;
+    uint64_t start_time;
+    int64_t t;
+    struct proc_info_blob *info;
+} agg_event;
+
+typedef struct agg {
+    agg_proc *proc;
+    size_t n_proc, cap_proc;
+    uint32_t *index; /* open addressing: 0 = empty, else proc index + 1 */
+    size_t index_cap;
+    agg_domain *domain;
+    size_t n_domain, cap_domain;
+    agg_host *host;
+    size_t n_host, cap_host;
+    agg_calib *calib;
+    size_t n_calib, cap_calib;
+    agg_event *event;
+    size_t n_event, cap_event;
+    int64_t watermark; /* newest second of any tick record: every second before
+                          it is complete, since the sampler pushes in order */
+    int64_t oldest;    /* oldest second held, INT64_MAX when none */
+    size_t rows;       /* rows held */
+} agg;
+
+void agg_init(agg *a);
+void agg_free(agg *a);
+/* Adds one record; takes ownership of an ITEM_INFO blob. -ENOMEM leaves the
+ * record out (the caller counts it lost). */
+int agg_add(agg *a, store_item *it);
+/* Forgets what a commit wrote: every row of a second before `until`, every
+ * calibration second before `calib_until`, and the process events. */
+void agg_clear(agg *a, int64_t until, int64_t calib_until);
+/* Frees and forgets all rows. */
+void agg_discard(agg *a);
+
+/* ---- Schema (schema.c) ------------------------------------------------------ */
+
+/* Opens `path` read-write (creating it), sets WAL and the pragmas, and runs
+ * the migrations from its user_version to STORE_SCHEMA_VERSION. */
+int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err, size_t errlen);
+/* Runs the migrations on an open connection. */
+int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
+/* -errno for an SQLite result code. */
+int schema_errno(sqlite3 *db, int rc);
+
+/* ---- The store ------------------------------------------------------------------- */
+
+typedef struct model_entry {
+    int32_t id;
+    char sha256[65];
+    char *name, *engine, *json;
+    int64_t loaded; /* Unix seconds */
+    bool written;   /* its row is in the database */
+    bool in_txn;    /* written in the transaction under way */
+} model_entry;
+
+struct store {
+    char *path;
+    int lock_fd; /* flock on PATH-lock: one writer per file */
+    store_config cfg;
+    ring queue;
+    _Atomic uint64_t pushed, dropped;
+    _Atomic size_t high_water;
+
+    /* writer thread only */
+    sqlite3 *db;
+    sqlite3_stmt *stmt[16];
+    agg acc;
+    dev_t db_dev;
+    ino_t db_ino;
+    int64_t last_error_logged;
+
+    pthread_t thread;
+    pthread_mutex_t lock; /* everything below */
+    pthread_cond_t wake, done;
+    bool stop;
+    uint64_t req_seq, done_seq;
+    int req_result;
+    int64_t maintain_now; /* > 0: store_maintain asked for this time */
+    model_entry *model;
+    size_t n_model;
+    store_stats stats;
+};
+
+/* The writer thread's body (writer.c). */
+void *writer_main(void *arg);
+
+/* ---- The writer's connection (conn.c) ---------------------------------------- */
+
+/* Opens the database for the writer (first open, and again after trouble)
+ * and prepares its statements; records the file's identity. */
+int conn_open(store *s, char *err, size_t errlen);
+void conn_close(store *s);
+/* Loads the models table into s->model (at open). */
+int conn_load_models(store *s, char *err, size_t errlen);
+/* Writes, inside the caller's transaction, the models not yet written, the
+ * process events, and the rows of seconds before `until` (calibration:
+ * before `calib_until`); *rows counts them. Returns an SQLite code. */
+int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows);
+bool conn_models_pending(store *s);
+/* After the transaction: the models it wrote are written if it committed. */
+void conn_models_end_txn(store *s, bool committed);
+/* A new file has none of the models. */
+void conn_models_unwritten(store *s);
+
+/* ---- Calibration rows as JSON (calib.c) ------------------------------------- */
+
+/* power: {"domain": W, ...} (mean over the second); rates: one array per
+ * class of mean events/s. Both malloc'd. */
+int calib_json(const agg_calib *c, char **power, char **rates);
+/* The reverse, into row's arrays; -EBADMSG names nothing, the caller does. */
+int calib_parse(const char *power, const char *rates, store_calibration_row *row);
+
+/* ---- Rollups and retention (retention.c) ------------------------------------ */
+
+/* One rollup-and-retention step at `now_s`: 0 when it is all done, 1 when
+ * more per-second rows are due (run it again soon), or -errno. */
+int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen);
+
+#endif

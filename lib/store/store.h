@@ -1,0 +1,371 @@
+/* store: wattprof's history in SQLite — schema, migrations, the batched
+ * writer, rollups with retention, and the queries the socket and the trainer
+ * ask.
+ *
+ * Two sides, usable alone:
+ *
+ *   writer - store_open starts one writer thread that owns the database
+ *            connection.  The sampling thread pushes per-tick deltas with
+ *            store_push_*: each push copies a small record into a bounded
+ *            single-producer queue and returns at once; it never takes a lock,
+ *            never touches the disk and never waits.  When the queue is full
+ *            the record is dropped and counted (store_get_stats).  The writer
+ *            drains the queue every drain_interval_ms and sums the deltas into
+ *            per-second rows in memory.  The sampler pushes in time order, so
+ *            the first record of second t+1 shows that second t is complete:
+ *            the writer then commits every complete second in one transaction
+ *            — one transaction per second while sampling live (at most one
+ *            per min_commit_gap_ms when replaying faster).  Each row is
+ *            written once, whole, so its floating-point sums do not depend on
+ *            commit timing and a replay gives the same rows to the last bit;
+ *            rows are upserted additively all the same, so a record that comes
+ *            late, or a second split by store_flush or a restart, adds up.
+ *            store_close drains, commits and closes, partial seconds included:
+ *            the SIGTERM path.  A crash (SIGKILL) loses the second in progress
+ *            and at most drain_interval_ms of the one before, and never
+ *            corrupts the file (WAL, synchronous=NORMAL: committed
+ *            transactions survive a process crash; a power cut may also lose
+ *            the last few).
+ *
+ *   reader - store_reader_open opens its own read-only connection (WAL lets
+ *            it read while the writer writes).  One reader per thread.  The
+ *            rows of second t become visible when second t+1 has begun (plus
+ *            up to drain_interval_ms): a live view asks store_latest_second
+ *            for the newest complete second rather than using the clock.
+ *
+ * Times: pushed records carry CLOCK_REALTIME nanoseconds (t_ns) at the end
+ * of their tick; rows are keyed by the Unix second t = floor(t_ns / 1e9) (or
+ * by the minute's first second for rollups).  Process identity is (boot id,
+ * pid, start time): start_time is field 22 of /proc/PID/stat (clock ticks
+ * after boot), because a pid alone is reused.
+ *
+ * Tables (schema.c has the SQL; `PRAGMA user_version` is the schema version,
+ * migrated forward on open):
+ *   models                     every model ever loaded, by sha256, with its JSON
+ *   processes                  one row per process identity: comm, cmdline,
+ *                              uid, cgroup, first/last seen, exit time, class,
+ *                              lifetime totals
+ *   process_energy(_minute)    per process per second (minute) in which it ran:
+ *                              attributed J, standalone J, CPU s, class, model
+ *   host_energy(_minute)       per second (minute) and RAPL domain: measured and
+ *                              modeled J
+ *   host_attribution(_minute)  per second (minute): host J = idle J + attributed
+ *                              J + unattributed J, modeled J, whether measured
+ *   calibration                per second: duration, model, host power per
+ *                              domain as JSON {"package": W, ...}, per-class
+ *                              mean event rates as JSON [[class 0 rates in the
+ *                              model's event order], [class 1 ...]]
+ *
+ * Rollups: the writer runs maintenance every maintain_interval_s (and again
+ * right away while more is due): per-second rows older than
+ * second_retention_s are summed into minute rows and deleted;
+ * minute rows older than minute_retention_s are deleted, calibration rows
+ * older than calibration_retention_s too, and processes last seen before the
+ * minute retention.
+ *
+ * One writer per database file: store_open takes an flock on PATH-lock and
+ * refuses a second writer with -EBUSY; readers are unlimited.
+ * Functions return 0 or a negative errno; those that can fail because of the
+ * database or the caller's input fill `err` (UTIL_ERRLEN bytes) with one line
+ * naming the file or the parameter at fault. */
+#ifndef WATTPROF_STORE_H
+#define WATTPROF_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STORE_SCHEMA_VERSION 2
+#define STORE_MAX_CLASSES 4  /* classes per calibration row */
+#define STORE_MAX_EVENTS 256 /* events per calibration row */
+#define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
+#define STORE_DOMAIN_LEN 16  /* bytes of a domain name, NUL included */
+
+/* ---- Opening, closing, configuration (store.c) --------------------------- */
+
+typedef enum store_clock {
+    STORE_CLOCK_WALL, /* retention is counted from the wall clock */
+    STORE_CLOCK_DATA, /* ... from the newest pushed timestamp (replays of old
+                         recordings keep their rows) */
+} store_clock;
+
+typedef struct store_config {
+    size_t queue_capacity;           /* records the queue holds (rounded up to a
+                                        power of two); default 16384, 72 bytes each */
+    unsigned drain_interval_ms;      /* how often the writer empties the queue; 100 */
+    unsigned min_commit_gap_ms;      /* least time between two commits (bounds
+                                        the rate when replaying fast); 500 */
+    unsigned maintain_interval_s;    /* rollup and retention runs; 60 */
+    int64_t second_retention_s;      /* per-second rows kept; 86400 (24 h) */
+    int64_t minute_retention_s;      /* one-minute rows kept; 7776000 (90 days) */
+    int64_t calibration_retention_s; /* calibration rows kept; 604800 (7 days) */
+    int64_t rollup_chunk_s;          /* per-second rows rolled up per step (the
+                                        rest follow right after); 600 */
+    size_t max_pending_rows;         /* rows held in memory while the database
+                                        cannot be written; beyond this they are
+                                        discarded and counted; 1000000 */
+    int64_t max_db_bytes;            /* cap on the database size (SQLite's
+                                        max_page_count); 0 = none */
+    store_clock clock;               /* STORE_CLOCK_WALL */
+    char boot_id[40];                /* identity of this boot; "" = read
+                                        /proc/sys/kernel/random/boot_id */
+} store_config;
+
+/* Fills `c` with the defaults above. */
+void store_config_default(store_config *c);
+
+typedef struct store store;
+
+/* Opens (creating it and its schema, or migrating it forward) the database
+ * at `path` and starts the writer thread. `c` may be NULL for the defaults.
+ * Fails with -EINVAL for a bad configuration, -EPROTO for a database whose
+ * schema is newer than this program's, -EBUSY when another store has it
+ * open for writing, or the SQLite error as -EIO/-EACCES/
+ * -ENOENT..., with `err` naming `path` and the reason. */
+int store_open(const char *path, const store_config *c, store **out, char *err, size_t errlen);
+
+/* Stops the writer after it has drained the queue and committed everything,
+ * partial seconds included, then closes the database. Call it once the
+ * producer has stopped pushing. Returns the last commit's error, if any. NULL
+ * is allowed. */
+int store_close(store *s);
+
+/* Waits until everything pushed before the call is committed, the second in
+ * progress included (later records of it add to its rows), or the commit
+ * failed: its error is returned. Calibration rows are written only for
+ * complete seconds. For tests and snapshots; the sampling thread must not
+ * call it. */
+int store_flush(store *s);
+
+/* Runs one rollup-and-retention step now, in the writer thread, with `now_s`
+ * (Unix seconds) as the present, after committing what is queued; waits for
+ * it. Returns 0 when all is done, 1 when more per-second rows are due (a step
+ * rolls up at most rollup_chunk_s of them; call again), -EINVAL for
+ * now_s <= 0, or the database error. */
+int store_maintain(store *s, int64_t now_s);
+
+typedef struct store_stats {
+    uint64_t pushed;  /* records accepted by store_push_* */
+    uint64_t dropped; /* records refused because the queue was full */
+    size_t queue_capacity;
+    size_t queue_high_water; /* most records ever waiting */
+    uint64_t commits;        /* transactions committed */
+    uint64_t commit_failures;
+    uint64_t rows_written; /* per-second rows upserted (all tables) */
+    uint64_t rows_lost;    /* rows discarded after max_pending_rows */
+    double last_commit_ms, max_commit_ms;
+    int64_t last_commit_ns; /* CLOCK_REALTIME of the last successful commit */
+    uint64_t maintenance_runs;
+    int error;            /* -errno of the last failed commit or maintenance
+                             step, 0 again after a successful commit */
+    char error_text[512]; /* one line for people while error != 0 */
+    int64_t db_bytes;     /* database file plus its WAL, as on disk */
+} store_stats;
+
+/* Snapshot of the writer's health; safe from any thread (for GetStatus). */
+void store_get_stats(store *s, store_stats *out);
+
+/* Records a model the daemon loaded (sha256: 64 hex digits of the file's
+ * bytes; json: the file) and gives its id, which every row it produces names.
+ * A model seen before keeps its id. Never touches the disk: the row is written
+ * with the next commit. Call it from any thread but the sampling one. */
+int store_model_add(store *s, const char *sha256, const char *name, const char *engine,
+                    const char *json, int32_t *id, char *err, size_t errlen);
+
+/* ---- Pushing per-tick deltas (push.c) ------------------------------------ */
+/* All store_push_* are for ONE producer thread at a time (the sampler). They
+ * return 0, or -EAGAIN when the queue was full and the record was dropped
+ * (counted), or -EINVAL for a record the store cannot take. */
+
+/* One process's share of one tick. Push only processes that ran: every
+ * pushed process gets a row for that second. */
+typedef struct store_proc_tick {
+    int64_t t_ns;
+    pid_t pid;
+    uint64_t start_time;
+    double attributed_j; /* share of the host's active energy */
+    double standalone_j; /* p_k(x)·dt, the process alone */
+    double cpu_s;        /* task-clock over the tick, seconds */
+    int klass;
+    int32_t model_id; /* from store_model_add, 0 = none */
+} store_proc_tick;
+int store_push_proc(store *s, const store_proc_tick *t);
+
+/* The host's split of one tick: host_j = idle_j + attributed_j +
+ * unattributed_j. Push one every tick, even when no process ran: a record of
+ * a new second is what completes the previous ones. */
+typedef struct store_host_tick {
+    int64_t t_ns;
+    double dt_s;
+    bool measured; /* host_j from RAPL (else from the model) */
+    double host_j, idle_j, attributed_j, unattributed_j, modeled_j;
+    int32_t model_id;
+} store_host_tick;
+int store_push_host(store *s, const store_host_tick *t);
+
+/* One RAPL domain's energy over a tick ("package", "dram", ...; at most
+ * STORE_DOMAIN_LEN-1 bytes). measured_j or modeled_j may be NAN (not known). */
+int store_push_domain(store *s, int64_t t_ns, const char *domain, double measured_j,
+                      double modeled_j);
+
+/* The sum over class `klass`'s processes of each event's rate (events/s,
+ * the model's event order) for one tick of dt_s seconds: the trainer's
+ * input. Push one per class per tick; the calibration row of a second holds
+ * dt-weighted means and the measured domain power of that second. A second
+ * in which the model changes keeps only the newest model's rates. Takes
+ * ceil(n_rates / 5) queue records, all or none. */
+int store_push_calibration(store *s, int64_t t_ns, double dt_s, int32_t model_id, int klass,
+                           const double *rates, size_t n_rates);
+
+/* A process was found: its description. Strings are copied (this allocates);
+ * NULL strings stay unknown. */
+typedef struct store_proc_info {
+    int64_t t_ns; /* first seen */
+    pid_t pid;
+    uint64_t start_time;
+    const char *comm, *cmdline, *cgroup;
+    int64_t uid; /* -1 = unknown */
+} store_proc_info;
+int store_push_proc_info(store *s, const store_proc_info *info);
+
+/* A process exited at t_ns. */
+int store_push_proc_exit(store *s, pid_t pid, uint64_t start_time, int64_t t_ns);
+
+/* ---- Queries (query.c) ----------------------------------------------------- */
+
+typedef struct store_reader store_reader;
+
+/* Opens `path` read-only; -ENOENT when it does not exist, -EPROTO when its
+ * schema is not this program's (a writer migrates on open). */
+int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen);
+void store_reader_close(store_reader *r);
+
+/* The newest second with a host row, in *t (-1 when there is none). */
+int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen);
+
+/* A process, with its lifetime totals and its energy inside a window. */
+typedef struct store_process {
+    int64_t id; /* row id in processes */
+    char boot_id[40];
+    pid_t pid;
+    uint64_t start_time;
+    char *comm, *cmdline, *cgroup; /* NULL when never described */
+    int64_t uid;                   /* -1 unknown */
+    int64_t first_seen, last_seen; /* Unix seconds */
+    int64_t exit_time;             /* Unix seconds, 0 while running or unknown */
+    int klass;                     /* latest class, -1 unknown */
+    double total_attributed_j, total_standalone_j, total_cpu_s; /* lifetime */
+    /* inside the window (store_list_processes only) */
+    double attributed_j, standalone_j, cpu_s;
+    double power_w;  /* attributed_j over the part of the window the process
+                        was alive: [max(since, first_seen), min(until,
+                        (exit_time or last_seen) + 1)), at least 1 s */
+    int64_t seconds; /* rows in the window (a minute row counts once) */
+} store_process;
+void store_processes_free(store_process *p, size_t n);
+
+typedef enum store_sort {
+    STORE_SORT_ENERGY, /* window attributed_j, largest first */
+    STORE_SORT_POWER,  /* power_w */
+    STORE_SORT_CPU,    /* window cpu_s */
+} store_sort;
+
+typedef struct store_process_query {
+    int64_t since, until; /* Unix seconds, [since, until); minute rows count
+                             when their minute starts inside */
+    store_sort sort;
+    size_t limit;           /* 0 = no limit */
+    int64_t uid;            /* -1 = any */
+    const char *comm_regex; /* POSIX extended regex on comm, NULL = any */
+    bool only_running;      /* leave out processes that have exited */
+} store_process_query;
+
+/* Processes with energy rows in the window, sorted (ties by row id). A bad
+ * regex is -EINVAL with `err` naming it. */
+int store_list_processes(store_reader *r, const store_process_query *q, store_process **out,
+                         size_t *n, char *err, size_t errlen);
+
+/* One per-second (or per-minute, from rollups) row of a process. */
+typedef struct store_second {
+    int64_t t;
+    double attributed_j, standalone_j, cpu_s;
+    int klass;
+    int32_t model_id;
+} store_second;
+
+/* A process's totals and its per-second rows of the last `recent_s` seconds
+ * before its last_seen. start_time 0 picks the most recently seen process
+ * with that pid. -ENOENT when there is none. Free with store_process_free
+ * and free(*series). */
+int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t recent_s,
+                      store_process *out, store_second **series, size_t *n_series, char *err,
+                      size_t errlen);
+void store_process_free(store_process *p);
+
+/* When a process's class changed: its first row's class, then every row
+ * whose class differs from the one before (seconds and minute rows, in time
+ * order). process_id is store_process.id. Free *out with free(). */
+typedef struct store_class_change {
+    int64_t t;
+    int klass;
+} store_class_change;
+int store_process_classes(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
+                          char *err, size_t errlen);
+
+typedef enum store_history_by {
+    STORE_HISTORY_PID,  /* every process with that pid */
+    STORE_HISTORY_COMM, /* every process whose comm matches a POSIX extended regex */
+    STORE_HISTORY_UID,
+    STORE_HISTORY_HOST, /* host_attribution */
+} store_history_by;
+
+typedef struct store_history_query {
+    store_history_by by;
+    pid_t pid;
+    const char *comm;
+    int64_t uid;
+    int64_t since, until; /* [since, until), Unix seconds */
+    int64_t step;         /* bucket width in seconds, >= 1 */
+} store_history_query;
+
+/* One bucket [t, t + step). Process history fills attributed/standalone/cpu;
+ * host history fills host_j, idle_j, attributed_j, unattributed_j and
+ * modeled_j (cpu_s and standalone_j are 0). */
+typedef struct store_point {
+    int64_t t;
+    double attributed_j, standalone_j, cpu_s;
+    double host_j, idle_j, unattributed_j, modeled_j;
+    bool measured; /* host: every second of the bucket measured by RAPL */
+} store_point;
+
+/* Buckets with data, in time order (empty buckets are left out). */
+int store_history(store_reader *r, const store_history_query *q, store_point **out, size_t *n,
+                  char *err, size_t errlen);
+
+typedef struct store_model_row {
+    int32_t id;
+    char sha256[65];
+    char *name, *engine, *json;
+    int64_t first_loaded, last_loaded; /* Unix seconds */
+} store_model_row;
+int store_list_models(store_reader *r, store_model_row **out, size_t *n, char *err, size_t errlen);
+void store_models_free(store_model_row *m, size_t n);
+
+typedef struct store_calibration_row {
+    int64_t t;
+    double duration_s;
+    int32_t model_id;
+    size_t n_domains;
+    char (*domain)[STORE_DOMAIN_LEN];
+    double *power_w; /* n_domains, mean measured power */
+    size_t n_classes, n_events;
+    double *rates; /* n_classes * n_events, row-major: mean events/s per class */
+} store_calibration_row;
+
+/* Calibration rows with t >= since, oldest first, at most `limit` (0 = all). */
+int store_calibration_since(store_reader *r, int64_t since, size_t limit,
+                            store_calibration_row **out, size_t *n, char *err, size_t errlen);
+void store_calibration_free(store_calibration_row *c, size_t n);
+
+#endif

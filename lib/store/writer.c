@@ -1,0 +1,281 @@
+/* writer: the thread that owns the database connection, and when it
+ * commits.
+ *
+ * It empties the queue every drain interval into per-second accumulators
+ * (agg.c). When a record of a new second shows the previous ones complete,
+ * it writes them in one transaction (conn.c): one per second while sampling
+ * live, each row written once, whole, so its sums do not depend on when
+ * commits happened. A failed commit keeps the rows in memory and is tried
+ * again min_commit_gap_ms later, so a full disk or a removed state directory
+ * costs no data until the memory bound; before each commit it checks that
+ * the file at its path is still the one it has open, and opens a fresh one
+ * when it was removed or replaced. */
+#include "store/store-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define NS_PER_S 1000000000LL
+#define NS_PER_MS 1000000LL
+
+static int64_t now_ns(clockid_t clock)
+{
+    return (int64_t)util_now_ns(clock);
+}
+
+/* ---- Commits and their failures --------------------------------------------- */
+
+/* Records the outcome of a commit or maintenance run for store_get_stats,
+ * logging only changes so a full disk does not flood the journal. */
+static void set_error(store *s, int r, const char *text)
+{
+    pthread_mutex_lock(&s->lock);
+    if (r < 0) {
+        if (s->stats.error == 0 || strcmp(s->stats.error_text, text) != 0)
+            log_error("%s", text);
+        snprintf(s->stats.error_text, sizeof(s->stats.error_text), "%s", text);
+    } else if (s->stats.error != 0) {
+        log_info("%s: writing again", s->path);
+        s->stats.error_text[0] = '\0';
+    }
+    s->stats.error = r;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* True when the file at our path is still the one we have open. */
+static bool same_file(store *s)
+{
+    struct stat st;
+
+    return stat(s->path, &st) == 0 && st.st_dev == s->db_dev && st.st_ino == s->db_ino;
+}
+
+/* Makes sure a connection to the file at s->path is open. */
+static int ensure_connected(store *s, char *err, size_t errlen)
+{
+    int r;
+
+    if (s->db && same_file(s))
+        return 0;
+    if (s->db) {
+        log_warning("%s was removed or replaced: opening a new database there", s->path);
+        conn_close(s);
+    }
+    r = conn_open(s, err, errlen);
+    if (r == 0)
+        conn_models_unwritten(s);
+    return r;
+}
+
+static void commit_done(store *s, uint64_t rows, int64_t t0)
+{
+    int64_t t1 = now_ns(CLOCK_MONOTONIC);
+    double ms = (double)(t1 - t0) / NS_PER_MS;
+
+    pthread_mutex_lock(&s->lock);
+    s->stats.commits++;
+    s->stats.rows_written += rows;
+    s->stats.last_commit_ms = ms;
+    if (ms > s->stats.max_commit_ms)
+        s->stats.max_commit_ms = ms;
+    s->stats.last_commit_ns = now_ns(CLOCK_REALTIME);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Past the memory bound the rows held for a broken database are given up. */
+static void commit_failed(store *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->stats.commit_failures++;
+    if (s->acc.rows > s->cfg.max_pending_rows) {
+        s->stats.rows_lost += s->acc.rows;
+        agg_discard(&s->acc);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* What a commit writes: the complete seconds (before the watermark), or
+ * with `flush` every second held too, and with `all` (closing) the
+ * calibration second in progress as well. */
+typedef struct commit_scope {
+    int64_t until, calib_until;
+} commit_scope;
+
+static commit_scope scope(store *s, bool flush, bool all)
+{
+    commit_scope c = {.until = s->acc.watermark, .calib_until = s->acc.watermark};
+
+    if (flush || all)
+        c.until = INT64_MAX;
+    if (all)
+        c.calib_until = INT64_MAX;
+    return c;
+}
+
+/* True when a commit in this scope would write something. */
+static bool has_work(store *s, commit_scope c)
+{
+    return s->acc.n_event > 0 || s->acc.oldest < c.until ||
+           (c.calib_until == INT64_MAX && s->acc.rows > 0) || conn_models_pending(s);
+}
+
+/* One transaction with what `c` covers. */
+static int commit(store *s, commit_scope c)
+{
+    int64_t t0 = now_ns(CLOCK_MONOTONIC);
+    char err[UTIL_ERRLEN];
+    uint64_t rows = 0;
+    int rc, r;
+
+    if (!has_work(s, c))
+        return 0;
+    r = ensure_connected(s, err, sizeof(err));
+    if (r < 0)
+        goto fail;
+    rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = conn_write_rows(s, c.until, c.calib_until, &rows);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        r = util_err(err, sizeof(err), schema_errno(s->db, rc), "%s: commit failed: %s", s->path,
+                     sqlite3_errmsg(s->db));
+        if (!sqlite3_get_autocommit(s->db))
+            sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+        goto fail;
+    }
+    conn_models_end_txn(s, true);
+    agg_clear(&s->acc, c.until, c.calib_until);
+    commit_done(s, rows, t0);
+    set_error(s, 0, "");
+    return 0;
+fail:
+    conn_models_end_txn(s, false);
+    commit_failed(s);
+    set_error(s, r, err);
+    return r;
+}
+
+static int maintain(store *s, int64_t now_s)
+{
+    char err[UTIL_ERRLEN];
+    int r;
+
+    if (now_s < 0) /* the data clock before any data */
+        return 0;
+    r = ensure_connected(s, err, sizeof(err));
+    if (r == 0)
+        r = retention_run(s->db, &s->cfg, now_s, err, sizeof(err));
+    if (r < 0) {
+        set_error(s, r, err);
+        return r;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->stats.maintenance_runs++;
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+/* ---- The thread ------------------------------------------------------------- */
+
+static void drain(store *s)
+{
+    size_t first, n = ring_readable(&s->queue, &first);
+    uint64_t lost = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        store_item *it = ring_slot(&s->queue, first + i);
+        if (agg_add(&s->acc, it) < 0) {
+            lost++;
+            if (it->kind == ITEM_INFO)
+                proc_info_free(it->u.proc_id.info);
+        }
+    }
+    ring_release(&s->queue, n);
+    if (lost) {
+        pthread_mutex_lock(&s->lock);
+        s->stats.rows_lost += lost;
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+static struct timespec to_timespec(int64_t ns)
+{
+    return (struct timespec){.tv_sec = ns / NS_PER_S, .tv_nsec = ns % NS_PER_S};
+}
+
+/* Sleeps until `deadline` (CLOCK_MONOTONIC ns), a stop or a request. */
+static void wait_for_work(store *s, int64_t deadline, bool *stop, uint64_t *req, int64_t *mnow)
+{
+    struct timespec ts = to_timespec(deadline);
+
+    pthread_mutex_lock(&s->lock);
+    while (!s->stop && s->req_seq == s->done_seq && now_ns(CLOCK_MONOTONIC) < deadline)
+        pthread_cond_timedwait(&s->wake, &s->lock, &ts);
+    *stop = s->stop;
+    *req = s->req_seq;
+    *mnow = s->maintain_now;
+    s->maintain_now = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int64_t maintain_clock(store *s)
+{
+    if (s->cfg.clock == STORE_CLOCK_DATA)
+        return s->acc.watermark;
+    return now_ns(CLOCK_REALTIME) / NS_PER_S;
+}
+
+void *writer_main(void *arg)
+{
+    store *s = arg;
+    int64_t gap_ns = (int64_t)s->cfg.min_commit_gap_ms * NS_PER_MS;
+    int64_t drain_ns = (int64_t)s->cfg.drain_interval_ms * NS_PER_MS;
+    int64_t maint_ns = (int64_t)s->cfg.maintain_interval_s * NS_PER_S;
+    int64_t now = now_ns(CLOCK_MONOTONIC), last_commit = now, next_maint = now + maint_ns;
+    uint64_t done = 0;
+
+    for (;;) {
+        int64_t mnow;
+        bool stop, asked;
+        uint64_t req;
+        int r = 0;
+
+        wait_for_work(s, now + drain_ns, &stop, &req, &mnow);
+        drain(s);
+        asked = req != done;
+        now = now_ns(CLOCK_MONOTONIC);
+        if (stop || asked || now - last_commit >= gap_ns) {
+            commit_scope c = scope(s, asked, stop);
+            if (has_work(s, c)) {
+                r = commit(s, c);
+                last_commit = now;
+            }
+        }
+        if (!stop && (mnow > 0 || now >= next_maint)) {
+            int m = maintain(s, mnow > 0 ? mnow : maintain_clock(s));
+            if (mnow > 0) /* asked by store_maintain; else only in stats */
+                r = r < 0 ? r : m;
+            /* more due: the next chunk after the next drain and commit */
+            next_maint = m == 1 ? now : now + maint_ns;
+        }
+        if (asked) {
+            pthread_mutex_lock(&s->lock);
+            s->done_seq = done = req;
+            s->req_result = r;
+            pthread_cond_broadcast(&s->done);
+            pthread_mutex_unlock(&s->lock);
+        }
+        if (stop) {
+            pthread_mutex_lock(&s->lock);
+            s->req_result = r;
+            pthread_mutex_unlock(&s->lock);
+            return NULL;
+        }
+    }
+}

@@ -1,0 +1,67 @@
+"""Runs a real wattprofd for integration tests and talks to it through the
+independent Varlink client (varlink_peer). Also reads its SQLite file
+directly, as a second, independent view of what it stored."""
+import json, os, signal, sqlite3, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import varlink_peer  # noqa: E402
+
+BUILDDIR = os.environ["BUILDDIR"]
+WATTPROFD = os.path.join(BUILDDIR, "daemon", "wattprofd")
+
+failures = 0
+
+
+def check(desc, ok, detail=""):
+    global failures
+    print(("ok - " if ok else "FAIL - ") + desc + (f": {detail}" if detail else ""))
+    if not ok:
+        failures += 1
+
+
+def finish():
+    if failures:
+        print(f"{failures} check(s) failed")
+        sys.exit(1)
+    sys.exit(0)
+
+
+class Daemon:
+    def __init__(self, *args, state=None):
+        self.dir = state or tempfile.mkdtemp(prefix="wattprofd-test-")
+        os.makedirs(self.dir, exist_ok=True)
+        self.sock = os.path.join(self.dir, "sock")
+        self.db = os.path.join(self.dir, "wattprof.db")
+        self.log = open(os.path.join(self.dir, "daemon.log"), "w+")
+        self.proc = subprocess.Popen(
+            [WATTPROFD, "--state-dir", self.dir, "--socket", self.sock, *args],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                self.call("org.varlink.service.GetInfo")
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("wattprofd did not start:\n" + self.read_log())
+
+    def read_log(self):
+        self.log.seek(0)
+        return self.log.read()
+
+    def call(self, method, params=None):
+        with varlink_peer.Connection(self.sock) as c:
+            return c.call(method, params or {})
+
+    def stop(self, sig=signal.SIGTERM):
+        self.proc.send_signal(sig)
+        return self.proc.wait(timeout=30)
+
+    def sql(self, query, *args):
+        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+        try:
+            return con.execute(query, args).fetchall()
+        finally:
+            con.close()

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# wattprof symreg end to end: every bad input gets one line naming the file
+# (and line) at fault and a non-zero exit; a good run reports the equation,
+# is the same at 1 and 2 threads, and its model file evaluates (in Python)
+# to the same predictions on the test data.
+set -euo pipefail
+: "${WATTPROF:?}" "${PYTHON:=/usr/bin/python3}"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+
+"$PYTHON" - <<'PY'
+import random
+for name, seed, rows in (("train", 1, 30), ("test", 2, 20)):
+    r = random.Random(seed)
+    with open(f"{name}.csv", "w") as f:
+        f.write("n,m,mem\n")
+        for _ in range(rows):
+            n, m = r.uniform(1, 10), r.uniform(1, 10)
+            f.write(f"{n!r},{m!r},{3 * n**3 + 2 * n * m + 5!r}\n")
+with open("other.csv", "w") as f:
+    f.write("n,q,mem\n1,2,3\n")
+with open("empty.csv", "w") as f:
+    f.write("n,m,mem\n")
+with open("zero.csv", "w") as f:
+    f.write("n,m,mem\n1,2,3\n4,5,0\n")
+PY
+
+# config FILE [SECTION KEY VALUE] writes a good config, with one value
+# replaced or added.
+config() {
+  "$PYTHON" - "$@" <<'PY'
+import sys
+path, *edit = sys.argv[1:]
+sections = {
+    "data": {"train": "train.csv", "test": "test.csv", "target": "mem", "features": "n, m"},
+    "primitives": {"functions": "add, mul, square, cube", "constants": "on"},
+    "evolution": {"population": "100", "generations": "15", "stall": "5", "seed": "3"},
+    "fitness": {"metric": "mape"},
+    "constants": {"lm": "on", "lm_iterations": "20"},
+}
+if edit:
+    sections.setdefault(edit[0], {})[edit[1]] = edit[2]
+with open(path, "w") as f:
+    f.write("; symreg test configuration\n")
+    for s, kv in sections.items():
+        f.write(f"\n[{s}]\n")
+        for k, v in kv.items():
+            f.write(f"{k} = {v}\n")
+PY
+}
+
+fails=0
+# expect_error WANT CONFIG-EDIT...: the run fails (exit 1, not a crash) with
+# exactly WANT on stderr.
+expect_error() {
+  local want=$1; shift
+  config c.ini "$@"
+  set +e
+  "$WATTPROF" symreg c.ini >out.txt 2>err.txt
+  local rc=$?
+  set -e
+  local got; got=$(cat err.txt)
+  if [ "$rc" != 1 ] || [ "$got" != "wattprof symreg: $want" ]; then
+    echo "FAIL ($*): exit $rc, stderr '$got', want 'wattprof symreg: $want'"
+    fails=$((fails + 1))
+  else
+    echo "ok: $want"
+  fi
+}
+
+# Line numbers: 1 comment, 2 blank, 3 [data], 4-7 data keys, 8 blank,
+# 9 [primitives], 10-11, 12 blank, 13 [evolution], 14-17 (+18 when added),
+# then [fitness] and [constants]. Data paths are relative to the config.
+expect_error "c.ini:10: unknown primitive 'pow' (add, sub, mul, div, max, min, square, cube, sqrt, log, exp)" \
+  primitives functions "add, pow"
+expect_error "c.ini:18: crossover must be a number in [0, 1], not '1.5'" evolution crossover 1.5
+expect_error "c.ini:18: mutation must be a number in [0, 1], not '-0.1'" evolution mutation -0.1
+expect_error "c.ini:18: tournament_parsimony must be a number in [1, 2], not '2.5'" \
+  evolution tournament_parsimony 2.5
+expect_error "c.ini:18: tournament_parsimony must be a number in [1, 2], not '0.9'" \
+  evolution tournament_parsimony 0.9
+expect_error "c.ini:4: ./missing.csv: cannot read: No such file or directory" \
+  data train missing.csv
+expect_error "./other.csv: columns differ from ./train.csv: column 2 is 'm' there, 'q' here" \
+  data test other.csv
+expect_error "./empty.csv: no data rows" data train empty.csv
+expect_error "./empty.csv: no data rows" data test empty.csv
+expect_error "./zero.csv:3: target 'mem' is 0; the mape fitness needs non-zero targets" \
+  data train zero.csv
+expect_error "c.ini:18: unknown key 'colour' in [evolution]" evolution colour red
+expect_error "c.ini:11: constants must be on or off, not 'maybe'" primitives constants maybe
+expect_error "c.ini:20: unknown fitness metric 'r2' (mape, mse, rmse)" fitness metric r2
+expect_error "c.ini:14: population must be a whole number of at least 2, not '1'" \
+  evolution population 1
+expect_error "c.ini:27: unknown section [extra]" extra key value
+expect_error "c.ini: primitives: at least one two-argument primitive (add, sub, mul, div) is needed" \
+  primitives functions "square, cube"
+expect_error "c.ini: need init_min_depth <= init_max_depth <= max_depth (1, 3, 2)" \
+  evolution max_depth 2
+expect_error "./train.csv:1: no column named 'z'" data features "n, z"
+
+set +e
+"$WATTPROF" symreg nothere.ini 2>err.txt; rc=$?
+set -e
+grep -qx "wattprof symreg: nothere.ini: cannot read: No such file or directory" err.txt && [ $rc = 1 ] ||
+  { echo "FAIL: missing config: exit $rc, $(cat err.txt)"; fails=$((fails + 1)); }
+for bad in "--threads 0" "--seed x" "--bogus"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$WATTPROF" symreg c.ini $bad 2>err.txt >/dev/null; rc=$?
+  set -e
+  [ $rc = 2 ] && [ -s err.txt ] || { echo "FAIL: '$bad' exit $rc"; fails=$((fails + 1)); }
+done
+
+# A good run: same JSON at 1 and 2 threads (but for timing), an equation
+# that fits, and a model file that reproduces its predictions.
+config c.ini
+"$WATTPROF" symreg c.ini --json --threads 1 >one.json
+"$WATTPROF" symreg c.ini --json --threads 2 --out model.json >two.json
+"$WATTPROF" symreg c.ini --front >text.txt
+grep -q '^equation:    mem = ' text.txt && grep -q '^Pareto front' text.txt ||
+  { echo "FAIL: text output"; cat text.txt; fails=$((fails + 1)); }
+"$PYTHON" - <<'PY' || fails=$((fails + 1))
+import csv, json, math
+one, two = json.load(open("one.json")), json.load(open("two.json"))
+for d in (one, two):
+    for k in ("seconds", "evaluations_per_second", "threads"):
+        d.pop(k)
+assert one == two, "1 and 2 threads differ"
+assert one["generations"] <= 15 and one["evaluations"] > 100
+assert one["train"]["mape"] < 0.5 and one["test"]["mape"] < 0.5, one
+sizes = [f["size"] for f in one["front"]]
+errors = [f["error"] for f in one["front"]]
+assert sizes == sorted(sizes) and errors == sorted(errors, reverse=True), one["front"]
+
+model = json.load(open("model.json"))
+assert model["format"] == "wattprof-model/1" and model["engine"] == "expr", model
+assert model["features"] == ["n", "m"] and model["target"] == "mem"
+assert model["expression"] == one["equation"]
+env = {"square": lambda x: x * x, "cube": lambda x: x ** 3}
+rows = list(csv.DictReader(open("test.csv")))
+pred = [eval(model["expression"], {"__builtins__": {}}, dict(env, n=float(r["n"]), m=float(r["m"])))
+        for r in rows]
+y = [float(r["mem"]) for r in rows]
+mape = sum(abs(p - t) / abs(t) for p, t in zip(pred, y)) / len(y)
+assert math.isclose(mape, one["test"]["mape"], rel_tol=1e-9, abs_tol=1e-15), (mape, one["test"])
+print("ok: JSON, determinism, front and model file")
+PY
+
+[ "$fails" = 0 ] || { echo "$fails failures"; exit 1; }

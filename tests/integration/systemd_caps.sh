@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The service's privileges (issue 5), without systemd as PID 1: wattprofd runs
+# as an unprivileged user (nobody here, wattprof on a node) holding only the
+# ambient capabilities of wattprofd.service, with no_new_privs, and with /sys
+# and /proc/sys read-only as ProtectKernelTunables=yes makes them; a fake RAPL
+# tree (root-only energy_uj, as since Linux 5.10) is driven at a known 30 W.
+# It must count a root process's CPU time and read the package power. Without
+# CAP_DAC_READ_SEARCH it says energy_uj is unreadable; without CAP_PERFMON it
+# watches only its own user's processes. This is what the README's reasons
+# for each capability rest on.
+set -uo pipefail
+. "$SRCDIR/tests/helpers/lib.sh"
+
+fake=$SRCDIR/tests/helpers/fake-powercap
+wattprofd=$BUILDDIR/daemon/wattprofd
+nobody=65534
+
+if [ "${1:-}" != --inside ]; then
+  [ "$(id -u)" = 0 ] || { echo "SKIP: needs root to switch to an unprivileged user with capabilities"; exit 77; }
+  command -v setpriv >/dev/null || { echo "SKIP: setpriv not found (Debian package util-linux)"; exit 77; }
+  setpriv --reuid=$nobody --regid=$nobody --clear-groups --inh-caps=-all,+perfmon \
+    --ambient-caps=+perfmon true 2>/dev/null ||
+    { echo "SKIP: setpriv cannot grant ambient CAP_PERFMON here (kernel before 5.8?)"; exit 77; }
+  exec "$fake" -- "$0" --inside
+fi
+
+# ---- Inside a private mount namespace with the fake RAPL tree --------------
+work=$(mktemp -d /tmp/wattprof-caps.XXXXXX)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  [ -n "${KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+: >"$work/empty.conf"
+
+"$BUILDDIR/tests/energy-writer" --hz 100 --truth "$work/truth" intel-rapl:0=30 &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/truth" ] && break; sleep 0.05; done
+check "the fake package zone is root-only" \
+  test "$(stat -c %a /sys/class/powercap/intel-rapl:0/energy_uj)" = 400
+
+# A root process with known CPU time, found by the daemon's /proc rescans.
+"$BURN" 60 &
+burner=$!
+pids+=("$burner")
+
+# hardened NAME CAPS: wattprofd as nobody with CAPS (comma-separated, may be
+# empty) in a mount namespace of its own where /sys and /proc/sys are
+# read-only; leaves its GetStatus and ListProcesses in $work/NAME.json.
+hardened() {
+  local name=$1 caps=$2 state=$work/$1 pid
+  mkdir -p "$state" && chown $nobody "$state"
+  local capargs=(--inh-caps=-all --bounding-set=-all)
+  if [ -n "$caps" ]; then
+    capargs=(--inh-caps="-all,$caps" --ambient-caps="$caps" --bounding-set="-all,$caps")
+  fi
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  unshare -m bash -c '
+    set -e
+    mount --bind /proc/sys /proc/sys
+    for m in $(awk '\''$5 ~ "^(/sys|/proc/sys)" || index($5, ENVIRON["ROSYS"]) == 1 { print $5 }'\'' /proc/self/mountinfo | sort -u); do
+      mount -o remount,bind,ro "$m"
+    done
+    if echo 1 2>/dev/null >/sys/class/powercap/intel-rapl/enabled ||
+       [ -w /proc/sys/kernel/perf_event_paranoid ] || [ -w "$ROSYS/kernel/mm/transparent_hugepage/enabled" ]; then
+      echo "/sys or /proc/sys is still writable"; exit 3
+    fi
+    exec "$@"' - setpriv --reuid=$nobody --regid=$nobody --clear-groups --no-new-privs \
+    "${capargs[@]}" "$wattprofd" --config "$work/empty.conf" --state-dir "$state" \
+    --socket "$state/sock" >"$state/log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  "$PYTHON" - "$state/sock" "$pid" "$work/$name.json" <<'PY'
+import json, os, sys, time
+sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
+import varlink_peer
+sock, pid, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+deadline = time.monotonic() + 20
+while time.monotonic() < deadline:
+    try:
+        varlink_peer.wait_for_socket(sock, timeout=0.2)
+        break
+    except OSError:
+        if not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+            sys.exit("wattprofd exited")
+time.sleep(3.5)  # rescans find the burner; a few whole seconds of power
+with varlink_peer.Connection(sock) as c:
+    st = c.call("io.wattprof.Monitor.GetStatus")["status"]
+    ps = c.call("io.wattprof.Monitor.ListProcesses", {"window_s": 60})["processes"]
+# The daemon's own credentials: unshare, bash and setpriv all exec in place.
+proc = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines()
+            if ":\t" in line)
+proc = {k: proc[k].split()[0] if k != "Uid" else proc[k].split()
+        for k in ("Name", "Uid", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
+json.dump({"status": st, "processes": ps, "proc": proc}, open(out, "w"))
+PY
+  local rc=$?
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid"
+  [ $rc = 0 ] || { echo "    $name: no answer:"; sed 's/^/    /' "$state/log"; }
+  return $rc
+}
+export ROSYS=$(dirname "$(readlink -f /sys/class/net)")  # the real /sys, bound under /tmp
+ROSYS=${ROSYS%/class}
+
+not() { ! "$@"; }
+
+# q NAME EXPR: a Python expression over s (status) and p (processes) of NAME
+q() { "$PYTHON" -c 'import json, sys
+d = json.load(open(sys.argv[1])); s, p, me = d["status"], d["processes"], d["proc"]
+burner = int(sys.argv[3]); mine = [x for x in p if x["pid"] == burner]
+print(eval(sys.argv[2]))' "$work/$1.json" "$2" "$burner"; }
+
+# ---- The service's set: everything works ------------------------------------
+if check "as nobody with CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN and read-only /sys" \
+  hardened full +perfmon,+dac_read_search,+net_admin; then
+  # CAP_DAC_READ_SEARCH = 2, CAP_NET_ADMIN = 12, CAP_PERFMON = 38
+  want=$(printf '%016x' $(((1 << 2) | (1 << 12) | (1 << 38))))
+  check "the daemon is wattprofd, uid $nobody, effective = bounding = $want, no_new_privs" \
+    test "$(q full 'me["Name"], me["Uid"], me["CapEff"], me["CapBnd"], me["NoNewPrivs"]')" = \
+    "('wattprofd', ['$nobody', '$nobody', '$nobody', '$nobody'], '$want', '$want', '1')"
+  w=$(q full 's["host"]["measured_w"]')
+  check "it reads the root-only energy_uj: package power $w W, truth 30 W (5 %)" within "$w" 30 0.05
+  check "no zone reports an error" test "$(q full 'all(z["error"] is None for z in s["zones"])')" = True
+  check "it counts a root process: the burner (uid 0) is listed with CPU time" \
+    test "$(q full 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
+  echo "    burner: $(q full '{k: mine[0][k] for k in ("pid", "uid", "comm", "total_j")} if mine else None')"
+  # With CAP_NET_ADMIN the listen request is accepted on any kernel, unless
+  # this whole machine is outside the initial pid namespace (then nobody can).
+  if grep -q "initial user and pid namespaces" "$work/full/log"; then
+    skip_note "the proc connector: this machine is not in the initial pid namespace"
+  else
+    check "it listens to the proc connector" \
+      test "$(q full 'any("proc connector" in w for w in s["warnings"])')" = False
+  fi
+  check "it sees processes of several users" test "$(q full 'len({x["uid"] for x in p}) >= 2')" = True
+fi
+
+# ---- Without CAP_DAC_READ_SEARCH: no RAPL, said why --------------------------
+if check "without CAP_DAC_READ_SEARCH it still starts" hardened no-dac +perfmon,+net_admin; then
+  err=$(q no-dac 's["zones"][0]["error"]')
+  check "it says energy_uj is unreadable: $err" grep -q "energy_uj: Permission denied" <<<"$err"
+  check "no measured power" test "$(q no-dac 's["host"]["measured_w"]')" = None
+  check "it still counts the root process" test "$(q no-dac 'bool(mine)')" = True
+fi
+
+# ---- Without CAP_PERFMON ------------------------------------------------------
+# perf_event_paranoid >= 2 (Debian's default is 3) refuses kernel-level counts,
+# which the daemon asks for, to anyone without CAP_PERFMON: it stops and says
+# so. At 1 or below it runs and watches only its own user's processes.
+paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
+if [ "$paranoid" -ge 2 ]; then
+  check "without CAP_PERFMON (perf_event_paranoid $paranoid) it does not start" \
+    not hardened no-perfmon +dac_read_search,+net_admin
+  check "... and says the events are refused: $(tail -1 "$work/no-perfmon/log")" \
+    grep -q "event 'perf::TASK-CLOCK': Permission denied" "$work/no-perfmon/log"
+elif check "without CAP_PERFMON it still starts" hardened no-perfmon +dac_read_search,+net_admin; then
+  check "it says it watches only its own user's processes" \
+    grep -q "no CAP_PERFMON: watching only this user's processes" "$work/no-perfmon/log"
+  check "no other user's process is listed" \
+    test "$(q no-perfmon '[x["uid"] for x in p if x["uid"] != 65534]')" = "[]"
+fi
+finish

@@ -1,0 +1,424 @@
+/* Process identity and events through lib/sample/procs.c, on real processes:
+ * /proc of this test and of children that name themselves awkwardly, a
+ * pid that is gone, and the proc connector seeing a child's fork, exec and
+ * exit while staying quiet about this test's own threads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+/* cmocka.h needs the three above first */
+#include <cmocka.h>
+
+#include "sample/sample.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Field 22 of /proc/self/stat read the plain way, for comparison. */
+static unsigned long long stat_field22(pid_t pid)
+{
+    char path[64], buf[1024];
+    FILE *f;
+    unsigned long long v = 0;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    char *p = strrchr(buf, ')') + 2;
+    for (int field = 3; field < 22; field++)
+        p = strchr(p, ' ') + 1;
+    v = strtoull(p, NULL, 10);
+    return v;
+}
+
+static void test_read_self(void **state)
+{
+    procs_info info;
+    char comm[17] = {0};
+
+    assert_int_equal(procs_read_info(getpid(), &info), 0);
+    assert_int_equal(info.pid, getpid());
+    assert_int_equal(info.ppid, getppid());
+    assert_int_equal(info.uid, getuid());
+    prctl(PR_GET_NAME, comm);
+    assert_string_equal(info.comm, comm);
+    assert_int_equal(info.start_ticks, stat_field22(getpid()));
+    assert_false(info.kernel_thread);
+    /* argv[0] is this program's path, joined with no trailing space */
+    assert_non_null(strstr(info.cmdline, "test_procs"));
+    assert_true(info.cmdline[strlen(info.cmdline) - 1] != ' ');
+    assert_true(info.cgroup[0] == '/' || info.cgroup[0] == '\0');
+    procs_info_clear(&info);
+}
+
+/* A child renames itself to something that looks like the end of the comm
+ * field, then execs nothing: it waits for us on a pipe. */
+static void test_awkward_comm(void **state)
+{
+    static const char *names[] = {"a) b (c) d", ") )", "x y", "((("};
+    for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        int ready[2], hold[2];
+        char b;
+        procs_info info;
+
+        assert_int_equal(pipe(ready), 0);
+        assert_int_equal(pipe(hold), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(hold[1]);
+            prctl(PR_SET_NAME, names[k]);
+            if (write(ready[1], "r", 1) != 1 || read(hold[0], &b, 1) < 0)
+                _exit(1);
+            _exit(0);
+        }
+        assert_int_equal(read(ready[0], &b, 1), 1);
+        assert_int_equal(procs_read_info(pid, &info), 0);
+        assert_string_equal(info.comm, names[k]);
+        assert_int_equal(info.ppid, getpid());
+        assert_int_equal(info.start_ticks, stat_field22(pid));
+        procs_info_clear(&info);
+        close(hold[1]);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+        close(ready[0]);
+        close(ready[1]);
+        close(hold[0]);
+    }
+}
+
+static void test_cmdline_joined(void **state)
+{
+    int in[2];
+    procs_info info;
+
+    assert_int_equal(pipe(in), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* sh waits on `read` until the parent closes the pipe */
+        close(in[1]);
+        dup2(in[0], 0);
+        execl("/bin/sh", "sh", "-c", "read x", "a  b", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    for (int i = 0; i < 1000; i++) { /* until the exec has happened */
+        assert_int_equal(procs_read_info(pid, &info), 0);
+        if (strcmp(info.comm, "sh") == 0)
+            break;
+        procs_info_clear(&info);
+        usleep(2000);
+    }
+    assert_string_equal(info.comm, "sh");
+    assert_string_equal(info.cmdline, "sh -c read x a  b");
+    procs_info_clear(&info);
+    close(in[1]);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+static void test_vanished(void **state)
+{
+    procs_info info;
+    pid_t pid = fork();
+
+    if (pid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(procs_read_info(pid, &info), -ESRCH);
+    assert_null(info.cmdline);
+    assert_int_equal(procs_read_info(-1, &info), -ESRCH);
+}
+
+static void test_kernel_thread(void **state)
+{
+    procs_info info;
+
+    /* kthreadd is pid 2 on every Linux since 2.6.22, in the initial pid
+     * namespace; elsewhere there is no kernel thread to look at. */
+    if (procs_read_info(2, &info) < 0 || strcmp(info.comm, "kthreadd") != 0) {
+        procs_info_clear(&info);
+        skip();
+    }
+    assert_true(info.kernel_thread);
+    assert_string_equal(info.cmdline, "");
+    procs_info_clear(&info);
+    assert_int_equal(procs_read_info(getpid(), &info), 0);
+    assert_false(info.kernel_thread);
+    procs_info_clear(&info);
+}
+
+static void test_list_and_boot_id(void **state)
+{
+    pid_t *pids;
+    size_t n;
+    bool self = false;
+    char id[37], id2[37];
+
+    assert_int_equal(procs_list(&pids, &n), 0);
+    assert_true(n >= 1);
+    for (size_t i = 0; i < n; i++) {
+        self |= pids[i] == getpid();
+        assert_true(pids[i] > 0);
+    }
+    assert_true(self);
+    free(pids);
+    assert_int_equal(procs_boot_id(id), 0);
+    assert_int_equal(strlen(id), 36);
+    assert_true(id[8] == '-' && id[13] == '-' && id[18] == '-' && id[23] == '-');
+    assert_int_equal(procs_boot_id(id2), 0);
+    assert_string_equal(id, id2);
+}
+
+/* A thread's tid shows up in the connector's raw fork/exit events, which
+ * procs_watch_read must drop. */
+static void *thread_tid(void *arg)
+{
+    *(pid_t *)arg = (pid_t)syscall(SYS_gettid);
+    return NULL;
+}
+
+/* Collects events until one matches (kind, pid) or 5 s pass. */
+static size_t collect_until(procs_watch *w, procs_event *all, size_t cap, size_t n,
+                            procs_event_kind kind, pid_t pid, bool *found)
+{
+    struct timespec t0, now;
+
+    *found = false;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        size_t got;
+        struct pollfd p = {.fd = procs_watch_fd(w), .events = POLLIN};
+        poll(&p, 1, 100);
+        int r = procs_watch_read(w, all + n, cap - n, &got);
+        assert_true(r == 0 || r == -ENOBUFS);
+        for (size_t i = n; i < n + got; i++)
+            if (all[i].kind == kind && all[i].pid == pid)
+                *found = true;
+        n += got;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (*found || n == cap || now.tv_sec - t0.tv_sec > 5)
+            return n;
+    }
+}
+
+static void test_connector(void **state)
+{
+    enum { CAP = 1 << 16 };
+    procs_watch *w;
+    char err[UTIL_ERRLEN];
+    procs_event *ev = calloc(CAP, sizeof(*ev));
+    size_t n = 0;
+    bool found;
+    int status;
+    pid_t tid = 0;
+    pthread_t th;
+
+    assert_non_null(ev);
+    int r = procs_watch_open(&w, err, sizeof(err));
+    if (r == -EPERM) {
+        print_message("skipped: %s\n", err);
+        free(ev);
+        skip();
+    }
+    assert_int_equal(r, 0);
+
+    /* a thread: raw FORK/EXIT events with child_pid != tgid */
+    assert_int_equal(pthread_create(&th, NULL, thread_tid, &tid), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", "exit 3", (char *)NULL);
+        _exit(127);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(WEXITSTATUS(status), 3);
+    n = collect_until(w, ev, CAP, n, PROCS_EV_EXIT, pid, &found);
+    assert_true(found);
+
+    int fork_i = -1, exec_i = -1, exit_i = -1;
+    for (size_t i = 0; i < n; i++) {
+        assert_true(ev[i].pid != tid); /* nothing about the thread */
+        if (ev[i].pid != pid)
+            continue;
+        if (ev[i].kind == PROCS_EV_FORK) {
+            fork_i = (int)i;
+            assert_int_equal(ev[i].parent, getpid());
+        } else if (ev[i].kind == PROCS_EV_EXEC) {
+            exec_i = (int)i;
+        } else {
+            exit_i = (int)i;
+            assert_int_equal(ev[i].exit_code, status);
+        }
+    }
+    print_message("%zu events; child %d: fork #%d exec #%d exit #%d; thread %d silent\n", n,
+                  (int)pid, fork_i, exec_i, exit_i, (int)tid);
+    assert_true(fork_i >= 0 && exec_i > fork_i && exit_i > exec_i);
+    procs_watch_close(w);
+    free(ev);
+}
+
+/* Many processes at once: one read drains many events, and `max` is
+ * respected when more are waiting. */
+static void test_connector_drain(void **state)
+{
+    enum { KIDS = 200, CAP = 1 << 16 };
+    procs_watch *w;
+    char err[UTIL_ERRLEN];
+    procs_event *ev = calloc(CAP, sizeof(*ev));
+    size_t n = 0, got;
+    pid_t kids[KIDS];
+
+    assert_non_null(ev);
+    if (procs_watch_open(&w, err, sizeof(err)) == -EPERM) {
+        print_message("skipped: %s\n", err);
+        free(ev);
+        skip();
+    }
+    for (int i = 0; i < KIDS; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0)
+            _exit(0);
+    }
+    for (int i = 0; i < KIDS; i++)
+        assert_int_equal(waitpid(kids[i], NULL, 0), kids[i]);
+    /* a tiny max first: the rest stays queued for the next call */
+    assert_int_equal(procs_watch_read(w, ev, 3, &got), 0);
+    assert_int_equal(got, 3);
+    n = got;
+    bool found;
+    n = collect_until(w, ev, CAP, n, PROCS_EV_EXIT, kids[KIDS - 1], &found);
+    assert_true(found);
+    int forks = 0, exits = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < KIDS; k++)
+            if (ev[i].pid == kids[k]) {
+                forks += ev[i].kind == PROCS_EV_FORK;
+                exits += ev[i].kind == PROCS_EV_EXIT;
+            }
+    print_message("%zu events drained, %d forks and %d exits of %d children\n", n, forks, exits,
+                  KIDS);
+    assert_int_equal(forks, KIDS);
+    assert_int_equal(exits, KIDS);
+    procs_watch_close(w);
+    free(ev);
+}
+
+/* n short-lived children, one after the other. vfork: fork copies ASan's
+ * shadow mappings, too slow for thousands of children. */
+static void spawn_and_reap(int n)
+{
+    for (volatile int i = 0; i < n; i++) {
+        pid_t kid = vfork();
+        if (kid == 0)
+            _exit(0);
+        assert_true(kid > 0);
+        assert_int_equal(waitpid(kid, NULL, 0), kid);
+    }
+}
+
+/* More births than any receive queue holds: the overrun is reported as
+ * -ENOBUFS (so the caller rescans /proc), and the watch keeps working. */
+static void test_connector_overrun(void **state)
+{
+    enum { KIDS = 8000 };
+    procs_watch *w;
+    char err[UTIL_ERRLEN];
+    procs_event ev[256];
+    size_t got;
+    int r = 0;
+    bool overrun = false;
+
+    if (procs_watch_open(&w, err, sizeof(err)) == -EPERM) {
+        print_message("skipped: %s\n", err);
+        skip();
+    }
+    spawn_and_reap(KIDS);
+    while ((r = procs_watch_read(w, ev, 256, &got)) == -ENOBUFS || got > 0)
+        overrun |= r == -ENOBUFS;
+    assert_int_equal(r, 0);
+    print_message("%d children without reading: overrun %s\n", KIDS,
+                  overrun ? "reported" : "not reported");
+    assert_true(overrun);
+    /* still listening afterwards */
+    pid_t kid = fork();
+    if (kid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(kid, NULL, 0), kid);
+    procs_event *all = calloc(1 << 16, sizeof(*all));
+    bool found;
+    collect_until(w, all, 1 << 16, 0, PROCS_EV_EXIT, kid, &found);
+    assert_true(found);
+    free(all);
+    procs_watch_close(w);
+}
+
+/* Without CAP_NET_ADMIN, kernels before 6.6 refuse the listen request: the
+ * watch must then fail with -EPERM and a reason naming the capability, not
+ * come back silently empty. Later kernels let anyone listen: then the watch
+ * must really deliver events. Run as root: a child drops to nobody first. */
+static void test_connector_unprivileged(void **state)
+{
+    int p[2];
+    char msg[UTIL_ERRLEN + 16] = {0};
+
+    if (geteuid() != 0) {
+        print_message("skipped: dropping privileges needs root\n");
+        skip();
+    }
+    assert_int_equal(pipe(p), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        procs_watch *w;
+        char err[UTIL_ERRLEN] = "";
+        procs_event ev[4096];
+        bool found = false;
+        if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+            _exit(2);
+        int r = procs_watch_open(&w, err, sizeof(err));
+        if (r == 0) {
+            pid_t kid = fork();
+            if (kid == 0)
+                _exit(0);
+            waitpid(kid, NULL, 0);
+            size_t n = collect_until(w, ev, 4096, 0, PROCS_EV_EXIT, kid, &found);
+            snprintf(err, sizeof(err), "listening works (%zu events, child exit %s)", n,
+                     found ? "seen" : "NOT seen");
+            procs_watch_close(w);
+        }
+        dprintf(p[1], "%d %s", r == 0 && !found ? -EIO : r, err);
+        _exit(0);
+    }
+    close(p[1]);
+    assert_true(read(p[0], msg, sizeof(msg) - 1) > 0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    close(p[0]);
+    print_message("as nobody: %s\n", msg);
+    if (atoi(msg) == 0)
+        return;
+    assert_int_equal(atoi(msg), -EPERM);
+    assert_non_null(strstr(msg, "CAP_NET_ADMIN"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_self),         cmocka_unit_test(test_awkward_comm),
+        cmocka_unit_test(test_cmdline_joined),    cmocka_unit_test(test_vanished),
+        cmocka_unit_test(test_kernel_thread),     cmocka_unit_test(test_list_and_boot_id),
+        cmocka_unit_test(test_connector),         cmocka_unit_test(test_connector_drain),
+        cmocka_unit_test(test_connector_overrun), cmocka_unit_test(test_connector_unprivileged),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

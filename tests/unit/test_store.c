@@ -1,0 +1,1414 @@
+/* Unit tests for lib/store: real SQLite files in a temporary directory, a
+ * real writer thread, and a real child process killed mid-write. */
+/* cmocka needs these three before it */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+// clang-format on
+
+#include "store/store.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NS 1000000000LL
+#define T0 1700000000LL /* a synthetic Unix second, minute-aligned + 20 */
+
+typedef struct fixture {
+    char dir[64];
+    char path[128];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+
+    strcpy(f->dir, "/tmp/wattprof-store-XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof(f->path), "%s/wattprof.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static void remove_db(const char *path)
+{
+    char name[200];
+
+    unlink(path);
+    snprintf(name, sizeof(name), "%s-wal", path);
+    unlink(name);
+    snprintf(name, sizeof(name), "%s-shm", path);
+    unlink(name);
+    snprintf(name, sizeof(name), "%s-lock", path);
+    unlink(name);
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    char name[200];
+
+    remove_db(f->path);
+    snprintf(name, sizeof(name), "%s/log", f->dir);
+    unlink(name);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Test data is stamped in 2023-24: on the wall clock the writer's own
+ * maintenance would find it all past retention, so tests count from the
+ * data's newest second. */
+static void config(store_config *c)
+{
+    store_config_default(c);
+    strcpy(c->boot_id, "test-boot");
+    c->clock = STORE_CLOCK_DATA;
+}
+
+static store *open_store(const char *path, const store_config *c)
+{
+    char err[UTIL_ERRLEN] = "";
+    store *s = NULL;
+    int r = store_open(path, c, &s, err, sizeof(err));
+
+    if (r < 0)
+        fail_msg("store_open: %s", err);
+    return s;
+}
+
+/* ---- Reading the file behind the store's back --------------------------- */
+
+static sqlite3 *raw_open(const char *path)
+{
+    sqlite3 *db;
+
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    return db;
+}
+
+static double raw_num(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    double v;
+
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    v = sqlite3_column_double(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static double file_num(const char *path, const char *sql)
+{
+    sqlite3 *db = raw_open(path);
+    double v = raw_num(db, sql);
+
+    sqlite3_close(db);
+    return v;
+}
+
+static void raw_exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg);
+}
+
+/* ---- Pushing --------------------------------------------------------------- */
+
+static int push_proc(store *s, int64_t t_ns, pid_t pid, uint64_t start, double a, double sa,
+                     double cpu, int klass, int32_t model)
+{
+    store_proc_tick t = {.t_ns = t_ns,
+                         .pid = pid,
+                         .start_time = start,
+                         .attributed_j = a,
+                         .standalone_j = sa,
+                         .cpu_s = cpu,
+                         .klass = klass,
+                         .model_id = model};
+    return store_push_proc(s, &t);
+}
+
+static int push_host(store *s, int64_t t_ns, double dt, double host, double idle, double attr)
+{
+    store_host_tick h = {.t_ns = t_ns,
+                         .dt_s = dt,
+                         .measured = true,
+                         .host_j = host,
+                         .idle_j = idle,
+                         .attributed_j = attr,
+                         .unattributed_j = host - idle - attr,
+                         .modeled_j = host * 1.1,
+                         .model_id = 1};
+    return store_push_host(s, &h);
+}
+
+static void push_info(store *s, int64_t t_ns, pid_t pid, uint64_t start, const char *comm,
+                      int64_t uid)
+{
+    store_proc_info i = {.t_ns = t_ns,
+                         .pid = pid,
+                         .start_time = start,
+                         .comm = comm,
+                         .cmdline = comm,
+                         .cgroup = "/user.slice",
+                         .uid = uid};
+    assert_int_equal(store_push_proc_info(s, &i), 0);
+}
+
+/* ---- Schema and migrations ---------------------------------------------------- */
+
+static void test_schema_created(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    const char *tables[] = {
+        "models",      "processes",          "process_energy",   "process_energy_minute",
+        "host_energy", "host_energy_minute", "host_attribution", "host_attribution_minute",
+        "calibration"};
+    char sql[200];
+    sqlite3 *db;
+
+    config(&c);
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+    int64_t latest = 0;
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, -1);
+    store_reader_close(r);
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'",
+                 tables[i]);
+        assert_int_equal(raw_num(db, sql), 1);
+    }
+    sqlite3_close(db);
+    /* WAL is a property of the file: a fresh connection sees it. */
+    db = raw_open(f->path);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(st, 0), "wal");
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* Version 1 as it was shipped: the test keeps its own copy, so a change to
+ * the first migration that would break old files shows here. */
+static const char *v1_sql =
+    "CREATE TABLE models (id INTEGER PRIMARY KEY, sha256 TEXT NOT NULL UNIQUE, name TEXT,"
+    " engine TEXT, json TEXT NOT NULL, first_loaded INTEGER NOT NULL,"
+    " last_loaded INTEGER NOT NULL);"
+    "CREATE TABLE processes (id INTEGER PRIMARY KEY, boot_id TEXT NOT NULL,"
+    " pid INTEGER NOT NULL, start_time INTEGER NOT NULL, comm TEXT, cmdline TEXT, uid INTEGER,"
+    " cgroup TEXT, first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, exit_time INTEGER,"
+    " class INTEGER, attributed_j REAL NOT NULL DEFAULT 0, standalone_j REAL NOT NULL DEFAULT 0,"
+    " cpu_s REAL NOT NULL DEFAULT 0, UNIQUE (boot_id, pid, start_time));"
+    "CREATE INDEX processes_pid ON processes(pid);"
+    "CREATE INDEX processes_last_seen ON processes(last_seen);"
+    "CREATE TABLE process_energy (process_id INTEGER NOT NULL, t INTEGER NOT NULL,"
+    " attributed_j REAL NOT NULL, standalone_j REAL NOT NULL, cpu_s REAL NOT NULL,"
+    " class INTEGER, model_id INTEGER, PRIMARY KEY (process_id, t)) WITHOUT ROWID;"
+    "CREATE INDEX process_energy_t ON process_energy(t);"
+    "CREATE TABLE host_energy (t INTEGER NOT NULL, domain TEXT NOT NULL, measured_j REAL,"
+    " modeled_j REAL, PRIMARY KEY (t, domain)) WITHOUT ROWID;"
+    "INSERT INTO models VALUES (1, '" /* sha */
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'old', 'ridge', '{}',"
+    " 1, 1);"
+    "INSERT INTO processes (boot_id, pid, start_time, comm, uid, first_seen, last_seen, class,"
+    " attributed_j, standalone_j, cpu_s) VALUES ('test-boot', 42, 7, 'old', 1000, 1700000000,"
+    " 1700000000, 1, 3.0, 4.0, 0.5);"
+    "INSERT INTO process_energy VALUES (1, 1700000000, 3.0, 4.0, 0.5, 1, 1);"
+    "PRAGMA user_version = 1;";
+
+static void test_migrates_v1(void **state)
+{
+    fixture *f = *state;
+    sqlite3 *db = raw_open(f->path);
+    store_config c;
+    store *s;
+    int32_t id;
+    char err[UTIL_ERRLEN];
+
+    raw_exec(db, v1_sql);
+    sqlite3_close(db);
+
+    config(&c);
+    s = open_store(f->path, &c);
+    /* The old model keeps its id; a new one gets the next. */
+    assert_int_equal(
+        store_model_add(s, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                        "old", "ridge", "{}", &id, err, sizeof(err)),
+        0);
+    assert_int_equal(id, 1);
+    assert_int_equal(
+        store_model_add(s, "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                        "new", "ridge", "{\"a\":1}", &id, err, sizeof(err)),
+        0);
+    assert_int_equal(id, 2);
+    /* The same process keeps accumulating into its old row. */
+    assert_int_equal(push_proc(s, (T0 + 1) * NS, 42, 7, 2.0, 1.0, 0.25, 1, id), 0);
+    assert_int_equal(store_close(s), 0);
+
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes"), 1);
+    assert_float_equal(raw_num(db, "SELECT attributed_j FROM processes"), 5.0, 1e-12);
+    assert_float_equal(raw_num(db, "SELECT cpu_s FROM processes"), 0.75, 1e-12);
+    assert_int_equal(raw_num(db, "SELECT last_seen FROM processes"), T0 + 1);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy"), 2);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM models"), 2);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM calibration"), 0);
+    sqlite3_close(db);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+    fixture *f = *state;
+    sqlite3 *db = raw_open(f->path);
+    char err[UTIL_ERRLEN] = "", want[300];
+    store_reader *r;
+    store *s;
+
+    raw_exec(db, "PRAGMA user_version = 99");
+    sqlite3_close(db);
+    assert_int_equal(store_open(f->path, NULL, &s, err, sizeof(err)), -EPROTO);
+    snprintf(want, sizeof(want), "%s: schema version 99 is newer than this wattprof's (%d)",
+             f->path, STORE_SCHEMA_VERSION);
+    assert_string_equal(err, want);
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), -EPROTO);
+    assert_non_null(strstr(err, "schema version 99"));
+}
+
+static void test_bad_config_and_path(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN] = "", path[200];
+    store_reader *r;
+    store_config c;
+    store *s;
+
+    config(&c);
+    c.minute_retention_s = 3600;
+    assert_int_equal(store_open(f->path, &c, &s, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "per-minute retention (3600 s)"));
+    config(&c);
+    c.rollup_chunk_s = 90;
+    assert_int_equal(store_open(f->path, &c, &s, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "rollup_chunk_s (90)"));
+    config(&c);
+    c.queue_capacity = 2;
+    assert_int_equal(store_open(f->path, &c, &s, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "queue_capacity 2"));
+
+    snprintf(path, sizeof(path), "%s/no/such/dir/x.db", f->dir);
+    config(&c);
+    assert_true(store_open(path, &c, &s, err, sizeof(err)) < 0);
+    assert_true(strncmp(err, path, strlen(path)) == 0);
+    assert_int_equal(store_reader_open(path, &r, err, sizeof(err)), -ENOENT);
+    assert_true(strncmp(err, path, strlen(path)) == 0);
+
+    /* A file that is not a database. */
+    int fd = open(f->path, O_WRONLY | O_CREAT, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd,
+                           "this is not sqlite, not at all, no.................................."
+                           "...............................................",
+                           116),
+                     116);
+    close(fd);
+    assert_true(store_open(f->path, &c, &s, err, sizeof(err)) < 0);
+    assert_true(strncmp(err, f->path, strlen(f->path)) == 0);
+    assert_non_null(strstr(err, "not a database"));
+}
+
+static void test_second_writer_refused(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store *s, *other;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_open(f->path, &c, &other, err, sizeof(err)), -EBUSY);
+    assert_true(strncmp(err, f->path, strlen(f->path)) == 0);
+    assert_non_null(strstr(err, "in use by another writer"));
+    assert_int_equal(store_close(s), 0);
+    /* Closed, the file is free again. */
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+}
+
+/* ---- The writer ------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    return (double)util_now_ns(CLOCK_MONOTONIC) / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Pushes 50 Hz ticks paced in real time for 3.5 s, while another connection
+ * watches the table: it must change about once a second (one transaction
+ * per second), never more often than the commit interval allows, and the
+ * per-second rows must hold exactly their 50 ticks. */
+static void test_writer_one_transaction_per_second(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+    sqlite3 *db;
+    double start, last_change = -1, min_gap = 1e9, prev = -1;
+    int changes = 0, ticks = 175;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    db = raw_open(f->path);
+    start = now_s();
+    for (int k = 0; k < ticks; k++) {
+        int64_t t_ns = (T0 + k / 50) * NS + (k % 50) * 20000000LL;
+        assert_int_equal(push_proc(s, t_ns, 100, 1, 0.5, 0.7, 0.02, 0, 0), 0);
+        assert_int_equal(push_proc(s, t_ns, 200, 2, 0.25, 0.3, 0.01, 1, 0), 0);
+        assert_int_equal(push_host(s, t_ns, 0.02, 1.0, 0.2, 0.75), 0);
+        double v = raw_num(db, "SELECT count(*) + coalesce(sum(attributed_j), 0)"
+                               " FROM process_energy");
+        if (v != prev && prev >= 0) {
+            double t = now_s();
+            if (last_change >= 0 && t - last_change < min_gap)
+                min_gap = t - last_change;
+            last_change = t;
+            changes++;
+        }
+        prev = v;
+        while (now_s() < start + (k + 1) * 0.02)
+            sleep_ms(2);
+    }
+    store_get_stats(s, &st);
+    assert_true(st.commits >= 2 && st.commits <= 4);
+    assert_true(changes >= 2 && changes <= 4);
+    assert_true(min_gap > 0.4); /* never more often than min_commit_gap_ms */
+    assert_int_equal(st.pushed, 3 * ticks);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(store_close(s), 0);
+
+    /* 3 full seconds and a half: 4 rows per process, 50 ticks in each full one. */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy"), 8);
+    for (int k = 0; k < 3; k++) {
+        char sql[200];
+        snprintf(sql, sizeof(sql),
+                 "SELECT process_energy.attributed_j FROM process_energy"
+                 " JOIN processes ON id = process_id"
+                 " WHERE pid = 100 AND t = %lld",
+                 T0 + k);
+        assert_float_equal(raw_num(db, sql), 25.0, 1e-9);
+        snprintf(sql, sizeof(sql), "SELECT host_j FROM host_attribution WHERE t = %lld", T0 + k);
+        assert_float_equal(raw_num(db, sql), 50.0, 1e-9);
+    }
+    assert_float_equal(raw_num(db, "SELECT attributed_j FROM processes WHERE pid = 200"),
+                       0.25 * ticks, 1e-9);
+    assert_int_equal(raw_num(db, "SELECT class FROM processes WHERE pid = 200"), 1);
+    sqlite3_close(db);
+}
+
+/* With the writer asleep, a tiny queue fills: pushes return -EAGAIN at once,
+ * the drops are counted, and what was accepted is still written on close. */
+static void test_push_never_blocks_when_full(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+    int accepted = 0, refused = 0;
+    double slowest = 0;
+
+    config(&c);
+    c.queue_capacity = 16;
+    c.drain_interval_ms = 60000;
+    c.min_commit_gap_ms = 60000;
+    s = open_store(f->path, &c);
+    for (int k = 0; k < 1000; k++) {
+        double t = now_s();
+        int r;
+        if (k % 2) {
+            r = push_proc(s, (T0 * NS) + k, 100 + k, 1, 1.0, 1.0, 0.01, 0, 0);
+        } else {
+            store_proc_info i = {
+                .t_ns = T0 * NS, .pid = 100 + k, .start_time = 1, .comm = "x", .uid = 0};
+            r = store_push_proc_info(s, &i); /* a refused one frees its copy */
+        }
+        t = now_s() - t;
+        slowest = t > slowest ? t : slowest;
+        if (r == 0)
+            accepted++;
+        else if (r == -EAGAIN)
+            refused++;
+        else
+            fail_msg("push returned %d", r);
+    }
+    assert_int_equal(accepted, 16);
+    assert_int_equal(refused, 984);
+    assert_true(slowest < 0.05);
+    store_get_stats(s, &st);
+    assert_int_equal(st.pushed, 16);
+    assert_int_equal(st.dropped, 984);
+    assert_int_equal(st.queue_high_water, 16);
+    assert_int_equal(st.commits, 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 16);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 8);
+    remove_db(f->path);
+
+    /* A calibration tick that needs 3 records is refused whole when 2 are free. */
+    double rates[12] = {0};
+    s = open_store(f->path, &c);
+    for (int k = 0; k < 14; k++)
+        assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 12), -EAGAIN);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 10), 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.pushed, 16);
+    assert_int_equal(st.dropped, 3);
+    assert_int_equal(store_close(s), 0);
+    assert_float_equal(file_num(f->path, "SELECT attributed_j FROM processes"), 14.0, 1e-12);
+}
+
+static void test_push_rejects_bad_records(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store *s;
+    double rates[300] = {0};
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(push_proc(s, -1, 1, 1, 1, 1, 1, 0, 0), -EINVAL);
+    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1, 1, 1, -1, 0), -EINVAL);
+    assert_int_equal(store_push_domain(s, T0 * NS, "a-domain-name-too-long", 1, 1), -EINVAL);
+    assert_int_equal(store_push_domain(s, T0 * NS, "", 1, 1), -EINVAL);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, STORE_MAX_CLASSES, rates, 3),
+                     -EINVAL);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 300), -EINVAL);
+    assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 0), -EINVAL);
+    assert_int_equal(store_close(s), 0);
+}
+
+/* Everything pushed is on disk after store_close, with no wait for the
+ * commit interval: the SIGTERM path. */
+static void test_flush_on_close(void **state)
+{
+    fixture *f = *state;
+    double rates[7] = {1, 2, 3, 4, 5, 6, 7};
+    store_config c;
+    store *s;
+
+    config(&c);
+    c.min_commit_gap_ms = 60000;
+    s = open_store(f->path, &c);
+    for (int k = 0; k < 20; k++) {
+        int64_t t = T0 * NS + k * 20000000LL;
+        assert_int_equal(push_proc(s, t, 5, 5, 0.1, 0.2, 0.02, 0, 0), 0);
+        assert_int_equal(push_host(s, t, 0.02, 1.0, 0.5, 0.1), 0);
+        assert_int_equal(store_push_domain(s, t, "package", 1.0, NAN), 0);
+        assert_int_equal(store_push_calibration(s, t, 0.02, 0, 0, rates, 7), 0);
+    }
+    assert_int_equal(store_push_proc_exit(s, 5, 5, T0 * NS + 400000000LL), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_float_equal(file_num(f->path, "SELECT sum(attributed_j) FROM process_energy"), 2.0,
+                       1e-9);
+    assert_int_equal(file_num(f->path, "SELECT exit_time FROM processes"), T0);
+    assert_float_equal(file_num(f->path, "SELECT measured_j FROM host_energy"), 20.0, 1e-9);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM host_energy WHERE modeled_j IS NULL"),
+                     1);
+    /* The last (incomplete) calibration second is written on close too. */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM calibration"), 1);
+    assert_float_equal(file_num(f->path, "SELECT duration_s FROM calibration"), 0.4, 1e-9);
+}
+
+static void push_many_at(store *s, int64_t t, int pid0, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(push_proc(s, t * NS, pid0 + i, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+}
+
+/* Pushes 6 seconds of 50 ticks of awkward values (seeded), pausing
+ * `pause_us` after each tick. */
+static void push_replay(store *s, int pause_us)
+{
+    uint64_t x = 88172645463325252ULL;
+
+    for (int k = 0; k < 300; k++) {
+        int64_t t = (T0 + k / 50) * NS + (k % 50) * 20000000LL;
+        for (int p = 0; p < 3; p++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            double v = (double)(x % 1000003) / 7919.0;
+            assert_int_equal(push_proc(s, t, 10 + p, 1, v, v / 3, v / 1e3, 0, 0), 0);
+        }
+        assert_int_equal(push_host(s, t, 0.02, 1.0 / 3, 0.1, 0.2), 0);
+        if (pause_us)
+            usleep(pause_us);
+    }
+}
+
+/* The same ticks give the same rows to the last bit whether the writer
+ * commits often (data trickling in) or once at the end. */
+static void test_rows_independent_of_commit_timing(void **state)
+{
+    fixture *f = *state;
+    char other[160];
+    store_config c;
+    store *s;
+    sqlite3 *a, *b;
+    const char *sql[] = {
+        "SELECT t, attributed_j, standalone_j, cpu_s FROM process_energy"
+        " ORDER BY process_id, t",
+        "SELECT pid, attributed_j, standalone_j, cpu_s, first_seen, last_seen FROM processes"
+        " ORDER BY pid",
+        "SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, duration_s"
+        " FROM host_attribution ORDER BY t",
+    };
+
+    config(&c);
+    c.drain_interval_ms = 1;
+    c.min_commit_gap_ms = 1;
+    s = open_store(f->path, &c);
+    push_replay(s, 1000);
+    assert_int_equal(store_close(s), 0);
+
+    snprintf(other, sizeof(other), "%s/other.db", f->dir);
+    config(&c);
+    c.min_commit_gap_ms = 60000;
+    s = open_store(other, &c);
+    push_replay(s, 0);
+    assert_int_equal(store_close(s), 0);
+
+    a = raw_open(f->path);
+    b = raw_open(other);
+    for (size_t q = 0; q < sizeof(sql) / sizeof(sql[0]); q++) {
+        sqlite3_stmt *sa, *sb;
+        int rows = 0;
+        assert_int_equal(sqlite3_prepare_v2(a, sql[q], -1, &sa, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(b, sql[q], -1, &sb, NULL), SQLITE_OK);
+        for (;;) {
+            int ra = sqlite3_step(sa), rb = sqlite3_step(sb);
+            assert_int_equal(ra, rb);
+            if (ra != SQLITE_ROW)
+                break;
+            rows++;
+            for (int col = 0; col < sqlite3_column_count(sa); col++) {
+                double va = sqlite3_column_double(sa, col), vb = sqlite3_column_double(sb, col);
+                if (memcmp(&va, &vb, sizeof(va)) != 0)
+                    fail_msg("%s: row %d column %d: %.17g != %.17g", sql[q], rows, col, va, vb);
+            }
+        }
+        assert_true(rows >= 3);
+        sqlite3_finalize(sa);
+        sqlite3_finalize(sb);
+    }
+    sqlite3_close(a);
+    sqlite3_close(b);
+    remove_db(other);
+}
+
+/* ---- Queries ---------------------------------------------------------------- */
+
+static const char *sha_a = "1111111111111111111111111111111111111111111111111111111111111111";
+static const char *sha_b = "2222222222222222222222222222222222222222222222222222222222222222";
+
+/* Ten seconds T0..T0+9: "burn" (uid 1000) 2 J/s, "idle" (uid 1000) 0.1 J/s,
+ * "make" (uid 0) 1 J/s but only in T0+5..T0+9; pid 300 reused (an old
+ * identity before T0). Each second has two 0.5 s ticks. */
+static store *fill_queries(fixture *f, int32_t *model)
+{
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(
+        store_model_add(s, sha_a, "a", "ridge", "{\"m\":\"a\"}", model, err, sizeof(err)), 0);
+    push_info(s, T0 * NS, 100, 1, "burn", 1000);
+    push_info(s, T0 * NS, 200, 2, "idle", 1000);
+    push_info(s, (T0 - 100) * NS, 300, 3, "old", 1000);
+    push_info(s, (T0 + 5) * NS, 300, 4, "make", 0);
+    assert_int_equal(push_proc(s, (T0 - 100) * NS, 300, 3, 7.0, 7.0, 1.0, 0, *model), 0);
+    for (int64_t t = T0; t < T0 + 10; t++)
+        for (int half = 0; half < 2; half++) {
+            int64_t ns = t * NS + half * 500000000LL;
+            assert_int_equal(push_proc(s, ns, 100, 1, 1.0, 1.5, 0.5, 0, *model), 0);
+            assert_int_equal(push_proc(s, ns, 200, 2, 0.05, 0.1, 0.01, 1, *model), 0);
+            if (t >= T0 + 5)
+                assert_int_equal(
+                    push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, t >= T0 + 8 ? 0 : 1, *model), 0);
+            assert_int_equal(push_host(s, ns, 0.5, 4.0, 1.0, 1.55), 0);
+        }
+    assert_int_equal(store_push_proc_exit(s, 300, 4, (T0 + 9) * NS + 900000000LL), 0);
+    assert_int_equal(store_flush(s), 0);
+    return s;
+}
+
+static store_reader *reader(fixture *f)
+{
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+
+    if (store_reader_open(f->path, &r, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    return r;
+}
+
+static void test_list_processes(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t model;
+    store *s = fill_queries(f, &model);
+    store_reader *r = reader(f);
+    store_process_query q = {.since = T0, .until = T0 + 10, .sort = STORE_SORT_ENERGY, .uid = -1};
+    store_process *p;
+    size_t n;
+
+    int64_t latest;
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, T0 + 9);
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(p[0].comm, "burn");
+    assert_float_equal(p[0].attributed_j, 20.0, 1e-9);
+    assert_float_equal(p[0].standalone_j, 30.0, 1e-9);
+    assert_float_equal(p[0].cpu_s, 10.0, 1e-9);
+    assert_float_equal(p[0].power_w, 2.0, 1e-9);
+    assert_int_equal(p[0].seconds, 10);
+    assert_string_equal(p[0].boot_id, "test-boot");
+    assert_string_equal(p[0].cgroup, "/user.slice");
+    assert_int_equal(p[0].uid, 1000);
+    assert_int_equal(p[0].first_seen, T0);
+    assert_int_equal(p[0].last_seen, T0 + 9);
+    assert_int_equal(p[0].exit_time, 0);
+    assert_string_equal(p[1].comm, "make");
+    assert_float_equal(p[1].attributed_j, 5.0, 1e-9);
+    assert_int_equal(p[1].exit_time, T0 + 9);
+    /* alive for 5 of the 10 seconds: its power is over those 5 */
+    assert_float_equal(p[1].power_w, 1.0, 1e-9);
+    assert_string_equal(p[2].comm, "idle");
+    assert_int_equal(p[2].klass, 1);
+    store_processes_free(p, n);
+
+    /* By CPU, limited, then filtered by uid and by comm. */
+    q.sort = STORE_SORT_CPU;
+    q.limit = 2;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[0].comm, "burn");
+    assert_string_equal(p[1].comm, "make");
+    store_processes_free(p, n);
+    q.limit = 0;
+    q.uid = 0;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0].comm, "make");
+    store_processes_free(p, n);
+    q.uid = -1;
+    q.only_running = true; /* "make" exited at T0 + 9 */
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+    q.only_running = false;
+    q.comm_regex = "^(bu|id)";
+    q.sort = STORE_SORT_POWER;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[0].comm, "burn");
+    assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+
+    /* A window that holds only the reused pid's old identity. */
+    q.comm_regex = NULL;
+    q.since = T0 - 200;
+    q.until = T0;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0].comm, "old");
+    assert_int_equal(p[0].start_time, 3);
+    store_processes_free(p, n);
+
+    /* Bad input is named. */
+    q.comm_regex = "([";
+    q.since = T0;
+    q.until = T0 + 10;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "comm regex '(['"));
+    q.comm_regex = NULL;
+    q.until = T0;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "until"));
+    q.until = T0 + 10;
+    q.sort = 17;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "sort"));
+
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+static void test_get_process(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t model;
+    store *s = fill_queries(f, &model);
+    store_reader *r = reader(f);
+    store_process p;
+    store_second *series;
+    size_t n;
+
+    assert_int_equal(store_get_process(r, 100, 0, 5, &p, &series, &n, err, sizeof(err)), 0);
+    assert_string_equal(p.comm, "burn");
+    assert_float_equal(p.total_attributed_j, 20.0, 1e-9);
+    assert_float_equal(p.total_standalone_j, 30.0, 1e-9);
+    assert_int_equal(n, 5);
+    assert_int_equal(series[0].t, T0 + 5);
+    assert_int_equal(series[4].t, T0 + 9);
+    assert_float_equal(series[4].attributed_j, 2.0, 1e-9);
+    assert_int_equal(series[4].model_id, model);
+    store_process_free(&p);
+    free(series);
+
+    /* A reused pid: the newest identity by default, the old one by start time. */
+    assert_int_equal(store_get_process(r, 300, 0, 60, &p, &series, &n, err, sizeof(err)), 0);
+    assert_string_equal(p.comm, "make");
+    assert_int_equal(p.uid, 0);
+    assert_int_equal(n, 5);
+    store_process_free(&p);
+    free(series);
+    assert_int_equal(store_get_process(r, 300, 3, 60, &p, &series, &n, err, sizeof(err)), 0);
+    assert_string_equal(p.comm, "old");
+    assert_float_equal(p.total_attributed_j, 7.0, 1e-9);
+    assert_int_equal(n, 1);
+    store_process_free(&p);
+    free(series);
+
+    /* Class changes: pid 100 is class 0 throughout; "make" moves to class
+     * 0 at T0 + 8. */
+    store_class_change *cls;
+    assert_int_equal(store_get_process(r, 100, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cls[0].t, T0);
+    assert_int_equal(cls[0].klass, 0);
+    free(cls);
+    store_process_free(&p);
+    assert_int_equal(store_get_process(r, 300, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(p.klass, 0);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cls[0].t, T0 + 5);
+    assert_int_equal(cls[0].klass, 1);
+    assert_int_equal(cls[1].t, T0 + 8);
+    assert_int_equal(cls[1].klass, 0);
+    free(cls);
+    store_process_free(&p);
+
+    assert_int_equal(store_get_process(r, 999, 0, 60, &p, &series, &n, err, sizeof(err)), -ENOENT);
+    assert_string_equal(err, "no process with pid 999");
+    assert_int_equal(store_get_process(r, 100, 0, -1, &p, &series, &n, err, sizeof(err)), -EINVAL);
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+static void test_history(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t model;
+    store *s = fill_queries(f, &model);
+    store_reader *r = reader(f);
+    store_history_query q = {
+        .by = STORE_HISTORY_PID, .pid = 100, .since = T0, .until = T0 + 10, .step = 5};
+    store_point *p;
+    size_t n;
+
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(p[0].t, T0);
+    assert_int_equal(p[1].t, T0 + 5);
+    assert_float_equal(p[0].attributed_j, 10.0, 1e-9);
+    assert_float_equal(p[1].cpu_s, 5.0, 1e-9);
+    free(p);
+
+    /* By pid, every identity counts: the old pid-300 second is in its bucket. */
+    q.pid = 300;
+    q.since = T0 - 100;
+    q.step = 50;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_float_equal(p[0].attributed_j, 7.0, 1e-9);
+    assert_int_equal(p[1].t, T0);
+    assert_float_equal(p[1].attributed_j, 5.0, 1e-9);
+    free(p);
+
+    q.by = STORE_HISTORY_COMM;
+    q.comm = "^id";
+    q.since = T0;
+    q.step = 1;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 10);
+    assert_float_equal(p[3].attributed_j, 0.1, 1e-9);
+    free(p);
+    q.comm = "^(idle|burn)$";
+    q.step = 10;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 21.0, 1e-9);
+    free(p);
+    q.comm = "*x";
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "comm regex '*x'"));
+    q.step = 1;
+
+    q.by = STORE_HISTORY_UID;
+    q.uid = 1000;
+    q.step = 10;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 21.0, 1e-9);
+    free(p);
+
+    q.by = STORE_HISTORY_HOST;
+    q.step = 2;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 5);
+    assert_float_equal(p[0].host_j, 16.0, 1e-9);
+    assert_float_equal(p[0].idle_j, 4.0, 1e-9);
+    assert_float_equal(p[0].attributed_j, 6.2, 1e-9);
+    assert_float_equal(p[0].host_j, p[0].idle_j + p[0].attributed_j + p[0].unattributed_j, 1e-9);
+    assert_float_equal(p[0].modeled_j, 17.6, 1e-9);
+    assert_true(p[0].measured);
+    free(p);
+
+    q.step = 0;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "step: 0 must be at least 1 second");
+    q.step = 1;
+    q.by = STORE_HISTORY_COMM;
+    q.comm = NULL;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "history: comm is missing");
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+static void test_models(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t a, b, again;
+    store_model_row *m;
+    size_t n;
+    store *s = fill_queries(f, &a);
+    store_reader *r;
+
+    assert_int_equal(
+        store_model_add(s, sha_b, "b", "forest", "{\"m\":\"b\"}", &b, err, sizeof(err)), 0);
+    assert_int_equal(
+        store_model_add(s, sha_a, "a", "ridge", "{\"m\":\"a\"}", &again, err, sizeof(err)), 0);
+    assert_int_equal(again, a);
+    assert_int_not_equal(a, b);
+    assert_int_equal(store_model_add(s, "XYZ", "bad", "ridge", "{}", &again, err, sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(err, "model bad: sha256 'XYZ' is not 64 lowercase hex digits");
+    assert_int_equal(store_flush(s), 0);
+    r = reader(f);
+    assert_int_equal(store_list_models(r, &m, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(m[0].sha256, sha_a);
+    assert_string_equal(m[0].json, "{\"m\":\"a\"}");
+    assert_string_equal(m[1].name, "b");
+    assert_string_equal(m[1].engine, "forest");
+    assert_true(m[1].first_loaded > T0);
+    store_models_free(m, n);
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+/* Calibration rows: dt-weighted mean rates per class and mean measured power
+ * per domain, written once a later second shows theirs complete. */
+static void test_calibration(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store_calibration_row *row;
+    store_reader *r;
+    size_t n;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    for (int64_t t = T0; t < T0 + 3; t++)
+        for (int k = 0; k < 4; k++) {
+            int64_t ns = t * NS + k * 250000000LL;
+            double hi[6] = {1e9, 2e9, 3e9, 4e9, 5e9, 6e9 + k};
+            double lo[6] = {10, 20, 30, 40, 50, 60};
+            assert_int_equal(push_host(s, ns, 0.25, 25.0, 10.0, 10.0), 0);
+            assert_int_equal(store_push_domain(s, ns, "package", 20.0, NAN), 0);
+            assert_int_equal(store_push_domain(s, ns, "dram", 5.0, NAN), 0);
+            assert_int_equal(store_push_calibration(s, ns, 0.25, 1, 0, hi, 6), 0);
+            assert_int_equal(store_push_calibration(s, ns, 0.25, 1, 1, lo, 6), 0);
+        }
+    assert_int_equal(store_flush(s), 0);
+    r = reader(f);
+    assert_int_equal(store_calibration_since(r, T0, 0, &row, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2); /* T0 + 2 is not known to be complete yet */
+    assert_int_equal(row[0].t, T0);
+    assert_float_equal(row[0].duration_s, 1.0, 1e-12);
+    assert_int_equal(row[0].model_id, 1);
+    assert_int_equal(row[0].n_domains, 2);
+    assert_string_equal(row[0].domain[0], "package");
+    assert_float_equal(row[0].power_w[0], 80.0, 1e-9);
+    assert_float_equal(row[0].power_w[1], 20.0, 1e-9);
+    assert_int_equal(row[0].n_classes, 2);
+    assert_int_equal(row[0].n_events, 6);
+    assert_float_equal(row[0].rates[0], 1e9, 1e-3);
+    assert_float_equal(row[0].rates[5], 6e9 + 1.5, 1e-3);
+    assert_float_equal(row[0].rates[6 + 2], 30, 1e-9);
+    store_calibration_free(row, n);
+    assert_int_equal(store_calibration_since(r, T0 + 1, 1, &row, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(row[0].t, T0 + 1);
+    store_calibration_free(row, n);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(store_calibration_since(r, T0, 0, &row, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    store_calibration_free(row, n);
+
+    /* A malformed row is named, not trusted. */
+    sqlite3 *db = raw_open(f->path);
+    raw_exec(db, "UPDATE calibration SET rates = '[[1,2],[3]]' WHERE t = 1700000001");
+    sqlite3_close(db);
+    assert_int_equal(store_calibration_since(r, T0, 0, &row, &n, err, sizeof(err)), -EBADMSG);
+    assert_non_null(strstr(err, "calibration row t=1700000001: malformed JSON"));
+    store_reader_close(r);
+}
+
+/* ---- Rollups and retention --------------------------------------------------- */
+
+static void test_rollup_and_retention(void **state)
+{
+    fixture *f = *state;
+    int64_t now = T0 + 100 * 86400 + 40; /* T0 is minute + 20 */
+    int64_t day_old = now - 86400 - 600; /* rolled up */
+    int64_t ancient = now - 91 * 86400;  /* deleted */
+    double rates[2] = {1, 2};
+    store_config c;
+    store *s;
+    sqlite3 *db;
+
+    config(&c);
+    c.rollup_chunk_s = 60;
+    s = open_store(f->path, &c);
+    /* 130 seconds a day ago: 2 J/s; 10 seconds 91 days ago; 5 seconds now. */
+    for (int64_t t = day_old; t < day_old + 130; t++) {
+        assert_int_equal(push_proc(s, t * NS, 10, 1, 2.0, 3.0, 1.0, t % 2, 7), 0);
+        assert_int_equal(push_host(s, t * NS, 1.0, 5.0, 1.0, 2.0), 0);
+        assert_int_equal(store_push_domain(s, t * NS, "package", 5.0, 4.0), 0);
+    }
+    for (int64_t t = ancient; t < ancient + 10; t++) {
+        assert_int_equal(push_proc(s, t * NS, 20, 2, 1.0, 1.0, 1.0, 0, 7), 0);
+        assert_int_equal(push_host(s, t * NS, 1.0, 5.0, 1.0, 2.0), 0);
+        assert_int_equal(store_push_calibration(s, t * NS, 1.0, 7, 0, rates, 2), 0);
+    }
+    for (int64_t t = now - 5; t < now; t++) {
+        assert_int_equal(push_proc(s, t * NS, 10, 1, 2.0, 3.0, 1.0, 0, 7), 0);
+        assert_int_equal(push_host(s, t * NS, 1.0, 5.0, 1.0, 2.0), 0);
+        assert_int_equal(store_push_calibration(s, t * NS, 1.0, 7, 0, rates, 2), 0);
+    }
+    assert_int_equal(store_flush(s), 0);
+    db = raw_open(f->path);
+    /* 260 J a day ago, 10 J 91 days ago, 10 J now */
+    assert_float_equal(raw_num(db, "SELECT sum(attributed_j) FROM process_energy"), 280.0, 1e-9);
+    /* 10 ancient + 4 recent: the newest second is not known complete */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM calibration"), 14);
+
+    /* One minute per step: the ancient seconds go, then the day-old ones
+     * a minute at a time, each step leaving the rest for the next. */
+    int steps = 0, step;
+    while ((step = store_maintain(s, now)) == 1) {
+        if (++steps == 2) {
+            assert_true(raw_num(db, "SELECT count(*) FROM process_energy_minute") >= 1);
+            assert_true(raw_num(db, "SELECT count(*) FROM process_energy") > 5);
+            assert_float_equal(raw_num(db, "SELECT (SELECT sum(attributed_j) FROM process_energy)"
+                                           " + (SELECT sum(attributed_j) FROM"
+                                           " process_energy_minute)"),
+                               270.0, 1e-9);
+        }
+        assert_true(steps < 10);
+    }
+    assert_int_equal(step, 0);
+    assert_true(steps >= 3);
+    /* Seconds a day old are minute rows now; the energy is the same. */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy"), 5);
+    assert_float_equal(raw_num(db, "SELECT sum(attributed_j) FROM process_energy_minute"), 260.0,
+                       1e-9);
+    assert_float_equal(raw_num(db, "SELECT sum(seconds) FROM process_energy_minute"), 130, 0);
+    /* day_old is minute-aligned + 20 s: 40 + 60 + 30 seconds in 3 minutes */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_minute"), 3);
+    assert_int_equal(raw_num(db, "SELECT max(seconds) FROM process_energy_minute"), 60);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_minute WHERE t % 60 != 0"),
+                     0);
+    /* Class and model of a minute are its last second's. */
+    assert_int_equal(raw_num(db, "SELECT model_id FROM process_energy_minute LIMIT 1"), 7);
+    assert_float_equal(raw_num(db, "SELECT sum(host_j) FROM host_attribution_minute"), 650.0, 1e-9);
+    assert_float_equal(raw_num(db, "SELECT sum(duration_s) FROM host_attribution_minute"), 130.0,
+                       1e-9);
+    assert_float_equal(raw_num(db, "SELECT sum(modeled_j) FROM host_energy_minute"), 520.0, 1e-9);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM host_energy"), 0);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM host_attribution"), 5);
+    /* 91 days is past every retention: its rows, calibration and process are gone. */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE pid = 20"), 0);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE pid = 10"), 1);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM calibration"), 4);
+
+    /* Queries read both levels: the window total is unchanged. */
+    char err[UTIL_ERRLEN];
+    store_reader *r = reader(f);
+    store_process_query q = {.since = day_old - 60, .until = now, .uid = -1};
+    store_process *p;
+    size_t n;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 270.0, 1e-9);
+    store_processes_free(p, n);
+    store_reader_close(r);
+
+    /* Running it again changes nothing. */
+    assert_int_equal(store_maintain(s, now), 0);
+    assert_float_equal(raw_num(db, "SELECT sum(attributed_j) FROM process_energy_minute"), 260.0,
+                       1e-9);
+    assert_int_equal(store_maintain(s, 0), -EINVAL);
+    sqlite3_close(db);
+    assert_int_equal(store_close(s), 0);
+}
+
+/* The writer's own periodic maintenance, on the data clock: a replay of
+ * old data keeps its rows relative to its own newest second. */
+static void test_periodic_maintenance_data_clock(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    config(&c);
+    c.maintain_interval_s = 1;
+    s = open_store(f->path, &c);
+    push_many_at(s, T0, 1, 3);
+    push_many_at(s, T0 + 2 * 86400, 1, 3);
+    assert_int_equal(store_flush(s), 0);
+    for (int i = 0; i < 300; i++) {
+        store_get_stats(s, &st);
+        if (st.maintenance_runs > 0)
+            break;
+        sleep_ms(10);
+    }
+    assert_true(st.maintenance_runs > 0);
+    assert_int_equal(store_close(s), 0);
+    /* T0's seconds are two days older than the newest: rolled up. */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 3);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_minute"), 3);
+    assert_int_equal(file_num(f->path, "SELECT min(t) FROM process_energy"), T0 + 2 * 86400);
+}
+
+/* ---- Faults ----------------------------------------------------------------- */
+
+static char *raw_text(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    char *v;
+
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    v = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return v;
+}
+
+/* The child: opens the store and pushes one tick every 20 ms, real time,
+ * logging each tick to `logfd` before pushing it, until it is killed. */
+static void crash_child(const char *path, int logfd)
+{
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store *s;
+
+    config(&c);
+    if (store_open(path, &c, &s, err, sizeof(err)) < 0)
+        _exit(2);
+    for (;;) {
+        int64_t t = (int64_t)util_now_ns(CLOCK_REALTIME);
+        char line[32];
+        int len = snprintf(line, sizeof(line), "%lld\n", (long long)(t / NS));
+        if (write(logfd, line, len) != len)
+            _exit(3);
+        push_proc(s, t, 77, 1, 1.0, 1.0, 0.02, 0, 0);
+        push_host(s, t, 0.02, 2.0, 1.0, 1.0);
+        sleep_ms(20);
+    }
+}
+
+/* Waits until the child has committed once, then 2.5 s more: with a commit
+ * every second, 0.5 s of ticks are at risk at the kill; with anything slower
+ * up to 2.5 s are. Returns the Unix second of the kill point. */
+static int64_t wait_then_kill_point(const char *path, const char *logpath)
+{
+    struct stat st;
+    sqlite3 *db = NULL;
+    double first = -1;
+
+    while (stat(logpath, &st) < 0 || st.st_size == 0)
+        sleep_ms(5);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 5000);
+    for (double t0 = now_s(); now_s() - t0 < 10;) {
+        double v = raw_num(db, "SELECT count(*) FROM host_attribution");
+        if (first < 0)
+            first = v;
+        if (v != first)
+            break;
+        sleep_ms(10);
+    }
+    sqlite3_close(db);
+    sleep_ms(2500);
+    return (int64_t)(util_now_ns(CLOCK_REALTIME) / NS);
+}
+
+/* SIGKILL a process mid-write: the file is intact, reopens, and holds every
+ * tick but those of the last second. */
+static void test_crash_loses_at_most_last_second(void **state)
+{
+    fixture *f = *state;
+    char logpath[160], *text, *line, *save, *check;
+    int64_t kill_s, first = 0, counts[64] = {0};
+    long logged = 0, stored;
+    sqlite3 *db;
+    pid_t pid;
+    int fd, status;
+
+    snprintf(logpath, sizeof(logpath), "%s/log", f->dir);
+    fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+    assert_true(fd >= 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        crash_child(f->path, fd);
+    close(fd);
+    kill_s = wait_then_kill_point(f->path, logpath);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status));
+
+    assert_int_equal(util_read_file(logpath, &text, NULL), 0);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        int64_t t = atoll(line);
+        if (!first)
+            first = t;
+        assert_true(t - first < 64);
+        counts[t - first]++;
+        logged++;
+    }
+    free(text);
+
+    db = raw_open(f->path);
+    check = raw_text(db, "PRAGMA integrity_check");
+    assert_string_equal(check, "ok");
+    free(check);
+    stored = (long)raw_num(db, "SELECT count(*) FROM host_attribution");
+    assert_true(stored >= 3);
+    /* Every second that ended a second before the kill is there in full. */
+    for (int64_t t = first; t <= kill_s - 2; t++) {
+        char sql[160];
+        snprintf(sql, sizeof(sql),
+                 "SELECT coalesce(sum(attributed_j), 0) FROM process_energy WHERE t = %lld",
+                 (long long)t);
+        assert_float_equal(raw_num(db, sql), (double)counts[t - first], 1e-9);
+    }
+    /* Lost: less than one second of 50 Hz ticks. */
+    stored = (long)raw_num(db, "SELECT sum(attributed_j) FROM process_energy");
+    assert_true(stored <= logged);
+    if (logged - stored >= 50)
+        fail_msg("lost %ld of %ld ticks", logged - stored, logged);
+    sqlite3_close(db);
+
+    /* And the store opens it again and carries on. */
+    store_config c;
+    config(&c);
+    store *s = open_store(f->path, &c);
+    assert_int_equal(push_proc(s, kill_s * NS, 77, 1, 1.0, 1.0, 0.02, 0, 0), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 1);
+}
+
+/* The state directory disappears: commits fail, the error is reported with
+ * the path, pushes go on, and when the directory is back the rows held in
+ * memory are written to a fresh database there. */
+static void test_directory_removed_then_back(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    char err[UTIL_ERRLEN];
+    int32_t id;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_model_add(s, sha_a, "a", "ridge", "{}", &id, err, sizeof(err)), 0);
+    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.1, 0, id), 0);
+    assert_int_equal(store_flush(s), 0);
+    remove_db(f->path);
+    assert_int_equal(rmdir(f->dir), 0);
+
+    assert_int_equal(push_proc(s, (T0 + 1) * NS, 2, 2, 2.0, 2.0, 0.1, 0, 0), 0);
+    assert_true(store_flush(s) < 0);
+    store_get_stats(s, &st);
+    assert_true(st.error < 0);
+    assert_true(strncmp(st.error_text, f->path, strlen(f->path)) == 0);
+    assert_true(st.commit_failures >= 1);
+    assert_int_equal(push_proc(s, (T0 + 2) * NS, 2, 2, 3.0, 3.0, 0.1, 0, 0), 0);
+    assert_true(store_flush(s) < 0);
+
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    assert_int_equal(store_flush(s), 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.error, 0);
+    assert_string_equal(st.error_text, "");
+    assert_int_equal(store_close(s), 0);
+    assert_float_equal(file_num(f->path, "SELECT sum(attributed_j) FROM process_energy"), 5.0,
+                       1e-9);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 1);
+    /* The model its rows name is in the new file too. */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM models WHERE id = 1"), 1);
+}
+
+/* Past max_pending_rows the rows held for a broken database are given up,
+ * counted, and the writer goes on with what comes next. */
+static void test_pending_rows_bounded(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    config(&c);
+    c.max_pending_rows = 10;
+    s = open_store(f->path, &c);
+    remove_db(f->path);
+    assert_int_equal(rmdir(f->dir), 0);
+    push_many_at(s, T0, 1, 20);
+    assert_true(store_flush(s) < 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.rows_lost, 20);
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    push_many_at(s, T0 + 1, 100, 2);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 2);
+    assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 100);
+}
+
+/* A full database (max_db_bytes): the commit fails with -ENOSPC and keeps
+ * its rows; once retention frees pages, they are written. */
+static void test_full_database_resumes(void **state)
+{
+    fixture *f = *state;
+    int64_t now = T0 + 100 * 86400;
+    double empty, one;
+    store_config c;
+    store_stats st;
+    store *s;
+
+    config(&c);
+    c.queue_capacity = 4096;
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    empty = file_num(f->path, "PRAGMA page_count");
+    s = open_store(f->path, &c);
+    push_many_at(s, T0, 1, 1500);
+    assert_int_equal(store_close(s), 0);
+    one = file_num(f->path, "PRAGMA page_count") - empty;
+
+    /* Room for half of a second batch. */
+    c.max_db_bytes = (int64_t)(empty + one * 1.5) * 4096;
+    s = open_store(f->path, &c);
+    push_many_at(s, now - 10, 5000, 1500);
+    assert_int_equal(store_flush(s), -ENOSPC);
+    store_get_stats(s, &st);
+    assert_int_equal(st.error, -ENOSPC);
+    assert_non_null(strstr(st.error_text, "commit failed"));
+
+    /* Retention drops the first batch (100 days old); the second fits. */
+    assert_int_equal(store_maintain(s, now), -ENOSPC); /* its commit still fails first */
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 1500);
+    assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 5000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_schema_created, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_config_and_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_one_transaction_per_second, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_never_blocks_when_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_rejects_bad_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_on_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_independent_of_commit_timing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_list_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_process, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_history, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_models, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_calibration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rollup_and_retention, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_periodic_maintenance_data_clock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_loses_at_most_last_second, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_directory_removed_then_back, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pending_rows_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,372 @@
+/* Unit tests for learn/symreg.c and symreg-ops.c: the variation operators
+ * and their limits, parameter checks, determinism across thread counts, and
+ * recovery of known equations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+#include "learn/learn.h"
+#include "learn/symreg-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_randist.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const vars[] = {"x", "m"};
+
+static bool slow_tests(void)
+{
+    const char *s = getenv("TEST_SLOW");
+    return !s || strcmp(s, "0") != 0;
+}
+
+/* A tree is well formed when its prefix array is exactly one subtree. */
+static void assert_well_formed(const expr *e)
+{
+    assert_true(e->n >= 1);
+    assert_int_equal(expr_subtree_end(e, 0), e->n);
+}
+
+static expr *parse_ok(const char *text)
+{
+    expr *e = NULL;
+    char err[UTIL_ERRLEN] = "";
+
+    if (expr_parse(text, vars, 2, &e, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    return e;
+}
+
+static void test_crossover_never_at_root(void **state)
+{
+    /* Every operator differs between and within the parents, so a swap at
+     * a root would show as a child whose root is the other parent's. */
+    expr *pa = parse_ok("(x - m) + square(x / m)");
+    expr *pb = parse_ok("max(cube(x), sqrt(m)) * log(exp(x))");
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    int changed_a = 0, swapped_sizes = 0;
+
+    for (int t = 0; t < 2000; t++) {
+        expr *a = expr_clone(pa), *b = expr_clone(pb);
+        assert_int_equal(symreg_crossover(a, b, r), 1);
+        assert_well_formed(a);
+        assert_well_formed(b);
+        assert_int_equal(a->node[0].op, EXPR_ADD);
+        assert_int_equal(b->node[0].op, EXPR_MUL);
+        assert_int_equal(a->n + b->n, pa->n + pb->n);
+        changed_a += a->n != pa->n || memcmp(a->node, pa->node, a->n * sizeof(*a->node)) != 0;
+        swapped_sizes += a->n != pa->n;
+        expr_free(a);
+        expr_free(b);
+    }
+    assert_true(changed_a > 1500); /* it really crosses (x for x changes nothing) */
+    assert_true(swapped_sizes > 500);
+
+    expr *leaf = parse_ok("x"), *b = expr_clone(pb);
+    assert_int_equal(symreg_crossover(leaf, b, r), 0); /* a lone root cannot cross */
+    expr_free(leaf);
+    expr_free(b);
+    expr_free(pa);
+    expr_free(pb);
+    gsl_rng_free(r);
+}
+
+static void test_mutations(void **state)
+{
+    struct symreg_prims ps;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    expr *base = parse_ok("0.5 * x + square(m - 0.25)");
+    int changed[SYMREG_N_MUTATIONS] = {0};
+
+    symreg_prims_init(&ps, 1u << EXPR_ADD | 1u << EXPR_MUL | 1u << EXPR_SQUARE, 2, true);
+    assert_int_equal(ps.n_ops, 3);
+    for (int kind = 0; kind < SYMREG_N_MUTATIONS; kind++) {
+        for (int t = 0; t < 500; t++) {
+            expr *e = expr_clone(base);
+            int rc = symreg_mutate(e, kind, &ps, r);
+            assert_true(rc == 0 || rc == 1);
+            assert_well_formed(e);
+            for (size_t i = 0; i < e->n; i++) /* only primitives of the set */
+                assert_true(e->node[i].op == EXPR_CONST || e->node[i].op == EXPR_VAR ||
+                            e->node[i].op == EXPR_ADD || e->node[i].op == EXPR_MUL ||
+                            e->node[i].op == EXPR_SQUARE || e->node[i].op == EXPR_SUB);
+            if (kind == SYMREG_MUT_INSERT)
+                assert_true(e->n == base->n + 1 || e->n == base->n + 2);
+            if (kind == SYMREG_MUT_SHRINK)
+                assert_true(e->n < base->n && e->node[0].op == EXPR_ADD);
+            if (kind == SYMREG_MUT_CONSTANT) {
+                assert_int_equal(e->n, base->n);
+                assert_int_equal(expr_n_consts(e), 2);
+            }
+            changed[kind] +=
+                e->n != base->n || memcmp(e->node, base->node, e->n * sizeof(*e->node)) != 0;
+            expr_free(e);
+        }
+        assert_true(changed[kind] > 200);
+    }
+    expr *leaf = parse_ok("x");
+    assert_int_equal(symreg_mutate(leaf, SYMREG_MUT_SHRINK, &ps, r), 0);
+    assert_int_equal(symreg_mutate(leaf, SYMREG_MUT_CONSTANT, &ps, r), 0);
+    expr_free(leaf);
+    expr_free(base);
+    gsl_rng_free(r);
+}
+
+static void test_ramped_trees(void **state)
+{
+    struct symreg_prims ps;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    int seen[5] = {0};
+
+    symreg_prims_init(&ps, 1u << EXPR_ADD | 1u << EXPR_CUBE, 2, false);
+    for (int t = 0; t < 400; t++) {
+        bool full = t % 2;
+        expr *e = symreg_gen_tree(&ps, r, 1, 4, full);
+        assert_well_formed(e);
+        size_t d = expr_depth(e);
+        assert_true(d >= 1 && d <= 4);
+        seen[d]++;
+        assert_int_equal(expr_n_consts(e), 0);
+        if (full) { /* every leaf at the full depth */
+            size_t depth[e->n];
+            expr_node_depths(e, depth);
+            for (size_t i = 0; i < e->n; i++)
+                if (expr_op_arity(e->node[i].op) == 0)
+                    assert_int_equal(depth[i], d);
+        }
+        expr_free(e);
+    }
+    for (int d = 1; d <= 4; d++)
+        assert_true(seen[d] > 30);
+    gsl_rng_free(r);
+}
+
+/* Printing simplifies; what is printed must read back to an expression with
+ * the same values as the tree evolved, for every operator. */
+static void test_print_preserves_values(void **state)
+{
+    struct symreg_prims ps;
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    enum { P = 25 };
+    double x[P], m[P], want[P], got[P];
+    const double *cols[] = {x, m};
+    int compared = 0;
+
+    for (int i = 0; i < P; i++)
+        x[i] = -2 + 0.17 * i, m[i] = 0.5 + 0.11 * i;
+    symreg_prims_init(&ps, (1u << EXPR_N_OPS) - 1, 2, true);
+    assert_int_equal(ps.n_ops, EXPR_N_OPS - 2);
+    for (int t = 0; t < 3000; t++) {
+        expr *e = symreg_gen_tree(&ps, r, 1, 5, t % 2), *back = NULL;
+        if (t % 3 == 0) { /* duplicate subtrees and constants, to exercise folding */
+            expr *base = e;
+            e = expr_new_op(EXPR_SUB, expr_new_op(EXPR_ADD, expr_clone(base), expr_new_const(2)),
+                            expr_new_op(EXPR_MUL, expr_new_const(-3), expr_clone(base)));
+            expr_free(base);
+        }
+        char *text = expr_print(e, vars), err[UTIL_ERRLEN];
+        assert_int_equal(expr_parse(text, vars, 2, &back, err, sizeof(err)), 0);
+        if (expr_eval(e, cols, P, want)) {
+            bool ok = expr_eval(back, cols, P, got);
+            for (int i = 0; ok && i < P; i++)
+                if (fabs(got[i] - want[i]) > 1e-9 * (1 + fabs(want[i])))
+                    fail_msg("%s at x=%g m=%g: %.17g, tree gives %.17g", text, x[i], m[i], got[i],
+                             want[i]);
+            compared += ok;
+        }
+        free(text);
+        expr_free(e);
+        expr_free(back);
+    }
+    assert_true(compared > 1000);
+    gsl_rng_free(r);
+}
+
+enum { N = 40 };
+struct data {
+    double x[N], m[N], y[N];
+    const double *cols[2];
+};
+
+static void make_data(struct data *d, double (*f)(double, double), unsigned long seed)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+
+    gsl_rng_set(r, seed);
+    for (int i = 0; i < N; i++) {
+        d->x[i] = gsl_ran_flat(r, 1, 10);
+        d->m[i] = gsl_ran_flat(r, 1, 10);
+        d->y[i] = f(d->x[i], d->m[i]);
+    }
+    d->cols[0] = d->x;
+    d->cols[1] = d->m;
+    gsl_rng_free(r);
+}
+
+static double memory_shape(double n, double m)
+{
+    return 3 * n * n * n + 2 * n * m + 5;
+}
+
+static double koza1(double x, double m)
+{
+    return x * x * x * x + x * x * x + x * x + x;
+}
+
+static void test_limits_hold(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+
+    make_data(&d, memory_shape, 1);
+    symreg_params_default(&p);
+    p.population = 60;
+    p.generations = 15;
+    p.max_depth = 4;
+    p.max_size = 9;
+    p.init_max_depth = 3;
+    p.ops |= 1u << EXPR_SQUARE | 1u << EXPR_CUBE;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    assert_true(expr_size(res->best) <= 9 && expr_depth(res->best) <= 4);
+    assert_true(res->n_front >= 1);
+    for (size_t i = 0; i < res->n_front; i++) {
+        assert_true(res->front[i].size <= 9 && expr_depth(res->front[i].e) <= 4);
+        if (i > 0) { /* sizes up, errors down */
+            assert_true(res->front[i].size > res->front[i - 1].size);
+            assert_true(res->front[i].error < res->front[i - 1].error);
+        }
+    }
+    assert_int_equal(res->generations, 15);
+    assert_true(res->evaluations > 60 && res->evaluations <= 60 * 16);
+    symreg_result_free(res);
+}
+
+static char *run_text(symreg_params *p, const struct data *d, int threads, uint64_t *evals)
+{
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+
+    p->threads = threads;
+    assert_int_equal(symreg_run(p, d->cols, 2, d->y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    char *s = expr_print(res->best, vars), *out;
+    assert_true(asprintf(&out, "%s | %.17g | %zu | %zu", s, res->train_error, res->n_front,
+                         res->generations) > 0);
+    *evals = res->evaluations;
+    free(s);
+    symreg_result_free(res);
+    return out;
+}
+
+static void test_same_result_any_thread_count(void **state)
+{
+    struct data d;
+    symreg_params p;
+    uint64_t e1, e2, e3;
+
+    make_data(&d, memory_shape, 2);
+    symreg_params_default(&p);
+    p.population = 100;
+    p.generations = 12;
+    p.seed = 7;
+    p.ops |= 1u << EXPR_SQUARE | 1u << EXPR_CUBE;
+    char *one = run_text(&p, &d, 1, &e1), *two = run_text(&p, &d, 2, &e2);
+    char *four = run_text(&p, &d, 4, &e3);
+    assert_string_equal(one, two);
+    assert_string_equal(one, four);
+    assert_int_equal(e1, e2);
+    p.seed = 8; /* and the seed matters */
+    char *other = run_text(&p, &d, 2, &e3);
+    assert_string_not_equal(one, other);
+    free(one);
+    free(two);
+    free(four);
+    free(other);
+}
+
+static void test_bad_params(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res = NULL;
+    char err[UTIL_ERRLEN];
+
+    make_data(&d, memory_shape, 3);
+    symreg_params_default(&p);
+    p.crossover = 1.5;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(err, "crossover must be in [0, 1], not 1.5");
+    symreg_params_default(&p);
+    p.mutation = -0.1;
+    assert_int_equal(symreg_params_check(&p, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "mutation must be in [0, 1], not -0.1");
+    symreg_params_default(&p);
+    p.tournament_parsimony = 2.5;
+    assert_int_equal(symreg_params_check(&p, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "tournament_parsimony must be in [1, 2], not 2.5");
+    symreg_params_default(&p);
+    p.ops = 1u << EXPR_SQRT;
+    assert_int_equal(symreg_params_check(&p, err, sizeof(err)), -EINVAL);
+    symreg_params_default(&p);
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, 0, NULL, NULL, &res, err, sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(err, "no training rows");
+    d.y[4] = 0;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), -EDOM);
+    assert_string_equal(err, "target is 0 in training row 5: mape needs non-zero targets");
+    assert_null(res);
+    assert_int_equal(symreg_fitness_from_name("rmse"), SYMREG_RMSE);
+    assert_int_equal(symreg_fitness_from_name("r2"), -EINVAL);
+}
+
+static void test_koza1(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+    int solved = 0;
+
+    if (!slow_tests())
+        skip();
+    make_data(&d, koza1, 4);
+    for (int i = 0; i < N; i++) /* Koza's range, [-1, 1] */
+        d.x[i] = -1 + 2.0 * i / (N - 1), d.y[i] = koza1(d.x[i], 0);
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        symreg_params_default(&p);
+        p.ops = 1u << EXPR_ADD | 1u << EXPR_SUB | 1u << EXPR_MUL | 1u << EXPR_DIV;
+        p.fitness = SYMREG_RMSE; /* Koza-1 passes through y = 0 */
+        p.generations = 60;
+        p.stall = 15;
+        p.seed = seed;
+        assert_int_equal(symreg_run(&p, d.cols, 1, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+        solved += res->train_error < 1e-6;
+        symreg_result_free(res);
+    }
+    assert_true(solved >= 4);
+}
+
+int main(void)
+{
+    gsl_set_error_handler_off();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crossover_never_at_root),
+        cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_ramped_trees),
+        cmocka_unit_test(test_print_preserves_values),
+        cmocka_unit_test(test_limits_hold),
+        cmocka_unit_test(test_same_result_any_thread_count),
+        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_koza1),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
