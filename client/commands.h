@@ -7,6 +7,8 @@
 #define WATTPROF_COMMANDS_H
 
 int cmd_run(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_select(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_symreg(int argc, char **argv);
 int cmd_gp(int argc, char **argv);

@@ -13,6 +13,8 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
     {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
     {"run", cmd_run, "run a command and report the energy it used"},
+    {"train", cmd_train, "fit linear or forest models to a dataset and report their error"},
+    {"select", cmd_select, "rank features by Spearman, PCA and forest importance"},
     {"symreg", cmd_symreg, "find an equation for a measured quantity (genetic programming)"},
     {"gp", cmd_gp, "Gaussian-process regression with an analytic mean"},
     {NULL, NULL, NULL},

@@ -105,6 +105,194 @@ bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *o
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n,
                     int max_iter, double *rss);
 
+/* ---- Validation (folds.c) -----------------------------------------------
+ * Which rows each validation round tests on. fold[i] is the round in which
+ * row i is held out, or -1 for a row that is always trained on (the older
+ * rows of a time split). */
+typedef struct folds {
+    size_t n, k;
+    int *fold;
+} folds;
+
+/* Shuffled K-fold: rows permuted by a GSL mt19937 seeded with `seed`, then
+ * cut into k consecutive folds, the first n % k one row longer. k >= 2 and
+ * k <= n, else -EINVAL with a message. */
+int folds_kfold(size_t n, size_t k, unsigned long seed, folds **out, char *err, size_t errlen);
+/* Folds given by a column of integer ids (any distinct integers; renumbered
+ * in increasing order). A non-integer id or a single fold is -EINVAL. */
+int folds_from_column(const double *v, size_t n, const char *name, folds **out, char *err,
+                      size_t errlen);
+/* One round that tests on the last `percent` % of the rows (in file order,
+ * which is time order for the daemon's data), at least one row and never all. */
+int folds_holdout_last(size_t n, double percent, folds **out, char *err, size_t errlen);
+/* Row indices trained on and tested on in round f; train and test must hold
+ * n entries each. */
+void folds_split(const folds *fo, size_t f, size_t *train, size_t *n_train, size_t *test,
+                 size_t *n_test);
+void folds_free(folds *fo);
+
+/* ---- Min-max scaling (scaler.c) -----------------------------------------
+ * x' = (x - min) / (max - min), fitted on training rows only. A constant
+ * feature (max == min) scales to 0 everywhere, so it contributes nothing to
+ * a model instead of dividing by zero. */
+typedef struct scaler {
+    size_t p;
+    double *min, *max;
+} scaler;
+
+/* Fits on rows[0..n_rows) (all n rows when rows is NULL) of the p columns x. */
+int scaler_fit(scaler *s, const double *const *x, size_t p, const size_t *rows, size_t n_rows);
+void scaler_done(scaler *s);
+static inline double scaler_apply(const scaler *s, size_t j, double v)
+{
+    double r = s->max[j] - s->min[j];
+    return r > 0 ? (v - s->min[j]) / r : 0;
+}
+static inline bool scaler_is_constant(const scaler *s, size_t j)
+{
+    return !(s->max[j] > s->min[j]);
+}
+
+/* ---- Linear regression (linear.c) ---------------------------------------
+ * OLS, ridge and lasso on min-max scaled features with an unpenalised
+ * intercept, the conventions of scikit-learn:
+ *   OLS    min ||y - Xw - b||^2                  (minimum-norm when collinear)
+ *   ridge  min ||y - Xw - b||^2 + alpha ||w||^2
+ *   lasso  min 1/(2n) ||y - Xw - b||^2 + alpha ||w||_1   (coordinate descent)
+ * All three work from the centred Gram matrix of the scaled training rows,
+ * built in one pass over the data without copying it. */
+typedef enum linear_kind { LINEAR_OLS, LINEAR_RIDGE, LINEAR_LASSO } linear_kind;
+
+typedef struct linear_opts {
+    linear_kind kind;
+    double alpha;       /* ridge and lasso; for ridge < 0 means "auto" */
+    size_t auto_k;      /* inner folds for ridge auto (default 5) */
+    unsigned long seed; /* inner fold shuffle for ridge auto */
+    int max_iter;       /* lasso sweeps (default 100000) */
+    double tol;         /* lasso: stop when the largest coefficient change is below
+                           tol * max(1, max |w|) (default 1e-12) */
+} linear_opts;
+
+typedef struct linear_model {
+    size_t p;
+    double intercept;
+    double *coef; /* per scaled feature */
+    double alpha; /* the alpha used (the chosen one for ridge auto) */
+    int n_iter;   /* lasso sweeps done */
+    bool converged;
+} linear_model;
+
+/* Fits on rows[0..n_rows) (all n when NULL) of the p columns x (raw values;
+ * `sc` scales them on the fly). OLS with fewer rows than features + 1 is
+ * -EDOM with a message suggesting ridge. */
+int linear_fit(linear_model *m, const linear_opts *o, const scaler *sc, const double *const *x,
+               const double *y, size_t p, const size_t *rows, size_t n_rows, char *err,
+               size_t errlen);
+/* out[i] = prediction for row rows[i] (row i when rows is NULL). */
+void linear_predict(const linear_model *m, const scaler *sc, const double *const *x,
+                    const size_t *rows, size_t n_rows, double *out);
+void linear_done(linear_model *m);
+/* The log grid ridge auto searches: 10^-6 ... 10^3 in half decades. */
+size_t linear_alpha_grid(double *out, size_t max);
+
+/* ---- Random forest (forest.c) -------------------------------------------
+ * CART regression trees (squared error) on bootstrap samples, a random
+ * subset of features tried at each split, a minimum leaf size. Tree t draws
+ * its randomness from its own mt19937 seeded from (seed, t), so a forest is
+ * the same for a seed whatever the number of threads. */
+typedef struct forest_opts {
+    size_t n_trees;      /* default 100 */
+    double max_features; /* features tried per split: <= 1 a fraction of p,
+                            else a count; 0 = all (the default) */
+    size_t min_leaf;     /* minimum rows in a leaf (default 1) */
+    unsigned long seed;
+    size_t threads; /* default 1 */
+} forest_opts;
+
+typedef struct forest forest;
+
+/* Fits on rows[0..n_rows) (all when NULL) of the p columns x. */
+int forest_fit(forest **out, const forest_opts *o, const double *const *x, const double *y,
+               size_t p, const size_t *rows, size_t n_rows);
+void forest_predict(const forest *f, const double *const *x, const size_t *rows, size_t n_rows,
+                    double *out);
+/* Mean decrease in impurity per feature, each tree's normalised to sum 1,
+ * averaged over trees (scikit-learn's feature_importances_). p values. */
+const double *forest_importance(const forest *f);
+/* Permutation importance on the given rows: the mean increase in mean
+ * squared error when feature j is shuffled, over `repeats` shuffles seeded
+ * by `seed`. out holds p values. */
+int forest_permutation_importance(const forest *f, const double *const *x, const double *y,
+                                  const size_t *rows, size_t n_rows, size_t repeats,
+                                  unsigned long seed, double *out);
+size_t forest_n_trees(const forest *f);
+size_t forest_n_nodes(const forest *f);
+/* The forest as a JSON object (struct json_object *, json-c):
+ * {"trees": [{"feature": [...], "threshold": [...], "left": [...],
+ *   "right": [...], "value": [...]}, ...]}, feature -1 marking a leaf. */
+void *forest_to_json(const forest *f);
+void forest_free(forest *f);
+
+/* ---- Regression with classes and cross-validation (regress.c) -----------
+ * The trainer's loop: min-max scaling fitted on the training rows, one
+ * engine fit per class, predictions for held-out rows. */
+typedef enum regress_engine {
+    REGRESS_OLS,
+    REGRESS_RIDGE,
+    REGRESS_LASSO,
+    REGRESS_FOREST,
+} regress_engine;
+
+typedef struct regress_opts {
+    regress_engine engine;
+    linear_opts linear; /* kind is set from engine */
+    forest_opts forest;
+} regress_opts;
+
+typedef struct regress_fit {
+    size_t p, n_classes;
+    scaler sc;
+    linear_model lin[2];
+    forest *trees[2];
+    size_t rows[2]; /* training rows per class */
+} regress_fit;
+
+const char *regress_engine_name(regress_engine e);
+int regress_engine_parse(const char *s, regress_engine *out);
+/* Fits on `rows` (all when NULL). klass[i] in [0, n_classes) is row i's class
+ * (NULL: one class); n_classes <= 2. A class with no training rows is
+ * -EINVAL with a message naming it. */
+int regress_train(regress_fit *f, const regress_opts *o, const double *const *x, const double *y,
+                  size_t p, const int *klass, size_t n_classes, const size_t *rows, size_t n_rows,
+                  char *err, size_t errlen);
+void regress_predict(const regress_fit *f, const double *const *x, const int *klass,
+                     const size_t *rows, size_t n_rows, double *out);
+void regress_done(regress_fit *f);
+/* Cross-validated predictions: pred[i] for every row some round tests on,
+ * NaN for rows never held out. */
+int regress_cv(const regress_opts *o, const double *const *x, const double *y, size_t n, size_t p,
+               const int *klass, size_t n_classes, const folds *fo, double *pred, char *err,
+               size_t errlen);
+
+/* ---- Feature selection (select.c) ---------------------------------------
+ * Three views of how much each feature says about the target, and their
+ * mean rank (1 = best):
+ *   spearman  |rho| of the feature with the target (average ranks for ties)
+ *   pca       sum over principal components of the standardised features of
+ *             (explained variance share) * |loading|
+ *   forest    the forest's impurity importance */
+typedef struct select_result {
+    size_t p;
+    double *spearman, *pca, *forest;
+    double *rank_spearman, *rank_pca, *rank_forest, *mean_rank;
+    size_t *order; /* features by mean rank, best first */
+} select_result;
+
+int select_rank(select_result *r, const double *const *x, const double *y, size_t n, size_t p,
+                const forest_opts *fo);
+void select_done(select_result *r);
+/* Spearman's rho of a and b (n values); NaN when either is constant. */
+double select_spearman(const double *a, const double *b, size_t n);
 /* ---- Ranking (rank.c) ----------------------------------------------------
  * Ranks program variants by repeated measurements of a cost (time, energy;
  * lower is better) into performance classes, by the three-way comparison of
