@@ -15,7 +15,10 @@ int cmd_history(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_reload(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_select(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_symreg(int argc, char **argv);
+int cmd_gp(int argc, char **argv);
 
 #endif

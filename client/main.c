@@ -21,7 +21,10 @@ static const struct subcommand subcommands[] = {
     {"export", cmd_export, "stored per-second process rows as CSV or JSON"},
     {"models", cmd_models, "models the daemon has loaded"},
     {"reload", cmd_reload, "ask the daemon to load a model"},
+    {"train", cmd_train, "fit linear or forest models to a dataset and report their error"},
+    {"select", cmd_select, "rank features by Spearman, PCA and forest importance"},
     {"symreg", cmd_symreg, "find an equation for a measured quantity (genetic programming)"},
+    {"gp", cmd_gp, "Gaussian-process regression with an analytic mean"},
     {NULL, NULL, NULL},
 };
 

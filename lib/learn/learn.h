@@ -105,6 +105,194 @@ bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *o
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n,
                     int max_iter, double *rss);
 
+/* ---- Validation (folds.c) -----------------------------------------------
+ * Which rows each validation round tests on. fold[i] is the round in which
+ * row i is held out, or -1 for a row that is always trained on (the older
+ * rows of a time split). */
+typedef struct folds {
+    size_t n, k;
+    int *fold;
+} folds;
+
+/* Shuffled K-fold: rows permuted by a GSL mt19937 seeded with `seed`, then
+ * cut into k consecutive folds, the first n % k one row longer. k >= 2 and
+ * k <= n, else -EINVAL with a message. */
+int folds_kfold(size_t n, size_t k, unsigned long seed, folds **out, char *err, size_t errlen);
+/* Folds given by a column of integer ids (any distinct integers; renumbered
+ * in increasing order). A non-integer id or a single fold is -EINVAL. */
+int folds_from_column(const double *v, size_t n, const char *name, folds **out, char *err,
+                      size_t errlen);
+/* One round that tests on the last `percent` % of the rows (in file order,
+ * which is time order for the daemon's data), at least one row and never all. */
+int folds_holdout_last(size_t n, double percent, folds **out, char *err, size_t errlen);
+/* Row indices trained on and tested on in round f; train and test must hold
+ * n entries each. */
+void folds_split(const folds *fo, size_t f, size_t *train, size_t *n_train, size_t *test,
+                 size_t *n_test);
+void folds_free(folds *fo);
+
+/* ---- Min-max scaling (scaler.c) -----------------------------------------
+ * x' = (x - min) / (max - min), fitted on training rows only. A constant
+ * feature (max == min) scales to 0 everywhere, so it contributes nothing to
+ * a model instead of dividing by zero. */
+typedef struct scaler {
+    size_t p;
+    double *min, *max;
+} scaler;
+
+/* Fits on rows[0..n_rows) (all n rows when rows is NULL) of the p columns x. */
+int scaler_fit(scaler *s, const double *const *x, size_t p, const size_t *rows, size_t n_rows);
+void scaler_done(scaler *s);
+static inline double scaler_apply(const scaler *s, size_t j, double v)
+{
+    double r = s->max[j] - s->min[j];
+    return r > 0 ? (v - s->min[j]) / r : 0;
+}
+static inline bool scaler_is_constant(const scaler *s, size_t j)
+{
+    return !(s->max[j] > s->min[j]);
+}
+
+/* ---- Linear regression (linear.c) ---------------------------------------
+ * OLS, ridge and lasso on min-max scaled features with an unpenalised
+ * intercept, the conventions of scikit-learn:
+ *   OLS    min ||y - Xw - b||^2                  (minimum-norm when collinear)
+ *   ridge  min ||y - Xw - b||^2 + alpha ||w||^2
+ *   lasso  min 1/(2n) ||y - Xw - b||^2 + alpha ||w||_1   (coordinate descent)
+ * All three work from the centred Gram matrix of the scaled training rows,
+ * built in one pass over the data without copying it. */
+typedef enum linear_kind { LINEAR_OLS, LINEAR_RIDGE, LINEAR_LASSO } linear_kind;
+
+typedef struct linear_opts {
+    linear_kind kind;
+    double alpha;       /* ridge and lasso; for ridge < 0 means "auto" */
+    size_t auto_k;      /* inner folds for ridge auto (default 5) */
+    unsigned long seed; /* inner fold shuffle for ridge auto */
+    int max_iter;       /* lasso sweeps (default 100000) */
+    double tol;         /* lasso: stop when the largest coefficient change is below
+                           tol * max(1, max |w|) (default 1e-12) */
+} linear_opts;
+
+typedef struct linear_model {
+    size_t p;
+    double intercept;
+    double *coef; /* per scaled feature */
+    double alpha; /* the alpha used (the chosen one for ridge auto) */
+    int n_iter;   /* lasso sweeps done */
+    bool converged;
+} linear_model;
+
+/* Fits on rows[0..n_rows) (all n when NULL) of the p columns x (raw values;
+ * `sc` scales them on the fly). OLS with fewer rows than features + 1 is
+ * -EDOM with a message suggesting ridge. */
+int linear_fit(linear_model *m, const linear_opts *o, const scaler *sc, const double *const *x,
+               const double *y, size_t p, const size_t *rows, size_t n_rows, char *err,
+               size_t errlen);
+/* out[i] = prediction for row rows[i] (row i when rows is NULL). */
+void linear_predict(const linear_model *m, const scaler *sc, const double *const *x,
+                    const size_t *rows, size_t n_rows, double *out);
+void linear_done(linear_model *m);
+/* The log grid ridge auto searches: 10^-6 ... 10^3 in half decades. */
+size_t linear_alpha_grid(double *out, size_t max);
+
+/* ---- Random forest (forest.c) -------------------------------------------
+ * CART regression trees (squared error) on bootstrap samples, a random
+ * subset of features tried at each split, a minimum leaf size. Tree t draws
+ * its randomness from its own mt19937 seeded from (seed, t), so a forest is
+ * the same for a seed whatever the number of threads. */
+typedef struct forest_opts {
+    size_t n_trees;      /* default 100 */
+    double max_features; /* features tried per split: <= 1 a fraction of p,
+                            else a count; 0 = all (the default) */
+    size_t min_leaf;     /* minimum rows in a leaf (default 1) */
+    unsigned long seed;
+    size_t threads; /* default 1 */
+} forest_opts;
+
+typedef struct forest forest;
+
+/* Fits on rows[0..n_rows) (all when NULL) of the p columns x. */
+int forest_fit(forest **out, const forest_opts *o, const double *const *x, const double *y,
+               size_t p, const size_t *rows, size_t n_rows);
+void forest_predict(const forest *f, const double *const *x, const size_t *rows, size_t n_rows,
+                    double *out);
+/* Mean decrease in impurity per feature, each tree's normalised to sum 1,
+ * averaged over trees (scikit-learn's feature_importances_). p values. */
+const double *forest_importance(const forest *f);
+/* Permutation importance on the given rows: the mean increase in mean
+ * squared error when feature j is shuffled, over `repeats` shuffles seeded
+ * by `seed`. out holds p values. */
+int forest_permutation_importance(const forest *f, const double *const *x, const double *y,
+                                  const size_t *rows, size_t n_rows, size_t repeats,
+                                  unsigned long seed, double *out);
+size_t forest_n_trees(const forest *f);
+size_t forest_n_nodes(const forest *f);
+/* The forest as a JSON object (struct json_object *, json-c):
+ * {"trees": [{"feature": [...], "threshold": [...], "left": [...],
+ *   "right": [...], "value": [...]}, ...]}, feature -1 marking a leaf. */
+void *forest_to_json(const forest *f);
+void forest_free(forest *f);
+
+/* ---- Regression with classes and cross-validation (regress.c) -----------
+ * The trainer's loop: min-max scaling fitted on the training rows, one
+ * engine fit per class, predictions for held-out rows. */
+typedef enum regress_engine {
+    REGRESS_OLS,
+    REGRESS_RIDGE,
+    REGRESS_LASSO,
+    REGRESS_FOREST,
+} regress_engine;
+
+typedef struct regress_opts {
+    regress_engine engine;
+    linear_opts linear; /* kind is set from engine */
+    forest_opts forest;
+} regress_opts;
+
+typedef struct regress_fit {
+    size_t p, n_classes;
+    scaler sc;
+    linear_model lin[2];
+    forest *trees[2];
+    size_t rows[2]; /* training rows per class */
+} regress_fit;
+
+const char *regress_engine_name(regress_engine e);
+int regress_engine_parse(const char *s, regress_engine *out);
+/* Fits on `rows` (all when NULL). klass[i] in [0, n_classes) is row i's class
+ * (NULL: one class); n_classes <= 2. A class with no training rows is
+ * -EINVAL with a message naming it. */
+int regress_train(regress_fit *f, const regress_opts *o, const double *const *x, const double *y,
+                  size_t p, const int *klass, size_t n_classes, const size_t *rows, size_t n_rows,
+                  char *err, size_t errlen);
+void regress_predict(const regress_fit *f, const double *const *x, const int *klass,
+                     const size_t *rows, size_t n_rows, double *out);
+void regress_done(regress_fit *f);
+/* Cross-validated predictions: pred[i] for every row some round tests on,
+ * NaN for rows never held out. */
+int regress_cv(const regress_opts *o, const double *const *x, const double *y, size_t n, size_t p,
+               const int *klass, size_t n_classes, const folds *fo, double *pred, char *err,
+               size_t errlen);
+
+/* ---- Feature selection (select.c) ---------------------------------------
+ * Three views of how much each feature says about the target, and their
+ * mean rank (1 = best):
+ *   spearman  |rho| of the feature with the target (average ranks for ties)
+ *   pca       sum over principal components of the standardised features of
+ *             (explained variance share) * |loading|
+ *   forest    the forest's impurity importance */
+typedef struct select_result {
+    size_t p;
+    double *spearman, *pca, *forest;
+    double *rank_spearman, *rank_pca, *rank_forest, *mean_rank;
+    size_t *order; /* features by mean rank, best first */
+} select_result;
+
+int select_rank(select_result *r, const double *const *x, const double *y, size_t n, size_t p,
+                const forest_opts *fo);
+void select_done(select_result *r);
+/* Spearman's rho of a and b (n values); NaN when either is constant. */
+double select_spearman(const double *a, const double *b, size_t n);
 /* ---- Ranking (rank.c) ----------------------------------------------------
  * Ranks program variants by repeated measurements of a cost (time, energy;
  * lower is better) into performance classes, by the three-way comparison of
@@ -266,6 +454,112 @@ expr *expr_simplify(const expr *e);
 size_t expr_n_vars(const expr *e);
 /* Protected value of `op` at scalar arguments (b unused for unary ops). */
 double expr_op_apply(enum expr_op op, double a, double b);
+/* ---- Gaussian process (gp.c, gp_fit.c, gp_kernel.c, gp_mean.c, gp_json.c) --
+ * Regression with a Gaussian-process prior around a mean function m(x):
+ * y ~ GP(m, k). The kernel k is a sum of products of base kernels (rbf,
+ * matern12, matern32, matern52, linear, const, white; see gp_config). Its
+ * hyperparameters are kept as natural logarithms within bounds (default
+ * 1e-5..1e5, as scikit-learn) and maximise the log marginal likelihood with
+ * its analytic gradient (GSL multimin BFGS, random restarts from a seed).
+ * The mean is zero, a constant, or an expression over the features (see
+ * "Expressions") whose constants may be fitted together with the kernel.
+ * Inputs may be standardised; the scaling is stored with the model and the
+ * mean expression always sees the features in their own units. */
+typedef struct gp_model gp_model;
+
+typedef struct gp_config {
+    /* Terms joined by '+', factors by '*': "matern32+white", "const*rbf".
+     * rbf and matern* are variance * f(distance / length scale); linear is
+     * bias + variance * x.x'; const is a value; white adds noise to the
+     * diagonal of the training covariance (and to predictive variances). */
+    const char *kernel;
+    bool ard;         /* one length scale per feature */
+    bool standardize; /* scale each feature to mean 0, sd 1 before the kernel */
+    /* NULL or "zero", "const" (fitted), or an expression over the features. */
+    const char *mean;
+    bool fit_mean; /* fit the expression's constants jointly with the kernel */
+} gp_config;
+
+/* A model over d features named `features`. Errors: unknown kernel
+ * ("kernel:1:COL: unknown kernel 'x'"), a bad mean expression (its own
+ * "expression:1:COL: ..." line). */
+int gp_new(const gp_config *cfg, const char *const *features, size_t d, gp_model **out,
+           char *err, size_t errlen);
+void gp_free(gp_model *m);
+/* Same configuration and hyperparameters, no data. */
+gp_model *gp_clone(const gp_model *m);
+
+/* Hyperparameters: the kernel's (log values) then the mean's constants. */
+size_t gp_n_params(const gp_model *m);
+void gp_get_params(const gp_model *m, double *theta);
+void gp_set_params(gp_model *m, const double *theta);
+/* Name of parameter i ("matern32.length_scale[x]", "mean.c0") into buf. */
+void gp_param_name(const gp_model *m, size_t i, char *buf, size_t len);
+/* Whether parameter i is a log value; its bounds (log space; +-HUGE_VAL for
+ * the mean's constants). */
+bool gp_param_is_log(const gp_model *m, size_t i);
+void gp_param_bounds(const gp_model *m, size_t i, double *lo, double *hi);
+void gp_set_param_bounds(gp_model *m, size_t i, double lo, double hi);
+
+/* Training data: cols[j] is feature j's column of n values. */
+typedef struct gp_data {
+    const double *const *cols;
+    const double *y;
+    size_t n;
+} gp_data;
+
+/* Log marginal likelihood of `data` at the current hyperparameters and, if
+ * grad is not NULL, its gradient (gp_n_params values) with respect to them.
+ * Uses the stored scaling (identity until gp_fit or gp_set_scaling). */
+int gp_lml(const gp_model *m, const gp_data *data, double *lml, double *grad);
+
+/* Stores the scaling of data's features (a no-op unless cfg.standardize). */
+int gp_set_scaling(gp_model *m, const gp_data *data);
+
+/* Conditions the model on data at the current hyperparameters: factorises
+ * K, keeping what prediction and leave-one-out need. When K is numerically
+ * singular (duplicated rows without noise), jitter is added to its diagonal
+ * until it is not; gp_jitter says how much. n < 3 is -EINVAL. */
+int gp_condition(gp_model *m, const gp_data *data, char *err, size_t errlen);
+
+typedef struct gp_fit_options {
+    int restarts;  /* random starts after the first (from the current values) */
+    uint64_t seed; /* of the mt19937 drawing them */
+    int max_iter;  /* BFGS iterations per start; 0 = 500 */
+} gp_fit_options;
+
+/* Sets the scaling, maximises the log marginal likelihood over the
+ * hyperparameters and conditions on data. */
+int gp_fit(gp_model *m, const gp_data *data, const gp_fit_options *o, char *err, size_t errlen);
+
+/* Of the conditioned model: log marginal likelihood, jitter added (0 when
+ * none), number of training points. */
+double gp_log_marginal_likelihood(const gp_model *m);
+double gp_jitter(const gp_model *m);
+size_t gp_n_train(const gp_model *m);
+
+/* Predictive mean and variance (y's, white noise included) at n points
+ * (cols as in gp_data); var may be NULL. */
+int gp_predict(const gp_model *m, const double *const *cols, size_t n, double *mean,
+               double *var);
+/* The mean function alone at n points. */
+int gp_mean_eval(const gp_model *m, const double *const *cols, size_t n, double *out);
+
+/* Leave-one-out predictions of the conditioned model's training points with
+ * hyperparameters fixed, in closed form (Rasmussen & Williams 5.12):
+ * mean_i = y_i - [K^-1 r]_i / [K^-1]_ii, var_i = 1 / [K^-1]_ii. */
+int gp_loo_closed(const gp_model *m, double *mean, double *var);
+/* Leave-one-out by refitting a clone of m (its current hyperparameters as
+ * the first start) on each n - 1 points, as the paper did. */
+int gp_loo_refit(const gp_model *m, const gp_data *data, const gp_fit_options *o, double *mean,
+                 double *var, char *err, size_t errlen);
+/* Leave-one-out predictions of the mean function alone: m(x_i) for a fixed
+ * mean, refitted (least squares) without point i for a fitted one. */
+int gp_mean_loo(const gp_model *m, const gp_data *data, double *out);
+
+/* The conditioned model as JSON ("wattprof-gp/1": kernel, scaling,
+ * hyperparameters, mean, training points and weights); malloc'd text. */
+char *gp_to_json(const gp_model *m);
 
 /* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
  * means all ones. *rss gets the weighted sum. The constants are left as they
