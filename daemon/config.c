@@ -46,8 +46,7 @@ int config_init(config *c, bool as_root)
         snprintf(buf, sizeof(buf), "%s/.local/state/wattprof", home ? home : "/tmp");
     if (set_str(&c->state_dir, buf) < 0 || set_str(&c->group, "wattprof") < 0)
         return -ENOMEM;
-    if (as_root && set_str(&c->socket_path, "/run/wattprof/io.wattprof.sock") < 0)
-        return -ENOMEM;
+    c->system_paths = as_root;
     return 0;
 }
 
@@ -139,8 +138,10 @@ static int config_set(config *c, const char *section, const char *key, const cha
     if (strcmp(section, "daemon") == 0) {
         if (strcmp(key, "rate_hz") == 0)
             return parse_positive(v, &c->rate_hz) < 0 || c->rate_hz > 1000 ? -EINVAL : 0;
-        if (strcmp(key, "state_dir") == 0)
+        if (strcmp(key, "state_dir") == 0) {
+            c->state_dir_set = true;
             return set_str(&c->state_dir, v);
+        }
         if (strcmp(key, "db") == 0)
             return set_str(&c->db_path, v);
         if (strcmp(key, "socket") == 0)
@@ -232,7 +233,12 @@ int config_finish(config *c, char *err, size_t errlen)
             return -ENOMEM;
     }
     if (!c->socket_path) {
-        snprintf(buf, sizeof(buf), "%s/io.wattprof.sock", c->state_dir);
+        /* The system daemon's socket is in /run, unless it was given a state
+         * directory of its own: then everything lives there. */
+        if (c->system_paths && !c->state_dir_set)
+            snprintf(buf, sizeof(buf), "/run/wattprof/io.wattprof.sock");
+        else
+            snprintf(buf, sizeof(buf), "%s/io.wattprof.sock", c->state_dir);
         if (set_str(&c->socket_path, buf) < 0)
             return -ENOMEM;
     }

@@ -29,7 +29,10 @@ typedef struct config {
     double rate_hz;          /* ticks per second; 50 */
     char *state_dir;         /* database and default socket */
     char *db_path;           /* default: state_dir/wattprof.db */
-    char *socket_path;       /* default: /run/wattprof/io.wattprof.sock as root */
+    char *socket_path;       /* default: /run/wattprof/io.wattprof.sock for the system
+                                daemon without its own state_dir, else state_dir/ */
+    bool system_paths;       /* root (or CAP_PERFMON): system defaults */
+    bool state_dir_set;      /* state_dir came from the config or --state-dir */
     char *model_path;        /* default: state_dir/models/current.json if it exists,
                                 else NULL: the built-in cputime model */
     char *group;             /* members see every process; "wattprof" */

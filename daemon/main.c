@@ -95,7 +95,10 @@ static int parse_args(int argc, char **argv, config *c)
     optind = 1;
     while (r == 0 && (o = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (o) {
-        case 'S': r = set(&c->state_dir, optarg); break;
+        case 'S':
+            r = set(&c->state_dir, optarg);
+            c->state_dir_set = true;
+            break;
         case 'd': r = set(&c->db_path, optarg); break;
         case 's': r = set(&c->socket_path, optarg); break;
         case 'm': r = set(&c->model_path, optarg); break;
