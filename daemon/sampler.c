@@ -662,6 +662,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
     st->lateness_p99_us = ring_percentile(&s->lateness, 99) / 1e3;
     st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
+    st->tick_p50_us = ring_percentile(&s->tick_work, 50) / 1e3;
     st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
     st->host_measured_w = s->power->n ? s->sec_host_j / s->sec_dt : NAN;
     st->host_modeled_w = s->sec_modeled_j / s->sec_dt;
