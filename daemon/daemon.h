@@ -81,7 +81,7 @@ typedef struct daemon_status {
     uint64_t ticks;
     double achieved_hz;
     double lateness_p50_us, lateness_p99_us, lateness_max_us; /* last minute */
-    double tick_p99_us;                                        /* work per tick */
+    double tick_p50_us, tick_p99_us;                           /* work per tick */
     double host_measured_w, host_modeled_w, idle_w, unattributed_w;
     double drift;          /* mean relative error over the last minute, NAN without RAPL */
     bool drift_flagged;

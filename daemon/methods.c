@@ -291,6 +291,12 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     json_object_object_add(o, "lateness_p99_ms",
                            json_object_new_double(isfinite(st->lateness_p99_us)
                                                       ? st->lateness_p99_us / 1e3 : 0));
+    json_object_object_add(o, "tick_p50_ms",
+                           json_object_new_double(isfinite(st->tick_p50_us)
+                                                      ? st->tick_p50_us / 1e3 : 0));
+    json_object_object_add(o, "tick_p99_ms",
+                           json_object_new_double(isfinite(st->tick_p99_us)
+                                                      ? st->tick_p99_us / 1e3 : 0));
     json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp), st));
     json_object_object_add(o, "events", events_json(sampler_events(ctx->smp), snap ? st : NULL));
     pthread_mutex_lock(&ctx->lock);

@@ -228,11 +228,21 @@ static int replay_events(sampler *s, char *err, size_t errlen)
 
 /* ---- tracking -------------------------------------------------------------- */
 
+/* The part of track_wanted that /proc/PID/stat alone answers. Most
+ * processes a busy host forks fail it, so they cost one small read, not the
+ * four files of procs_read_info. */
+static bool track_wanted_stat(const sampler *s, const procs_info *info)
+{
+    if (info->kernel_thread)
+        return false;
+    return !s->cfg->track_comm || regexec(&s->comm_re, info->comm, 0, NULL, 0) == 0;
+}
+
 static bool track_wanted(const sampler *s, const procs_info *info)
 {
     const config *c = s->cfg;
 
-    if (info->kernel_thread)
+    if (!track_wanted_stat(s, info))
         return false;
     if (c->n_track_uids) {
         bool ok = false;
@@ -243,8 +253,6 @@ static bool track_wanted(const sampler *s, const procs_info *info)
     }
     if (c->track_cgroup && (!info->cgroup || strncmp(info->cgroup, c->track_cgroup,
                                                      strlen(c->track_cgroup)) != 0))
-        return false;
-    if (c->track_comm && regexec(&s->comm_re, info->comm, 0, NULL, 0) != 0)
         return false;
     return true;
 }
@@ -312,13 +320,15 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 /* Starts tracking `pid` if the config wants it. A process that is already
  * gone, or that we may not watch, is skipped quietly: it is the normal fate
  * of short-lived processes and shows up as unattributed CPU. */
-static void track_pid(sampler *s, pid_t pid)
+static void track_untracked_pid(sampler *s, pid_t pid)
 {
     procs_info info = {0};
     counters_proc *cp = NULL;
     char err[UTIL_ERRLEN];
 
-    if (find(s, pid) || procs_read_info(pid, &info) < 0)
+    if (procs_read_stat(pid, &info) < 0 || !track_wanted_stat(s, &info))
+        return;
+    if (procs_read_info(pid, &info) < 0)
         return;
     if (track_wanted(s, &info)) {
         int r = counters_open(s->es, pid, 0, &cp, err, sizeof(err));
@@ -330,17 +340,51 @@ static void track_pid(sampler *s, pid_t pid)
     procs_info_clear(&info);
 }
 
+static void track_pid(sampler *s, pid_t pid)
+{
+    if (!find(s, pid))
+        track_untracked_pid(s, pid);
+}
+
 static void refresh_comm(sampler *s, pid_t pid);
+
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Tracked pids, sorted: a rescan looks every /proc entry up in it rather
+ * than walking all tracked processes per entry (quadratic at 1000). */
+static pid_t *tracked_sorted(const sampler *s, size_t *n)
+{
+    pid_t *v = malloc((s->n ? s->n : 1) * sizeof(pid_t));
+
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->procs[i]->gone)
+            v[(*n)++] = s->procs[i]->pid;
+    qsort(v, *n, sizeof(pid_t), cmp_pid);
+    return v;
+}
 
 static void rescan(sampler *s)
 {
-    pid_t *pids;
-    size_t n;
+    pid_t *pids, *known;
+    size_t n, n_known;
 
     if (procs_list(&pids, &n) < 0)
         return;
-    for (size_t i = 0; i < n; i++)
-        track_pid(s, pids[i]);
+    known = tracked_sorted(s, &n_known);
+    for (size_t i = 0; i < n; i++) {
+        if (!known)
+            track_pid(s, pids[i]);
+        else if (!bsearch(&pids[i], known, n_known, sizeof(pid_t), cmp_pid))
+            track_untracked_pid(s, pids[i]);
+    }
+    free(known);
     free(pids);
     /* Exits the connector missed (or all of them without it); without it,
      * execs too, so commands get their new names. */
@@ -666,6 +710,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
     st->lateness_p99_us = ring_percentile(&s->lateness, 99) / 1e3;
     st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
+    st->tick_p50_us = ring_percentile(&s->tick_work, 50) / 1e3;
     st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
     st->host_measured_w = s->power->n ? s->sec_host_j / s->sec_dt : NAN;
     st->host_modeled_w = s->sec_modeled_j / s->sec_dt;

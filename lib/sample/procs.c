@@ -201,6 +201,23 @@ static int procs_read_all(int dirfd, procs_info *out)
     return 0;
 }
 
+int procs_read_stat(pid_t pid, procs_info *out)
+{
+    char path[40], *buf = NULL;
+    int r;
+
+    memset(out, 0, sizeof(*out));
+    if (pid <= 0)
+        return -ESRCH;
+    out->pid = pid;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    r = procs_read_at(AT_FDCWD, path, &buf, NULL);
+    if (r == 0)
+        r = procs_parse_stat(buf, out);
+    free(buf);
+    return r;
+}
+
 int procs_read_info(pid_t pid, procs_info *out)
 {
     char path[32];

@@ -165,6 +165,9 @@ typedef struct procs_info {
 /* Reads /proc/PID/{stat,status,cmdline,cgroup}. -ESRCH when the process is
  * gone (also when it vanishes half-way). */
 int procs_read_info(pid_t pid, procs_info *out);
+/* Reads /proc/PID/stat only (pid, ppid, start_ticks, comm, kernel_thread;
+ * no strings to clear): a cheap first look before procs_read_info. */
+int procs_read_stat(pid_t pid, procs_info *out);
 void procs_info_clear(procs_info *info);
 /* Every process (thread-group leader) now in /proc, malloc'd. */
 int procs_list(pid_t **pids, size_t *n);

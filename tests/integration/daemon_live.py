@@ -21,6 +21,8 @@ time.sleep(2.5)  # past a second boundary and the store's commit
 
 st = d.call("io.wattprof.Monitor.GetStatus")["status"]
 check("achieved rate near 50 Hz", abs(st["achieved_hz"] - 50) <= 5, f'{st["achieved_hz"]:.2f} Hz')
+check("tick work percentiles are published and ordered",
+      0 < st["tick_p50_ms"] <= st["tick_p99_ms"] < 1000, f'{st["tick_p50_ms"]} <= {st["tick_p99_ms"]} ms')
 check("tracking processes", st["tracked"] >= 1, str(st["tracked"]))
 check("model is the built-in one", st["model"]["name"] == "cputime-generic", st["model"]["name"])
 check("no RAPL here is a warning, not an error",

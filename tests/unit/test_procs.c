@@ -158,6 +158,34 @@ static void test_kernel_thread(void **state)
     procs_info_clear(&info);
 }
 
+/* The stat-only read sees what the full read sees, for a process, a kernel
+ * thread and a pid that is gone, and allocates nothing. */
+static void test_read_stat_agrees(void **state)
+{
+    procs_info full, st;
+    pid_t pids[] = {getpid(), getppid(), 1, 2};
+
+    for (size_t k = 0; k < sizeof(pids) / sizeof(pids[0]); k++) {
+        if (procs_read_info(pids[k], &full) < 0)
+            continue;
+        assert_int_equal(procs_read_stat(pids[k], &st), 0);
+        assert_int_equal(st.pid, full.pid);
+        assert_int_equal(st.ppid, full.ppid);
+        assert_int_equal(st.start_ticks, full.start_ticks);
+        assert_string_equal(st.comm, full.comm);
+        assert_int_equal(st.kernel_thread, full.kernel_thread);
+        assert_null(st.cmdline);
+        assert_null(st.cgroup);
+        procs_info_clear(&full);
+    }
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(procs_read_stat(pid, &st), -ESRCH);
+    assert_int_equal(procs_read_stat(0, &st), -ESRCH);
+}
+
 static void test_list_and_boot_id(void **state)
 {
     pid_t *pids;
@@ -419,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_kernel_thread),     cmocka_unit_test(test_list_and_boot_id),
         cmocka_unit_test(test_connector),         cmocka_unit_test(test_connector_drain),
         cmocka_unit_test(test_connector_overrun), cmocka_unit_test(test_connector_unprivileged),
+        cmocka_unit_test(test_read_stat_agrees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
