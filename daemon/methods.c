@@ -334,6 +334,9 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
     q.comm_regex = param_string(params, "comm");
+    /* Exited processes are listed unless asked not to. */
+    q.only_running = param_present(params, "include_exited") &&
+                     !json_object_get_boolean(json_object_object_get(params, "include_exited"));
     if ((r = reader(ctx, call)) < 0)
         return 0;
     store_flush(ctx->st);
