@@ -647,8 +647,11 @@ static void update_idle(sampler *s, double host_w)
                  s->m->training.present ? "model" : "model (uncalibrated)");
         return;
     }
-    ring_add(&s->idle_power, host_w);
-    s->idle_w = ring_percentile(&s->idle_power, 5);
+    /* Before the first measured second there is no percentile: the model's
+     * idle, which attribution caps at the measured energy, stands in. */
+    if (isfinite(host_w))
+        ring_add(&s->idle_power, host_w);
+    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : s->m->idle_power_w;
     snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
              s->idle_power.n);
 }
@@ -947,8 +950,6 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         return r;
     }
     update_idle(s, NAN);
-    if (s->power->n > 0 && !m->training.present)
-        s->idle_power.n = 0; /* the NAN above is not a measurement */
     *out = s;
     return 0;
 }
