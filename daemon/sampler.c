@@ -38,6 +38,11 @@ struct tracked {
     double sec_j, sec_standalone_j, sec_cpu_s; /* the second being accumulated */
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
+    /* A replayed process described before the first tick: its description
+     * waits for the first tick's time (a replay must not use the wall clock,
+     * or two replays of one file would store different rows). */
+    procs_info pending;
+    bool info_pending;
 };
 
 struct ring {
@@ -262,10 +267,13 @@ static void tracked_free(struct tracked *t)
     if (!t)
         return;
     counters_close(t->cp);
+    procs_info_clear(&t->pending);
     free(t->delta);
     free(t->ratio);
     free(t);
 }
+
+static int64_t sampler_clock(sampler *s);
 
 static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 {
@@ -300,9 +308,16 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     t->cp = cp;
     t->klass = model_classify(s->m, 0);
     s->procs[s->n++] = t;
-    store_proc_info pi = {.t_ns = realtime_ns(), .pid = info->pid, .start_time = info->start_ticks,
-                          .comm = info->comm, .cmdline = info->cmdline, .cgroup = info->cgroup,
-                          .uid = info->uid};
+    if (s->rep && s->last_ns == 0) {
+        t->pending = *info;
+        t->pending.cmdline = info->cmdline ? strdup(info->cmdline) : NULL;
+        t->pending.cgroup = info->cgroup ? strdup(info->cgroup) : NULL;
+        t->info_pending = true;
+        return 0;
+    }
+    store_proc_info pi = {.t_ns = sampler_clock(s), .pid = info->pid,
+                          .start_time = info->start_ticks, .comm = info->comm,
+                          .cmdline = info->cmdline, .cgroup = info->cgroup, .uid = info->uid};
     store_push_proc_info(s->st, &pi);
     if (s->rec)
         trace_write_proc(s->rec, info);
@@ -363,7 +378,7 @@ static void refresh_comm(sampler *s, pid_t pid)
     }
     if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
         memcpy(t->comm, info.comm, sizeof(t->comm));
-        store_proc_info pi = {.t_ns = realtime_ns(), .pid = pid, .start_time = t->start,
+        store_proc_info pi = {.t_ns = sampler_clock(s), .pid = pid, .start_time = t->start,
                               .comm = info.comm, .cmdline = info.cmdline, .cgroup = info.cgroup,
                               .uid = info.uid};
         store_push_proc_info(s->st, &pi);
@@ -410,7 +425,7 @@ static void reap(sampler *s)
             s->procs[k++] = t;
             continue;
         }
-        store_push_proc_exit(s->st, t->pid, t->start, realtime_ns());
+        store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
         if (s->rec)
             trace_write_exit(s->rec, t->pid, t->start);
         tracked_free(t);
@@ -445,6 +460,22 @@ static struct tracked *find_start(sampler *s, pid_t pid, uint64_t start)
         if (s->procs[i]->pid == pid && s->procs[i]->start == start)
             return s->procs[i];
     return NULL;
+}
+
+/* Descriptions of replayed processes that came before the first tick. */
+static void push_pending_infos(sampler *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        if (!t->info_pending)
+            continue;
+        store_proc_info pi = {.t_ns = sampler_clock(s), .pid = t->pid, .start_time = t->start,
+                              .comm = t->pending.comm, .cmdline = t->pending.cmdline,
+                              .cgroup = t->pending.cgroup, .uid = t->pending.uid};
+        store_push_proc_info(s->st, &pi);
+        procs_info_clear(&t->pending);
+        t->info_pending = false;
+    }
 }
 
 /* Replay: records up to and including the next tick. Returns 1 for a tick,
@@ -494,6 +525,7 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
         if (s->replay_t0 == 0)
             s->replay_t0 = tick.mono_ns - tick.dt_ns;
         s->last_ns = tick.mono_ns;
+        push_pending_infos(s);
         *dt_ns = tick.dt_ns;
         return 1;
     }
@@ -564,6 +596,12 @@ static int64_t replay_time(sampler *s)
     return (int64_t)s->last_ns + s->replay_offset;
 }
 
+/* Now, for stored rows: the wall clock, or a replay's own timeline. */
+static int64_t sampler_clock(sampler *s)
+{
+    return s->rep ? replay_time(s) : realtime_ns();
+}
+
 /* Attributes one tick of length dt over the processes with deltas. */
 static void account(sampler *s, double dt)
 {
@@ -571,7 +609,7 @@ static void account(sampler *s, double dt)
     struct tracked *active[s->n ? s->n : 1];
     attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
     /* A replay keeps the recording's own timeline. */
-    int64_t t_ns = s->rep ? replay_time(s) : realtime_ns();
+    int64_t t_ns = sampler_clock(s);
 
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
