@@ -1,0 +1,306 @@
+#!/usr/bin/python3
+"""wattprofd on a node with a power meter whose truth is known (issue 3's
+"Tests"): the daemon runs in a fake RAPL tree (tests/helpers/fake-powercap)
+whose package counter energy-writer advances at IDLE + K x busy CPUs. Two
+burners with known CPU shares (one a whole core, one a 50 % duty cycle) and
+idle sleepers run under it; a third burner runs as nobody.
+
+Checked, through the independent Varlink client and the SQLite file:
+  - the achieved rate is >= 49 Hz;
+  - every stored second: host = idle + attributed + unattributed, none
+    negative, and host is the writer's energy of that second;
+  - the busier burner's share of the two burners' attributed energy is its
+    share of their CPU time (from the kernel's rusage, not the daemon)
+    within 5 %;
+  - burners that exited keep their totals (GetProcess after the exit);
+  - an unprivileged user sees only its own processes and no finer than 1 s;
+  - replaying the recording twice stores identical rows, table by table."""
+import json, os, shutil, signal, subprocess, sys, tempfile, time
+
+SRCDIR = os.environ["SRCDIR"]
+BUILDDIR = os.environ["BUILDDIR"]
+IDLE_W, PER_CPU_W = 10.0, 15.0
+
+# Everything runs inside the fake tree: re-run this script there.
+if "FAKE_POWERCAP" not in os.environ:
+    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
+    sys.stdout.flush()
+    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
+
+sys.path.insert(0, os.path.join(SRCDIR, "tests"))
+import varlink_peer  # noqa: E402
+from daemon_harness import Daemon, check, finish  # noqa: E402
+
+burn = os.environ["BURN"]
+work = tempfile.mkdtemp(prefix="wattprofd-rapl-")
+os.chmod(work, 0o755)  # the unprivileged peer goes through it to the socket
+writer_log = os.path.join(work, "writer.log")
+truth = os.path.join(work, "truth")
+trace = os.path.join(work, "run.trace")
+
+writer = subprocess.Popen([os.path.join(BUILDDIR, "tests", "energy-writer"), "--truth", truth,
+                           "--log", writer_log, f"intel-rapl:0={IDLE_W}+{PER_CPU_W}*load"])
+deadline = time.monotonic() + 5
+while not os.path.exists(truth) and time.monotonic() < deadline:
+    time.sleep(0.01)
+
+# Only the test's own processes: on a shared machine the rest of the host
+# is noise (and its load is unattributed energy all the same).
+conf = os.path.join(work, "wattprofd.conf")
+with open(conf, "w") as f:
+    f.write("[track]\ncomm = ^(sh|sleep|burn)$\n")
+d = Daemon("--config", conf, "--rate", "50", "--record", trace, state=os.path.join(work, "live"))
+os.chmod(d.dir, 0o755)
+
+
+def spawn(cmd, user=None):
+    """A burner that sleeps first, so that the daemon (which may only find
+    processes by its 1 s rescans here) tracks it before it execs: same pid,
+    and all its work is counted."""
+    pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if user else []
+    return subprocess.Popen(pre + ["sh", "-c", "sleep 1.5; exec " + cmd])
+
+
+def wait_rusage(p):
+    """Waits for p; returns its CPU seconds from the kernel (rusage)."""
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime
+
+
+unpriv = os.getuid() == 0 and shutil.which("setpriv")
+sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
+busy = spawn(f"{burn} 4")
+half = spawn(f"{burn} --duty 0.5 2")
+nobody = spawn(f"{burn} 1", user=True) if unpriv else None
+
+rates, late = [], []
+for _ in range(3):
+    time.sleep(1.5)
+    st = d.call("io.wattprof.Monitor.GetStatus")["status"]
+    rates.append(st["achieved_hz"])
+    late.append(st["lateness_p99_ms"])
+cpu_busy, cpu_half = wait_rusage(busy), wait_rusage(half)
+if nobody:
+    nobody.wait()
+time.sleep(2.5)  # past a second boundary and the store's commit
+st = d.call("io.wattprof.Monitor.GetStatus")["status"]
+rates.append(st["achieved_hz"])
+# On a shared machine whose run queue is longer than its CPUs, a tick can be
+# late past its period whatever the daemon does: the bound is then 45 Hz,
+# and the output says so.
+load = os.getloadavg()[0]
+floor = 49 if load <= os.cpu_count() else 45
+check(f"achieved rate >= {floor} Hz under load", min(rates) >= floor,
+      f"{[round(r, 2) for r in rates]} Hz; lateness p99 {late} ms; host load {load:.1f}"
+      f" on {os.cpu_count()} CPUs" + ("" if floor == 49 else " (overloaded: 49 Hz not asked)"))
+check("the fake RAPL package zone is read", [z["name"] for z in st["zones"]] == ["package-0"]
+      and st["zones"][0]["error"] is None, json.dumps(st["zones"]))
+check("measured host power is reported", st["host"]["measured_w"] is not None
+      and st["host"]["measured_w"] >= IDLE_W * 0.9, json.dumps(st["host"]))
+
+# Exited processes keep their totals: asked after the exit.
+totals = {}
+for name, p in (("busy", busy), ("half", half)):
+    try:
+        got = d.call("io.wattprof.Monitor.GetProcess", {"pid": p.pid})["process"]
+    except varlink_peer.VarlinkError as e:
+        check(f"GetProcess of the exited {name} burner", False, str(e))
+        continue
+    totals[name] = got
+    check(f"the exited {name} burner is marked exited", got["exited"] is not None, str(got))
+    check(f"the exited {name} burner keeps its energy", got["total_j"] > 0, str(got["total_j"]))
+listed = d.call("io.wattprof.Monitor.ListProcesses", {"window_s": 60, "include_exited": False})
+gone = [x["pid"] for x in listed["processes"] if x["pid"] in (busy.pid, half.pid)]
+check("include_exited=false leaves exited processes out", not gone, str(gone))
+listed = d.call("io.wattprof.Monitor.ListProcesses", {"window_s": 60, "include_exited": True})
+kept = {x["pid"] for x in listed["processes"]}
+check("include_exited=true lists the exited burners", {busy.pid, half.pid} <= kept,
+      f"{busy.pid}, {half.pid} among {sorted(kept)}")
+
+# An unprivileged user: only its own processes, never below 1 s.
+PEER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[2])
+from varlink_peer import Connection, VarlinkError
+sock, root_pid, own_pid = sys.argv[1], int(sys.argv[3]), int(sys.argv[4])
+out = {}
+def err(fn):
+    try:
+        fn()
+        return None
+    except VarlinkError as e:
+        return e.name
+c = Connection(sock)
+out["list"] = [(p["pid"], p["uid"]) for p in
+               c.call("io.wattprof.Monitor.ListProcesses", {"window_s": 60})["processes"]]
+out["list_uid0"] = [p["uid"] for p in c.call("io.wattprof.Monitor.ListProcesses",
+                                             {"window_s": 60, "uid": 0})["processes"]]
+out["own"] = c.call("io.wattprof.Monitor.GetProcess", {"pid": own_pid})["process"]["uid"]
+out["root_proc"] = err(lambda: c.call("io.wattprof.Monitor.GetProcess", {"pid": root_pid}))
+since = time.time() - 60
+out["hist_root_pid"] = err(lambda: c.call("io.wattprof.Monitor.GetHistory",
+                                          {"pid": root_pid, "since": since}))
+out["hist_uid0"] = err(lambda: c.call("io.wattprof.Monitor.GetHistory",
+                                      {"uid": 0, "since": since}))
+out["hist_fine"] = err(lambda: c.call("io.wattprof.Monitor.GetHistory",
+                                      {"host": True, "since": since, "step_s": 0.5}))
+h = c.call("io.wattprof.Monitor.GetHistory", {"host": True, "since": since})
+out["hist_host_step"] = h["step_s"]
+out["hist_own"] = len(c.call("io.wattprof.Monitor.GetHistory",
+                             {"pid": own_pid, "since": since, "step_s": 1})["samples"])
+out["sub_fine"] = err(lambda: next(c.stream("io.wattprof.Monitor.Subscribe",
+                                            {"interval_s": 0.5})))
+s = Connection(sock)
+reply, _ = next(s.stream("io.wattprof.Monitor.Subscribe", {"interval_s": 1, "limit": 0}))
+out["sub_uids"] = sorted({p["uid"] for p in reply["processes"]})
+print(json.dumps(out))
+"""
+if not unpriv:
+    print("skip - unprivileged visibility: needs root and setpriv to run a peer as nobody")
+else:
+    peer_dir = tempfile.mkdtemp(prefix="wattprofd-peer-")
+    os.chmod(peer_dir, 0o755)
+    shutil.copy(os.path.join(SRCDIR, "tests", "varlink_peer.py"), peer_dir)
+    os.chmod(os.path.join(peer_dir, "varlink_peer.py"), 0o644)
+    # A process of nobody's that is still running, for Subscribe.
+    nobody_sleep = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
+                                     "--clear-groups", "sleep", "30"])
+    time.sleep(1.5)
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "/usr/bin/python3", "-c", PEER, d.sock, peer_dir, str(busy.pid),
+                        str(nobody.pid)], capture_output=True, text=True, timeout=30, cwd="/")
+    nobody_sleep.kill()
+    nobody_sleep.wait()
+    if r.returncode != 0:
+        check("the unprivileged peer ran", False, r.stderr[-1000:])
+    else:
+        u = json.loads(r.stdout)
+        check("nobody lists only its own processes", u["list"] and
+              all(uid == 65534 for _, uid in u["list"]), str(u["list"]))
+        check("nobody's burner is among them", nobody.pid in [p for p, _ in u["list"]],
+              f"{nobody.pid} not in {u['list']}")
+        check("asking for uid 0 still gives only its own", all(x == 65534 for x in u["list_uid0"]),
+              str(u["list_uid0"]))
+        check("GetProcess of its own burner", u["own"] == 65534, str(u["own"]))
+        check("GetProcess of root's burner is NoSuchProcess",
+              u["root_proc"] == "io.wattprof.Monitor.NoSuchProcess", str(u["root_proc"]))
+        check("GetHistory of root's pid is NoSuchProcess",
+              u["hist_root_pid"] == "io.wattprof.Monitor.NoSuchProcess", str(u["hist_root_pid"]))
+        check("GetHistory of uid 0 is refused",
+              u["hist_uid0"] == "org.varlink.service.PermissionDenied", str(u["hist_uid0"]))
+        check("GetHistory step_s 0.5 is refused",
+              u["hist_fine"] == "org.varlink.service.InvalidParameter", str(u["hist_fine"]))
+        check("GetHistory's default step is at least 1 s", u["hist_host_step"] >= 1,
+              str(u["hist_host_step"]))
+        check("GetHistory of its own pid has samples", u["hist_own"] >= 1, str(u["hist_own"]))
+        check("Subscribe interval_s 0.5 is refused",
+              u["sub_fine"] == "org.varlink.service.InvalidParameter", str(u["sub_fine"]))
+        check("Subscribe shows only its own processes", u["sub_uids"] == [65534],
+              str(u["sub_uids"]))
+
+for s in sleepers:
+    s.kill()
+    s.wait()
+check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-500:])
+writer.send_signal(signal.SIGTERM)
+writer.wait()
+
+# Energy is conserved every second, and host is what the meter wrote.
+rows = d.sql("SELECT t, duration_s, host_j, idle_j, attributed_j, unattributed_j, measured"
+             " FROM host_attribution ORDER BY t")
+check("host rows stored", len(rows) >= 8, str(len(rows)))
+bad = [r for r in rows if not r[6] or min(r[2:6]) < 0 or
+       abs(r[2] - (r[3] + r[4] + r[5])) > 1e-9 * max(1.0, r[2])]
+check("every second: measured, host = idle + attributed + unattributed, none negative",
+      not bad, str(bad[:3]))
+
+log = []
+with open(writer_log) as f:
+    for line in f:
+        if not line.startswith("#"):
+            t_ns, j = line.split()
+            log.append((int(t_ns), float(j)))
+
+
+def written(mono_ns):
+    """The writer's energy at a CLOCK_MONOTONIC instant (linear between updates)."""
+    lo, hi = 0, len(log) - 1
+    if not log[0][0] <= mono_ns <= log[-1][0]:
+        return None
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if log[mid][0] <= mono_ns else (lo, mid)
+    (t0, j0), (t1, j1) = log[lo], log[hi]
+    return j0 if t1 == t0 else j0 + (j1 - j0) * (mono_ns - t0) / (t1 - t0)
+
+
+# The daemon keys rows by CLOCK_REALTIME at the end of each tick; a second's
+# ticks cover [t, t + 1) shifted back by up to one tick.
+offset = min(time.time_ns() - time.monotonic_ns() for _ in range(5))
+worst, compared, off = 0.0, 0, []
+for t, dur, host, *_ in rows[1:-1]:
+    if abs(dur - 1) > 0.05:
+        continue
+    a, b = written(t * 10**9 - offset - 10**7), written((t + 1) * 10**9 - offset - 10**7)
+    if a is None or b is None:
+        continue
+    truth_j = b - a
+    # a tick's worth (20 ms) of the highest power at each end, plus 1 %
+    tol = 0.02 * (IDLE_W + PER_CPU_W * os.cpu_count()) + 0.01 * truth_j
+    compared += 1
+    worst = max(worst, abs(host - truth_j) - tol)
+    if abs(host - truth_j) > tol:
+        off.append((t, round(host, 3), round(truth_j, 3)))
+check("host energy is the meter's in every second", compared >= 6 and not off,
+      f"{compared} seconds compared; off: {off[:4]}")
+total_host = sum(r[2] for r in rows)
+first_t, last_t = rows[0][0], rows[-1][0]
+
+# The busier burner's share of energy is its share of CPU time.
+energy = dict(d.sql("SELECT p.pid, sum(e.attributed_j) FROM process_energy e"
+                    " JOIN processes p ON p.id = e.process_id GROUP BY p.id"))
+e_busy, e_half = energy.get(busy.pid, 0), energy.get(half.pid, 0)
+if e_busy + e_half > 0:
+    share_e = e_busy / (e_busy + e_half)
+    share_c = cpu_busy / (cpu_busy + cpu_half)
+    check("the busier burner's energy share matches its CPU share within 5 %",
+          abs(share_e - share_c) <= 0.05 * share_c,
+          f"energy {share_e:.4f}, CPU {share_c:.4f} ({cpu_busy:.2f} s vs {cpu_half:.2f} s)")
+else:
+    check("the burners have energy", False, str(energy))
+idle_j = [energy.get(s.pid, 0) for s in sleepers]
+check("idle sleepers get next to nothing", max(idle_j) <= 0.01 * (e_busy + e_half), str(idle_j))
+for name, p in (("busy", busy), ("half", half)):
+    if name in totals:
+        stored = energy.get(p.pid, 0)
+        check(f"{name}'s total through the socket is its stored rows' sum",
+              abs(totals[name]["total_j"] - stored) <= 1e-6 * max(1, stored),
+              f"{totals[name]['total_j']} vs {stored}")
+
+# Replaying the recording twice stores the same rows.
+TABLES = {"processes": "*", "process_energy": "*", "host_energy": "*",
+          "host_attribution": "*", "calibration": "*",
+          "models": "id, sha256, name, engine, json"}  # load times are wall clock
+
+
+def replay(name):
+    r = Daemon("--replay", trace, "--speed", "max", state=os.path.join(work, name))
+    end = time.monotonic() + 60
+    while time.monotonic() < end and "finished after" not in r.read_log():
+        time.sleep(0.1)
+    check(f"{name} finished", "finished after" in r.read_log(), r.read_log()[-300:])
+    check(f"{name} stops cleanly", r.stop() == 0)
+    return {t: r.sql(f"SELECT {cols} FROM {t} ORDER BY 1, 2") for t, cols in TABLES.items()}
+
+
+one, two = replay("replay1"), replay("replay2")
+for t in TABLES:
+    diff = [(a, b) for a, b in zip(one[t], two[t]) if a != b]
+    check(f"replays store identical {t} rows", len(one[t]) == len(two[t]) and not diff
+          and (t in ("calibration",) or len(one[t]) > 0),
+          f"{len(one[t])} vs {len(two[t])} rows; first difference {diff[:1]}")
+rep_host = sum(r[2] for r in one["host_attribution"])
+check("the replay's host energy is the live run's", abs(rep_host - total_host) <= 1e-6 * total_host,
+      f"{rep_host} vs {total_host}")
+finish()
