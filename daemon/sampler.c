@@ -883,6 +883,9 @@ static void *hardware_loop(void *arg)
         log_error("timerfd_create: %s", strerror(errno));
         return NULL;
     }
+    /* The first tick's deltas start here, not when RAPL and the counters
+     * were opened: setup time would otherwise land in a 20 ms tick. */
+    read_hardware(s);
     s->last_ns = util_now_ns(CLOCK_MONOTONIC);
     s->next_deadline = s->last_ns + s->period_ns;
     its.it_value.tv_sec = (time_t)(s->next_deadline / 1000000000ull);
