@@ -84,6 +84,7 @@ struct sampler {
     atomic_uint_fast64_t ticks;
     uint64_t seen_ticks;
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
+    int64_t woke_realtime; /* CLOCK_REALTIME when the current tick woke */
     double rescan_s; /* the config's, or 1 s without the proc connector */
     uint64_t conn_events;  /* events the proc connector delivered */
     uint64_t rescan_ticks; /* boot clock ticks at the previous rescan */
@@ -632,7 +633,10 @@ static int64_t replay_time(sampler *s)
 /* Now, for stored rows: the wall clock, or a replay's own timeline. */
 static int64_t sampler_clock(sampler *s)
 {
-    return s->rep ? replay_time(s) : realtime_ns();
+    if (s->rep)
+        return replay_time(s);
+    /* Inside a tick: its own time, so that records are pushed in order. */
+    return s->woke_realtime ? s->woke_realtime : realtime_ns();
 }
 
 /* Attributes one tick of length dt over the processes with deltas. */
@@ -642,6 +646,9 @@ static void account(sampler *s, double dt)
     struct tracked *active[s->n ? s->n : 1];
     attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
     /* A replay keeps the recording's own timeline. */
+    /* A live tick is stamped when it woke, not after its reads (a rescan can
+     * take long): the same instant as its recording's, so a replay keys
+     * it to the same second, and the meter's energy lines up. */
     int64_t t_ns = sampler_clock(s);
 
     for (size_t i = 0; i < s->n; i++) {
@@ -899,6 +906,7 @@ static void *hardware_loop(void *arg)
         if (poll(&pfd, 1, 200) <= 0 || read(tfd, &expirations, sizeof(expirations)) < 0)
             continue;
         uint64_t woke = util_now_ns(CLOCK_MONOTONIC);
+        s->woke_realtime = realtime_ns();
         /* The deadline this wake-up serves is the latest one that passed. */
         s->next_deadline += (expirations - 1) * s->period_ns;
         ring_add(&s->lateness, (double)(woke - s->next_deadline));
