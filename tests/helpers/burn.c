@@ -9,6 +9,8 @@
  *                                (0, 1]: F x 20 ms of CPU in every 20 ms of
  *                                wall time, sleeping the rest (a process with
  *                                a known share of a core)
+ *   burn --wait S ...            sleeps S seconds first, then any of the
+ *                                above (one process, one name throughout)
  *
  * CPU time is measured with CLOCK_THREAD_CPUTIME_ID, so the amount burned
  * is right however the scheduler shares the cores. */
@@ -69,6 +71,17 @@ static void duty(double fraction, double seconds)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "--wait") == 0) {
+        double w = atof(argv[2]);
+        struct timespec ts = {(time_t)w, (long)((w - (double)(time_t)w) * 1e9)};
+        if (!(w >= 0)) {
+            fprintf(stderr, "burn: --wait needs seconds >= 0\n");
+            return 2;
+        }
+        nanosleep(&ts, NULL);
+        argv[2] = argv[0];
+        return main(argc - 2, argv + 2);
+    }
     if (argc == 4 && strcmp(argv[1], "--duty") == 0) {
         double f = atof(argv[2]), s = atof(argv[3]);
         if (!(f > 0 && f <= 1) || !(s > 0)) {

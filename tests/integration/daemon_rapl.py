@@ -38,27 +38,53 @@ writer_log = os.path.join(work, "writer.log")
 truth = os.path.join(work, "truth")
 trace = os.path.join(work, "run.trace")
 
+# The test's processes are one program, wpburn (a copy of burn), in one
+# cpuacct cgroup: the daemon tracks exactly them ([track] comm) and the
+# meter's "load" is exactly their CPU (energy-writer --cpuacct), so other
+# work on a shared machine neither moves the meter nor takes a share.
+wpburn = os.path.join(work, "wpburn")
+shutil.copy(burn, wpburn)
+os.chmod(wpburn, 0o755)
+cgroup = f"/sys/fs/cgroup/cpuacct/wattprof-test-{os.getpid()}"
+try:
+    os.mkdir(cgroup)
+except OSError as e:
+    print(f"note - no cpuacct cgroup ({e}): the meter follows the whole host's load")
+    cgroup = None
 writer = subprocess.Popen([os.path.join(BUILDDIR, "tests", "energy-writer"), "--truth", truth,
-                           "--log", writer_log, f"intel-rapl:0={IDLE_W}+{PER_CPU_W}*load"])
+                           "--log", writer_log, f"intel-rapl:0={IDLE_W}+{PER_CPU_W}*load"]
+                          + (["--cpuacct", cgroup] if cgroup else []))
 deadline = time.monotonic() + 5
 while not os.path.exists(truth) and time.monotonic() < deadline:
     time.sleep(0.01)
 
-# Only the test's own processes: on a shared machine the rest of the host
-# is noise (and its load is unattributed energy all the same).
 conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
-    f.write("[track]\ncomm = ^(sh|sleep|burn)$\n")
-d = Daemon("--config", conf, "--rate", "50", "--record", trace, state=os.path.join(work, "live"))
+    f.write("[track]\ncomm = ^wpburn$\n")
+# A model calibrated to this meter: IDLE W plus K W per busy core of
+# task-clock. (The generic model's idle would be the 5th percentile of the
+# seconds measured so far, which in a 20 s run are mostly busy ones.)
+model = json.load(open(os.path.join(SRCDIR, "models", "cputime.json")))
+model.update(name="fake-meter", idle_power_w=IDLE_W,
+             training={"rows": 3600, "cv_mape": 0.01, "created": "2026-11-30T00:00:00Z"})
+model["classes"]["models"][0].update(intercept=IDLE_W, coef=[PER_CPU_W, 0, 0, 0])
+model_path = os.path.join(work, "model.json")
+with open(model_path, "w") as f:
+    json.dump(model, f)
+d = Daemon("--config", conf, "--model", model_path, "--rate", "50", "--record", trace,
+           state=os.path.join(work, "live"))
 os.chmod(d.dir, 0o755)
 
 
-def spawn(cmd, user=None):
-    """A burner that sleeps first, so that the daemon (which may only find
-    processes by its 1 s rescans here) tracks it before it execs: same pid,
-    and all its work is counted."""
+def spawn(*args, user=None):
+    """A wpburn that waits first, so that the daemon (which may only find
+    processes by its 1 s rescans here) tracks it before it works."""
     pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if user else []
-    return subprocess.Popen(pre + ["sh", "-c", "sleep 1.5; exec " + cmd])
+    p = subprocess.Popen(pre + [wpburn, "--wait", "1.5", *args])
+    if cgroup:
+        with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(p.pid))
+    return p
 
 
 def wait_rusage(p):
@@ -69,10 +95,10 @@ def wait_rusage(p):
 
 
 unpriv = os.getuid() == 0 and shutil.which("setpriv")
-sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
-busy = spawn(f"{burn} 4")
-half = spawn(f"{burn} --duty 0.5 2")
-nobody = spawn(f"{burn} 1", user=True) if unpriv else None
+sleepers = [spawn("--wait", "60", "0.001") for _ in range(3)]
+busy = spawn("4")
+half = spawn("--duty", "0.5", "2")
+nobody = spawn("1", user=True) if unpriv else None
 
 rates, late = [], []
 for _ in range(3):
@@ -90,10 +116,14 @@ rates.append(st["achieved_hz"])
 # late past its period whatever the daemon does: the bound is then 45 Hz,
 # and the output says so.
 load = os.getloadavg()[0]
-floor = 49 if load <= os.cpu_count() else 45
-check(f"achieved rate >= {floor} Hz under load", min(rates) >= floor,
-      f"{[round(r, 2) for r in rates]} Hz; lateness p99 {late} ms; host load {load:.1f}"
-      f" on {os.cpu_count()} CPUs" + ("" if floor == 49 else " (overloaded: 49 Hz not asked)"))
+detail = (f"{[round(r, 2) for r in rates]} Hz; lateness p99 {late} ms; host load {load:.1f}"
+          f" on {os.cpu_count()} CPUs")
+if load > 4 * os.cpu_count():
+    print(f"skip - achieved rate: the host is overloaded, no rate can be asked: {detail}")
+else:
+    floor = 49 if load <= os.cpu_count() else 45
+    check(f"achieved rate >= {floor} Hz under load", min(rates) >= floor,
+          detail + ("" if floor == 49 else " (overloaded: 49 Hz not asked)"))
 check("the fake RAPL package zone is read", [z["name"] for z in st["zones"]] == ["package-0"]
       and st["zones"][0]["error"] is None, json.dumps(st["zones"]))
 check("measured host power is reported", st["host"]["measured_w"] is not None
@@ -164,8 +194,7 @@ else:
     shutil.copy(os.path.join(SRCDIR, "tests", "varlink_peer.py"), peer_dir)
     os.chmod(os.path.join(peer_dir, "varlink_peer.py"), 0o644)
     # A process of nobody's that is still running, for Subscribe.
-    nobody_sleep = subprocess.Popen(["setpriv", "--reuid=65534", "--regid=65534",
-                                     "--clear-groups", "sleep", "30"])
+    nobody_sleep = spawn("--wait", "30", "0.001", user=True)
     time.sleep(1.5)
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         "/usr/bin/python3", "-c", PEER, d.sock, peer_dir, str(busy.pid),
@@ -204,7 +233,9 @@ for s in sleepers:
     s.wait()
 check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-500:])
 writer.send_signal(signal.SIGTERM)
-writer.wait()
+check("the meter ran to the end", writer.wait() == 0)
+if cgroup:
+    os.rmdir(cgroup)
 
 # Energy is conserved every second, and host is what the meter wrote.
 rows = d.sql("SELECT t, duration_s, host_j, idle_j, attributed_j, unattributed_j, measured"
@@ -223,37 +254,58 @@ with open(writer_log) as f:
             log.append((int(t_ns), float(j)))
 
 
-def written(mono_ns):
-    """The writer's energy at a CLOCK_MONOTONIC instant (linear between updates)."""
+def around(mono_ns):
+    """The writer's updates just before and after a CLOCK_MONOTONIC instant."""
     lo, hi = 0, len(log) - 1
     if not log[0][0] <= mono_ns <= log[-1][0]:
         return None
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if log[mid][0] <= mono_ns else (lo, mid)
-    (t0, j0), (t1, j1) = log[lo], log[hi]
+    return log[lo], log[hi]
+
+
+def written(mono_ns):
+    """The writer's energy at an instant (linear between updates)."""
+    if around(mono_ns) is None:
+        return None
+    (t0, j0), (t1, j1) = around(mono_ns)
     return j0 if t1 == t0 else j0 + (j1 - j0) * (mono_ns - t0) / (t1 - t0)
 
 
-# The daemon keys rows by CLOCK_REALTIME at the end of each tick; a second's
-# ticks cover [t, t + 1) shifted back by up to one tick.
-offset = min(time.time_ns() - time.monotonic_ns() for _ in range(5))
-worst, compared, off = 0.0, 0, []
+def gap_s(mono_ns):
+    """How stale a reading of the meter at that instant can be: the writer's
+    update interval there (5 ms, or longer when a busy host delays it)."""
+    (t0, _), (t1, _) = around(mono_ns)
+    return (t1 - t0) / 1e9
+
+
+# Which ticks made each second, and the CLOCK_MONOTONIC span they covered,
+# from the recording: a tick's row is its second (the daemon stamps it at
+# its end); the meter's energy over that span is what host_j must be,
+# however late the ticks were.
+spans = {}
+with open(trace) as f:
+    offset = json.loads(f.readline())["realtime_offset_ns"]
+    for line in f:
+        tick = json.loads(line).get("tick")
+        if tick:
+            sec = (tick["t"] + offset) // 10**9
+            a, b = spans.get(sec, (tick["t"] - tick["dt"], tick["t"]))
+            spans[sec] = (min(a, tick["t"] - tick["dt"]), max(b, tick["t"]))
+p_max = IDLE_W + PER_CPU_W * os.cpu_count()
+compared, off = 0, []
 for t, dur, host, *_ in rows[1:-1]:
-    if abs(dur - 1) > 0.05:
+    if t not in spans or None in (written(spans[t][0]), written(spans[t][1])):
         continue
-    a, b = written(t * 10**9 - offset - 10**7), written((t + 1) * 10**9 - offset - 10**7)
-    if a is None or b is None:
-        continue
-    truth_j = b - a
-    # a tick's worth (20 ms) of the highest power at each end, plus 1 %
-    tol = 0.02 * (IDLE_W + PER_CPU_W * os.cpu_count()) + 0.01 * truth_j
+    truth_j = written(spans[t][1]) - written(spans[t][0])
+    # a reading lags the meter by up to its update interval at each end
+    tol = (gap_s(spans[t][0]) + gap_s(spans[t][1]) + 0.005) * p_max + 0.01 * truth_j
     compared += 1
-    worst = max(worst, abs(host - truth_j) - tol)
     if abs(host - truth_j) > tol:
         off.append((t, round(host, 3), round(truth_j, 3)))
 check("host energy is the meter's in every second", compared >= 6 and not off,
-      f"{compared} seconds compared; off: {off[:4]}")
+      f"{compared} seconds compared; off (t, stored, meter): {off[:4]}")
 total_host = sum(r[2] for r in rows)
 first_t, last_t = rows[0][0], rows[-1][0]
 
@@ -261,7 +313,10 @@ first_t, last_t = rows[0][0], rows[-1][0]
 energy = dict(d.sql("SELECT p.pid, sum(e.attributed_j) FROM process_energy e"
                     " JOIN processes p ON p.id = e.process_id GROUP BY p.id"))
 e_busy, e_half = energy.get(busy.pid, 0), energy.get(half.pid, 0)
-if e_busy + e_half > 0:
+if not cgroup:
+    print("skip - energy share against CPU share: without a cgroup the meter counts the whole"
+          " host, whose untracked work is shared among the tracked processes")
+elif e_busy + e_half > 0:
     share_e = e_busy / (e_busy + e_half)
     share_c = cpu_busy / (cpu_busy + cpu_half)
     check("the busier burner's energy share matches its CPU share within 5 %",
@@ -269,6 +324,13 @@ if e_busy + e_half > 0:
           f"energy {share_e:.4f}, CPU {share_c:.4f} ({cpu_busy:.2f} s vs {cpu_half:.2f} s)")
 else:
     check("the burners have energy", False, str(energy))
+if cgroup:
+    # Not asserted: idle is capped at each tick's measured energy, so a tick
+    # that reads a stale meter books less idle and the next one attributes
+    # the difference (see the report on issue 3); shown for the record.
+    for name, e, cpu in (("busy", e_busy, cpu_busy), ("half", e_half, cpu_half)):
+        print(f"note - the {name} burner: {e:.3f} J for {cpu:.3f} CPU s,"
+              f" {e / cpu:.2f} W per core against the meter's {PER_CPU_W:g}")
 idle_j = [energy.get(s.pid, 0) for s in sleepers]
 check("idle sleepers get next to nothing", max(idle_j) <= 0.01 * (e_busy + e_half), str(idle_j))
 for name, p in (("busy", busy), ("half", half)):
