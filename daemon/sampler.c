@@ -86,8 +86,6 @@ struct sampler {
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
     int64_t woke_realtime; /* CLOCK_REALTIME when the current tick woke */
     double rescan_s; /* the config's, or 1 s without the proc connector */
-    uint64_t conn_events;  /* events the proc connector delivered */
-    uint64_t rescan_ticks; /* boot clock ticks at the previous rescan */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
 
@@ -330,65 +328,36 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 /* Starts tracking `pid` if the config wants it. A process that is already
  * gone, or that we may not watch, is skipped quietly: it is the normal fate
  * of short-lived processes and shows up as unattributed CPU. */
-static bool track_pid(sampler *s, pid_t pid)
+static void track_pid(sampler *s, pid_t pid)
 {
     procs_info info = {0};
     counters_proc *cp = NULL;
     char err[UTIL_ERRLEN];
-    bool added = false;
 
     if (find(s, pid) || procs_read_info(pid, &info) < 0)
-        return false;
+        return;
     if (track_wanted(s, &info)) {
         int r = counters_open(s->es, pid, 0, &cp, err, sizeof(err));
         if (r == 0 && add_tracked(s, &info, cp) < 0)
             counters_close(cp);
         else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
             log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
-        added = r == 0;
     }
     procs_info_clear(&info);
-    return added;
-}
-
-/* Clock ticks since boot, the unit of a process's start time. */
-static uint64_t boot_ticks(void)
-{
-    return util_now_ns(CLOCK_BOOTTIME) / (1000000000ull / (uint64_t)sysconf(_SC_CLK_TCK));
-}
-
-/* A proc connector can open and yet deliver nothing: the kernel sends its
- * events only to listeners in the initial namespaces. When a rescan finds
- * processes born since the previous one and the connector has never said a
- * word, it is deaf: drop it and rescan often, as without it. */
-static void check_connector(sampler *s, size_t born)
-{
-    if (!s->watch || s->conn_events > 0 || born == 0)
-        return;
-    s->rescan_s = fmin(s->rescan_s, 1.0);
-    log_warning("the proc connector delivered no events while %zu processes started (it only "
-                "works in the initial namespaces): finding processes by rescanning /proc every "
-                "%g s", born, s->rescan_s);
-    procs_watch_close(s->watch);
-    s->watch = NULL;
 }
 
 static void refresh_comm(sampler *s, pid_t pid);
 
 static void rescan(sampler *s)
 {
-    uint64_t since = s->rescan_ticks;
     pid_t *pids;
-    size_t n, born = 0;
+    size_t n;
 
-    s->rescan_ticks = boot_ticks();
     if (procs_list(&pids, &n) < 0)
         return;
     for (size_t i = 0; i < n; i++)
-        if (track_pid(s, pids[i]) && since > 0 && s->procs[s->n - 1]->start > since)
-            born++;
+        track_pid(s, pids[i]);
     free(pids);
-    check_connector(s, born);
     /* Exits the connector missed (or all of them without it); without it,
      * execs too, so commands get their new names. */
     for (size_t i = 0; i < s->n; i++) {
@@ -431,11 +400,9 @@ static void drain_proc_events(sampler *s)
     do {
         r = procs_watch_read(s->watch, ev, SAMPLER_MAX_EVENTS, &n);
         if (r == -ENOBUFS) {
-            s->conn_events++; /* it speaks, too fast */
             s->next_rescan_ns = 0; /* the kernel dropped events: rescan now */
             continue;
         }
-        s->conn_events += r >= 0 ? n : 0;
         for (size_t i = 0; r >= 0 && i < n; i++) {
             struct tracked *t;
             if (ev[i].kind == PROCS_EV_FORK)
