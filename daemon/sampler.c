@@ -84,7 +84,8 @@ struct sampler {
     atomic_uint_fast64_t ticks;
     uint64_t seen_ticks;
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
-    int64_t woke_realtime; /* CLOCK_REALTIME when the current tick woke */
+    int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
+    uint64_t last_read_ns; /* CLOCK_MONOTONIC of the previous reading */
     double rescan_s; /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
@@ -613,9 +614,8 @@ static void account(sampler *s, double dt)
     struct tracked *active[s->n ? s->n : 1];
     attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
     /* A replay keeps the recording's own timeline. */
-    /* A live tick is stamped when it woke, not after its reads (a rescan can
-     * take long): the same instant as its recording's, so a replay keys
-     * it to the same second, and the meter's energy lines up. */
+    /* A live tick is stamped when it read the hardware: the same instant
+     * as its recording's, so a replay keys it to the same second. */
     int64_t t_ns = sampler_clock(s);
 
     for (size_t i = 0; i < s->n; i++) {
@@ -805,9 +805,16 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
             rescan(s);
             s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
         }
+        /* A tick is the interval between two readings, stamped when it
+         * reads: a rescan before it can take long, and RAPL and the
+         * counters must cover the interval the tick's row says. */
+        uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+        s->woke_realtime = realtime_ns();
+        dt_ns = now - s->last_read_ns;
+        s->last_read_ns = now;
         read_hardware(s);
         if (s->rec)
-            record_tick(s, woke, dt_ns);
+            record_tick(s, now, dt_ns);
     }
     account(s, (double)dt_ns / 1e9);
     if (!s->rep)
@@ -860,7 +867,7 @@ static void *hardware_loop(void *arg)
     /* The first tick's deltas start here, not when RAPL and the counters
      * were opened: setup time would otherwise land in a 20 ms tick. */
     read_hardware(s);
-    s->last_ns = util_now_ns(CLOCK_MONOTONIC);
+    s->last_ns = s->last_read_ns = util_now_ns(CLOCK_MONOTONIC);
     s->next_deadline = s->last_ns + s->period_ns;
     its.it_value.tv_sec = (time_t)(s->next_deadline / 1000000000ull);
     its.it_value.tv_nsec = (long)(s->next_deadline % 1000000000ull);
@@ -873,7 +880,6 @@ static void *hardware_loop(void *arg)
         if (poll(&pfd, 1, 200) <= 0 || read(tfd, &expirations, sizeof(expirations)) < 0)
             continue;
         uint64_t woke = util_now_ns(CLOCK_MONOTONIC);
-        s->woke_realtime = realtime_ns();
         /* The deadline this wake-up serves is the latest one that passed. */
         s->next_deadline += (expirations - 1) * s->period_ns;
         ring_add(&s->lateness, (double)(woke - s->next_deadline));
