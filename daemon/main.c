@@ -242,15 +242,25 @@ static void reload(daemon_ctx *ctx)
     sd_notify(0, "READY=1");
 }
 
-/* Until SIGTERM/SIGINT: once a second, streams and health. */
+/* Until SIGTERM/SIGINT: READY=1 once the sampler has ticked, then once a
+ * second, streams and health. */
 static void main_loop(daemon_ctx *ctx, int sfd)
 {
     uint64_t watchdog_us = 0;
     bool watchdog = sd_watchdog_enabled(0, &watchdog_us) > 0, replay_reported = false;
+    bool ready = false;
 
     for (;;) {
         struct pollfd pfd = {.fd = sfd, .events = POLLIN};
         int timeout = watchdog && watchdog_us / 2000 < 1000 ? (int)(watchdog_us / 2000) : 1000;
+        /* Ready means sampling: a daemon that never ticks never says so,
+         * and systemd's start timeout catches it. */
+        if (!ready && sampler_progressed(ctx->smp)) {
+            ready = true;
+            sd_notify(0, "READY=1");
+        }
+        if (!ready)
+            timeout = 5;
         if (poll(&pfd, 1, timeout) > 0) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
@@ -262,6 +272,8 @@ static void main_loop(daemon_ctx *ctx, int sfd)
                 return;
             }
         }
+        if (!ready)
+            continue;
         methods_publish(ctx);
         notify_status(ctx);
         /* The watchdog means "the sampler is alive", not "main is alive". */
@@ -348,7 +360,6 @@ static int run(config *cfg)
         goto out;
     }
     log_start(&ctx, true);
-    sd_notify(0, "READY=1");
     main_loop(&ctx, sfd);
     sd_notify(0, "STOPPING=1");
 out:

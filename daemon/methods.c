@@ -187,6 +187,18 @@ static const char *param_string(json_object *params, const char *key)
     return NULL;
 }
 
+/* Every method's parameters as the interface declares them: a wrong type or
+ * an unknown field is InvalidParameter naming it, before any handler reads
+ * a value (json-c would otherwise turn "1" or {} into a number). */
+#define CHECK_PARAMS(call, params, ...)                                                       \
+    do {                                                                                      \
+        static const rpc_param_spec spec_[] = {__VA_ARGS__};                                  \
+        if (rpc_params_check(call, params, spec_, sizeof(spec_) / sizeof(spec_[0])) < 0)      \
+            return 0;                                                                         \
+    } while (0)
+#define OPT(name, type) {name, RPC_T_##type, true}
+#define REQ(name, type) {name, RPC_T_##type, false}
+
 static bool param_present(json_object *params, const char *key)
 {
     json_object *v;
@@ -277,8 +289,15 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     snapshot *snap = sampler_snapshot(ctx->smp);
     daemon_status empty = {.host_measured_w = NAN, .drift = NAN, .untracked_cpu = NAN};
     const daemon_status *st = snap ? &snap->st : &empty;
-    json_object *o = json_object_new_object(), *db = json_object_new_object();
+    json_object *o, *db;
     store_stats ss;
+
+    if (rpc_params_check(call, params, NULL, 0) < 0) {
+        snapshot_unref(snap);
+        return 0;
+    }
+    o = json_object_new_object();
+    db = json_object_new_object();
 
     store_get_stats(ctx->st, &ss);
     json_object_object_add(o, "version", json_object_new_string(WATTPROF_VERSION));
@@ -330,6 +349,8 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     char err[UTIL_ERRLEN];
     int r;
 
+    CHECK_PARAMS(call, params, OPT("window_s", FLOAT), OPT("sort", STRING), OPT("limit", INT),
+                 OPT("uid", INT), OPT("comm", STRING), OPT("include_exited", BOOL));
     if (!(window >= 1) || window > 1e9)
         return rpc_error_invalid_parameter(call, "window_s");
     if (sort && strcmp(sort, "power") == 0)
@@ -345,6 +366,9 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
     q.comm_regex = param_string(params, "comm");
+    /* Exited processes are listed unless asked not to. */
+    q.only_running = param_present(params, "include_exited") &&
+                     !json_object_get_boolean(json_object_object_get(params, "include_exited"));
     if ((r = reader(ctx, call)) < 0)
         return 0;
     store_flush(ctx->st);
@@ -386,6 +410,7 @@ static int m_get_process(rpc_call *call, json_object *params, const rpc_peer *pe
     size_t n;
     char err[UTIL_ERRLEN];
 
+    CHECK_PARAMS(call, params, REQ("pid", INT), OPT("series_s", FLOAT));
     if (!param_present(params, "pid") || pid <= 0)
         return rpc_error_invalid_parameter(call, "pid");
     if (!(series_s >= 1))
@@ -486,6 +511,9 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
     size_t n;
     char err[UTIL_ERRLEN];
 
+    CHECK_PARAMS(call, params, OPT("pid", INT), OPT("comm", STRING), OPT("uid", INT),
+                 OPT("host", BOOL), REQ("since", FLOAT), OPT("until", FLOAT),
+                 OPT("step_s", FLOAT));
     if (history_query(call, params, peer, &q) < 0)
         return 0;
     if (reader(ctx, call) < 0)
@@ -538,6 +566,7 @@ static int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer
     double interval = param_double(params, "interval_s", 1);
     subscriber *sub;
 
+    CHECK_PARAMS(call, params, OPT("interval_s", FLOAT), OPT("limit", INT), OPT("uid", INT));
     if (!rpc_call_more(call))
         return rpc_error(call, RPC_ERR_EXPECTED_MORE, NULL);
     if (!(interval > 0) || (!peer->privileged && interval < 1))
@@ -618,6 +647,8 @@ static int m_list_models(rpc_call *call, json_object *params, const rpc_peer *pe
     size_t n;
     char err[UTIL_ERRLEN];
 
+    if (rpc_params_check(call, params, NULL, 0) < 0)
+        return 0;
     if (reader(ctx, call) < 0)
         return 0;
     store_flush(ctx->st);
@@ -688,6 +719,7 @@ static int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *
     char err[UTIL_ERRLEN];
     int32_t id;
 
+    CHECK_PARAMS(call, params, OPT("path", STRING));
     /* An unprivileged wattprofd serves its owner's processes only; its owner
      * may choose its model. */
     if (!peer->privileged && peer->uid != geteuid())

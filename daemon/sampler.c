@@ -38,6 +38,11 @@ struct tracked {
     double sec_j, sec_standalone_j, sec_cpu_s; /* the second being accumulated */
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
+    /* A replayed process described before the first tick: its description
+     * waits for the first tick's time (a replay must not use the wall clock,
+     * or two replays of one file would store different rows). */
+    procs_info pending;
+    bool info_pending;
 };
 
 struct ring {
@@ -79,6 +84,8 @@ struct sampler {
     atomic_uint_fast64_t ticks;
     uint64_t seen_ticks;
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
+    int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
+    uint64_t last_read_ns; /* CLOCK_MONOTONIC of the previous reading */
     double rescan_s; /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
@@ -270,10 +277,13 @@ static void tracked_free(struct tracked *t)
     if (!t)
         return;
     counters_close(t->cp);
+    procs_info_clear(&t->pending);
     free(t->delta);
     free(t->ratio);
     free(t);
 }
+
+static int64_t sampler_clock(sampler *s);
 
 static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 {
@@ -308,9 +318,16 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     t->cp = cp;
     t->klass = model_classify(s->m, 0);
     s->procs[s->n++] = t;
-    store_proc_info pi = {.t_ns = realtime_ns(), .pid = info->pid, .start_time = info->start_ticks,
-                          .comm = info->comm, .cmdline = info->cmdline, .cgroup = info->cgroup,
-                          .uid = info->uid};
+    if (s->rep && s->last_ns == 0) {
+        t->pending = *info;
+        t->pending.cmdline = info->cmdline ? strdup(info->cmdline) : NULL;
+        t->pending.cgroup = info->cgroup ? strdup(info->cgroup) : NULL;
+        t->info_pending = true;
+        return 0;
+    }
+    store_proc_info pi = {.t_ns = sampler_clock(s), .pid = info->pid,
+                          .start_time = info->start_ticks, .comm = info->comm,
+                          .cmdline = info->cmdline, .cgroup = info->cgroup, .uid = info->uid};
     store_push_proc_info(s->st, &pi);
     if (s->rec)
         trace_write_proc(s->rec, info);
@@ -407,7 +424,7 @@ static void refresh_comm(sampler *s, pid_t pid)
     }
     if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
         memcpy(t->comm, info.comm, sizeof(t->comm));
-        store_proc_info pi = {.t_ns = realtime_ns(), .pid = pid, .start_time = t->start,
+        store_proc_info pi = {.t_ns = sampler_clock(s), .pid = pid, .start_time = t->start,
                               .comm = info.comm, .cmdline = info.cmdline, .cgroup = info.cgroup,
                               .uid = info.uid};
         store_push_proc_info(s->st, &pi);
@@ -454,7 +471,7 @@ static void reap(sampler *s)
             s->procs[k++] = t;
             continue;
         }
-        store_push_proc_exit(s->st, t->pid, t->start, realtime_ns());
+        store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
         if (s->rec)
             trace_write_exit(s->rec, t->pid, t->start);
         tracked_free(t);
@@ -489,6 +506,22 @@ static struct tracked *find_start(sampler *s, pid_t pid, uint64_t start)
         if (s->procs[i]->pid == pid && s->procs[i]->start == start)
             return s->procs[i];
     return NULL;
+}
+
+/* Descriptions of replayed processes that came before the first tick. */
+static void push_pending_infos(sampler *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        if (!t->info_pending)
+            continue;
+        store_proc_info pi = {.t_ns = sampler_clock(s), .pid = t->pid, .start_time = t->start,
+                              .comm = t->pending.comm, .cmdline = t->pending.cmdline,
+                              .cgroup = t->pending.cgroup, .uid = t->pending.uid};
+        store_push_proc_info(s->st, &pi);
+        procs_info_clear(&t->pending);
+        t->info_pending = false;
+    }
 }
 
 /* Replay: records up to and including the next tick. Returns 1 for a tick,
@@ -538,6 +571,7 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
         if (s->replay_t0 == 0)
             s->replay_t0 = tick.mono_ns - tick.dt_ns;
         s->last_ns = tick.mono_ns;
+        push_pending_infos(s);
         *dt_ns = tick.dt_ns;
         return 1;
     }
@@ -608,6 +642,15 @@ static int64_t replay_time(sampler *s)
     return (int64_t)s->last_ns + s->replay_offset;
 }
 
+/* Now, for stored rows: the wall clock, or a replay's own timeline. */
+static int64_t sampler_clock(sampler *s)
+{
+    if (s->rep)
+        return replay_time(s);
+    /* Inside a tick: its own time, so that records are pushed in order. */
+    return s->woke_realtime ? s->woke_realtime : realtime_ns();
+}
+
 /* Attributes one tick of length dt over the processes with deltas. */
 static void account(sampler *s, double dt)
 {
@@ -615,7 +658,9 @@ static void account(sampler *s, double dt)
     struct tracked *active[s->n ? s->n : 1];
     attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
     /* A replay keeps the recording's own timeline. */
-    int64_t t_ns = s->rep ? replay_time(s) : realtime_ns();
+    /* A live tick is stamped when it read the hardware: the same instant
+     * as its recording's, so a replay keys it to the same second. */
+    int64_t t_ns = sampler_clock(s);
 
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
@@ -691,12 +736,11 @@ static void update_idle(sampler *s, double host_w)
                  s->m->training.present ? "model" : "model (uncalibrated)");
         return;
     }
+    /* Before the first measured second there is no percentile: the model's
+     * idle, which attribution caps at the measured energy, stands in. */
     if (isfinite(host_w))
         ring_add(&s->idle_power, host_w);
-    /* Before the first measured second there is no percentile: book nothing
-     * to idle rather than NAN, which attribution refuses, so no tick would
-     * ever be accounted and no second ever published. */
-    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : 0;
+    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : s->m->idle_power_w;
     snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
              s->idle_power.n);
 }
@@ -806,9 +850,16 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
             rescan(s);
             s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
         }
+        /* A tick is the interval between two readings, stamped when it
+         * reads: a rescan before it can take long, and RAPL and the
+         * counters must cover the interval the tick's row says. */
+        uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+        s->woke_realtime = realtime_ns();
+        dt_ns = now - s->last_read_ns;
+        s->last_read_ns = now;
         read_hardware(s);
         if (s->rec)
-            record_tick(s, woke, dt_ns);
+            record_tick(s, now, dt_ns);
     }
     account(s, (double)dt_ns / 1e9);
     if (!s->rep)
@@ -858,7 +909,10 @@ static void *hardware_loop(void *arg)
         log_error("timerfd_create: %s", strerror(errno));
         return NULL;
     }
-    s->last_ns = util_now_ns(CLOCK_MONOTONIC);
+    /* The first tick's deltas start here, not when RAPL and the counters
+     * were opened: setup time would otherwise land in a 20 ms tick. */
+    read_hardware(s);
+    s->last_ns = s->last_read_ns = util_now_ns(CLOCK_MONOTONIC);
     s->next_deadline = s->last_ns + s->period_ns;
     its.it_value.tv_sec = (time_t)(s->next_deadline / 1000000000ull);
     its.it_value.tv_nsec = (long)(s->next_deadline % 1000000000ull);

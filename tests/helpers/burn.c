@@ -5,6 +5,12 @@
  *                                and wait for it (2 x SECONDS in all)
  *   burn --loops N               a fixed amount of work (N million loop
  *                                iterations), for overhead benchmarks
+ *   burn --duty F SECONDS        burn SECONDS of CPU at a duty cycle F in
+ *                                (0, 1]: F x 20 ms of CPU in every 20 ms of
+ *                                wall time, sleeping the rest (a process with
+ *                                a known share of a core)
+ *   burn --wait S ...            sleeps S seconds first, then any of the
+ *                                above (one process, one name throughout)
  *
  * CPU time is measured with CLOCK_THREAD_CPUTIME_ID, so the amount burned
  * is right however the scheduler shares the cores. */
@@ -42,8 +48,49 @@ static void loops(long millions)
             x += (unsigned long)i;
 }
 
+/* Each 20 ms period: burn its share of CPU, then sleep to the period's end
+ * (absolute deadlines, so the share does not drift). */
+static void duty(double fraction, double seconds)
+{
+    const long period_ns = 20000000;
+    double end = thread_cpu_s() + seconds;
+    struct timespec next;
+
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    while (thread_cpu_s() < end) {
+        double left = end - thread_cpu_s();
+        burn(fraction * 0.02 < left ? fraction * 0.02 : left);
+        next.tv_nsec += period_ns;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
+        }
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 4 && strcmp(argv[1], "--wait") == 0) {
+        double w = atof(argv[2]);
+        struct timespec ts = {(time_t)w, (long)((w - (double)(time_t)w) * 1e9)};
+        if (!(w >= 0)) {
+            fprintf(stderr, "burn: --wait needs seconds >= 0\n");
+            return 2;
+        }
+        nanosleep(&ts, NULL);
+        argv[2] = argv[0];
+        return main(argc - 2, argv + 2);
+    }
+    if (argc == 4 && strcmp(argv[1], "--duty") == 0) {
+        double f = atof(argv[2]), s = atof(argv[3]);
+        if (!(f > 0 && f <= 1) || !(s > 0)) {
+            fprintf(stderr, "burn: --duty needs a fraction in (0, 1] and seconds > 0\n");
+            return 2;
+        }
+        duty(f, s);
+        return 0;
+    }
     if (argc == 3 && strcmp(argv[1], "--loops") == 0) {
         loops(atol(argv[2]));
         return 0;

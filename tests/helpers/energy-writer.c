@@ -13,6 +13,10 @@
  *                          steal are not busy): "10+15*load"
  *
  *   --dir DIR       powercap folder (default /sys/class/powercap)
+ *   --cpuacct DIR   "load" is the CPU time of the processes in this cgroup
+ *                   (v1 cpuacct: DIR/cpuacct.usage, in ns) instead of the
+ *                   whole host's from /proc/stat: a meter that sees only a
+ *                   test's own processes on a shared machine
  *   --hz HZ         updates per second (default 200)
  *   --duration S    stop after S seconds (default: at SIGTERM or SIGINT)
  *   --truth FILE    ground truth, replaced atomically at every update, one
@@ -75,7 +79,7 @@ typedef struct writer_zone {
 } writer_zone;
 
 typedef struct writer {
-    const char *dir, *truth, *log;
+    const char *dir, *truth, *log, *cpuacct;
     double hz, duration;
     writer_zone zone[MAX_ZONES];
     size_t n;
@@ -83,6 +87,7 @@ typedef struct writer {
     uint64_t t0_ns, last_ns;
     double busy_cpu_s;
     unsigned long long last_busy; /* /proc/stat busy ticks at the last update */
+    double last_cg_s;             /* --cpuacct: the cgroup's CPU seconds then */
 } writer;
 
 static volatile sig_atomic_t stop_requested;
@@ -146,6 +151,20 @@ static int read_u64_file(const char *path, uint64_t *val)
     *val = strtoull(buf, &end, 10);
     if (end == buf || errno != 0)
         return -EINVAL;
+    return 0;
+}
+
+/* CPU time of the cgroup's processes so far, in seconds. */
+static int read_cpuacct(const char *dir, double *busy_s)
+{
+    char path[4096];
+    uint64_t ns;
+    int r;
+
+    snprintf(path, sizeof(path), "%s/cpuacct.usage", dir);
+    if ((r = read_u64_file(path, &ns)) < 0)
+        return r;
+    *busy_s = (double)ns * 1e-9;
     return 0;
 }
 
@@ -262,12 +281,22 @@ static int update(writer *w)
     double busy_s;
     int r;
 
-    if ((r = read_busy_ticks(&busy)) < 0) {
-        fprintf(stderr, "energy-writer: /proc/stat: %s\n", strerror(-r));
-        return 1;
+    if (w->cpuacct) {
+        double cg;
+        if ((r = read_cpuacct(w->cpuacct, &cg)) < 0) {
+            fprintf(stderr, "energy-writer: %s/cpuacct.usage: %s\n", w->cpuacct, strerror(-r));
+            return 1;
+        }
+        busy_s = cg - w->last_cg_s;
+        w->last_cg_s = cg;
+    } else {
+        if ((r = read_busy_ticks(&busy)) < 0) {
+            fprintf(stderr, "energy-writer: /proc/stat: %s\n", strerror(-r));
+            return 1;
+        }
+        busy_s = (double)(busy - w->last_busy) / (double)sysconf(_SC_CLK_TCK);
+        w->last_busy = busy;
     }
-    busy_s = (double)(busy - w->last_busy) / (double)sysconf(_SC_CLK_TCK);
-    w->last_busy = busy;
     w->busy_cpu_s += busy_s;
     w->last_ns = t;
 
@@ -308,6 +337,8 @@ static int parse_args(writer *w, int argc, char **argv)
             *(a[2] == 'h' ? &w->hz : &w->duration) = v;
         } else if (i + 1 < argc && strcmp(a, "--dir") == 0) {
             w->dir = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--cpuacct") == 0) {
+            w->cpuacct = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--truth") == 0) {
             w->truth = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--log") == 0) {
@@ -349,6 +380,10 @@ static int run(writer *w)
     }
     if (read_busy_ticks(&w->last_busy) < 0) {
         fprintf(stderr, "energy-writer: /proc/stat: cannot read the cpu line\n");
+        return 1;
+    }
+    if (w->cpuacct && read_cpuacct(w->cpuacct, &w->last_cg_s) < 0) {
+        fprintf(stderr, "energy-writer: %s/cpuacct.usage: cannot read it\n", w->cpuacct);
         return 1;
     }
     w->t0_ns = w->last_ns = next = now_ns();
