@@ -157,6 +157,8 @@ fb = json.load(open(out_path)) if rc == 0 else {}
 check(f"the --since the message suggests ({hint}) trains on model B alone",
       rc == 0 and fb.get("events") == EV_B and len(fb["classes"]["models"]) == 1, err.strip())
 
+expect_fail("a relative --since (7d) reads both models' rows", "different events or classes",
+            "--db", db, "--since", "7d")
 expect_fail("no calibration rows", "no calibration rows since 2030-01-01T00:00:00Z",
             "--db", db, "--since", "2030-01-01T00:00:00Z")
 expect_fail("a domain the rows lack", "has no 'gpu' power (it has ",
