@@ -46,9 +46,11 @@ static int find_current(struct current *cur, const char *dir, const struct train
     if (access(path, F_OK) == 0) {
         cur->from_file = true;
         snprintf(cur->source, sizeof(cur->source), "%s", path);
-        if (util_read_file(path, &cur->bytes, &cur->len) < 0 ||
-            model_parse(cur->bytes, cur->len, path, &cur->m, cur->why_none, sizeof(cur->why_none)) <
-                0)
+        r = util_read_file(path, &cur->bytes, &cur->len);
+        if (r < 0)
+            snprintf(cur->why_none, sizeof(cur->why_none), "cannot read: %s", strerror(-r));
+        else if (model_parse(cur->bytes, cur->len, path, &cur->m, cur->why_none,
+                             sizeof(cur->why_none)) < 0)
             cur->m = NULL;
         return 0;
     }
