@@ -226,7 +226,8 @@ static int decide(struct decision *dc, const struct current *cur, const model *f
              "on the last %zu seconds (held out), MAPE %.3f %% for the new model against "
              "%.3f %% for the current '%s'%s",
              n_test, dc->fresh.mape * 100, dc->cur.mape * 100, cur->m->name,
-             dc->install ? "" : ": the new one is not better, kept the current one");
+             dc->install ? ": the new one is better"
+                         : ": the new one is not better, kept the current one");
     return 0;
 }
 
@@ -308,7 +309,7 @@ int train_install_if_better(const struct train_install *in, model *fresh,
     if (r == 0) {
         o = report_json(in, &dc, &cur, fresh, n_test);
         if (!quiet)
-            printf("install: %s: %s\n", dc.install ? "installing" : "kept", dc.reason);
+            printf("install: %s\n", dc.reason);
         if (dc.install)
             r = activate(in, fresh, &cur, quiet, o, err, errlen);
     }

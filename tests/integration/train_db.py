@@ -190,7 +190,7 @@ check("the database's model-b was the current one, kept as previous.json",
 # The same data again: the installed model is not beaten by itself.
 rc, out, err = run("--db", db, "--since", hint, "--engine", "ols", "--install-if-better", inst,
                    "--socket", os.path.join(work, "nobody.sock"))
-check("an equal model does not replace the current one", rc == 0 and "kept" in out, out + err)
+check("an equal model does not replace the current one", rc == 0 and "kept the current one" in out, out + err)
 
 # A current.json that does not load is replaced.
 with open(os.path.join(inst, "current.json"), "w") as f:
