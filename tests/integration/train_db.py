@@ -90,8 +90,9 @@ def replay(state, mpath, tpath, keep=False):
     return d
 
 
-def run(*args):
-    p = subprocess.run([WATTPROF, "train", *args], capture_output=True, text=True, timeout=60)
+def run(*args, env=None):
+    p = subprocess.run([WATTPROF, "train", *args], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, **(env or {})))
     return p.returncode, p.stdout, p.stderr
 
 
@@ -196,10 +197,12 @@ check("an equal model does not replace the current one", rc == 0 and "kept the c
 with open(os.path.join(inst, "current.json"), "w") as f:
     f.write("{not json")
 rc, out, err = run("--db", db, "--since", hint, "--engine", "ols", "--install-if-better", inst,
-                   "--socket", os.path.join(work, "nobody.sock"), "--json")
+                   "--json", env={"WATTPROF_SOCKET": os.path.join(work, "env.sock")})
 r = json.loads(out).get("install", {}) if rc == 0 else {}
 check("a current.json that does not load is replaced", r.get("decision") == "installed"
       and "does not load" in r.get("reason", ""), r.get("reason", err))
+check("without --socket, $WATTPROF_SOCKET is the daemon's socket",
+      r.get("reload", {}).get("socket") == os.path.join(work, "env.sock"), json.dumps(r.get("reload")))
 
 # A daemon that refuses: it replays model A's recording, so it cannot count
 # model B's "branches". Its refusal fails the install and restores current.json.
