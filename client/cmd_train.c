@@ -1,7 +1,9 @@
 /* cmd_train: `wattprof train` — fits linear or forest models to a CSV
- * dataset, reports cross-validated errors per cache-miss class and overall,
- * and writes a model file. */
+ * dataset or to the daemon's calibration rows, reports cross-validated
+ * errors per cache-miss class and overall, writes a model file, and
+ * installs it for the daemon when it beats the one in use. */
 #include "commands.h"
+#include "model/model.h"
 #include "train.h"
 #include "util/util.h"
 
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define DEFAULT_CLASS_COLUMN "cache-misses"
 #define DEFAULT_CLASS_THRESHOLD 2e7
@@ -33,6 +36,9 @@ struct train_args {
     double holdout;
     bool compare, json;
     const char *out, *name, *domains;
+    const char *db, *since; /* --db PATH --since T: the daemon's calibration rows */
+    int64_t since_t;
+    struct train_install inst; /* inst.dir: --install-if-better DIR */
 };
 
 /* One engine's cross-validated errors: per class, and over all rows. */
@@ -49,6 +55,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: wattprof train FILE.csv --target COLUMN --features a,b,c [OPTIONS]\n"
+        "       wattprof train --db PATH [--since T] [--install-if-better DIR] [OPTIONS]\n"
         "\n"
         "  --per COLUMN          divide features by an interval column (counts -> rates)\n"
         "  --drop-invalid        skip rows with empty or non-numeric cells\n"
@@ -64,7 +71,15 @@ static void usage(FILE *f)
         "  --out MODEL.json      write the model fitted on all rows\n"
         "  --name NAME           model name in the file\n"
         "  --domains LIST        RAPL domains the target measures (default package)\n"
-        "  --json                print the report as JSON\n");
+        "  --json                print the report as JSON\n"
+        "  --db PATH             train on the daemon's calibration rows: target the power of\n"
+        "                        --domains, features the per-class sums of its model's events\n"
+        "  --since T             rows since T: 7d, 12h, 30m, or ISO 8601 (default 7d)\n"
+        "  --install-if-better DIR  score the new model and DIR/current.json (else the\n"
+        "                        daemon's model) on the --holdout-last part (default 20);\n"
+        "                        install the new one only if better, and reload the daemon\n"
+        "  --socket PATH         the daemon's socket (default $WATTPROF_SOCKET, else\n"
+        "                        /run/wattprof/io.wattprof.sock)\n");
 }
 
 static int parse_classes(struct train_args *a, char *err, size_t errlen)
@@ -117,7 +132,11 @@ enum {
     OPT_OUT,
     OPT_NAME,
     OPT_DOMAINS,
-    OPT_HELP
+    OPT_HELP,
+    OPT_DB,
+    OPT_SINCE,
+    OPT_INSTALL,
+    OPT_SOCKET,
 };
 
 static const struct option options[] = {
@@ -142,6 +161,10 @@ static const struct option options[] = {
     {"name", required_argument, NULL, OPT_NAME},
     {"domains", required_argument, NULL, OPT_DOMAINS},
     {"help", no_argument, NULL, OPT_HELP},
+    {"db", required_argument, NULL, OPT_DB},
+    {"since", required_argument, NULL, OPT_SINCE},
+    {"install-if-better", required_argument, NULL, OPT_INSTALL},
+    {"socket", required_argument, NULL, OPT_SOCKET},
     {NULL, 0, NULL, 0},
 };
 
@@ -207,8 +230,58 @@ static int parse_option(struct train_args *a, int c, const char *v, char *err, s
     case OPT_DOMAINS:
         a->domains = v;
         return 0;
+    case OPT_DB:
+        a->db = v;
+        return 0;
+    case OPT_SINCE:
+        a->since = v;
+        return 0;
+    case OPT_INSTALL:
+        a->inst.dir = v;
+        return 0;
+    case OPT_SOCKET:
+        a->inst.socket = v;
+        return 0;
     }
     return -EINVAL;
+}
+
+/* --db: the table's columns are the daemon's; the options that name CSV
+ * columns do not apply. */
+static int check_db_args(struct train_args *a, int n_files, const char *file, int n_validation,
+                         char *err, size_t errlen)
+{
+    const char *csv_only = a->src.target     ? "--target"
+                           : a->src.features ? "--features"
+                           : a->src.per      ? "--per"
+                           : a->folds_column ? "--folds"
+                           : a->classes      ? "--classes"
+                                             : NULL;
+
+    if (!a->db)
+        return util_err(err, errlen, -EINVAL, "%s needs --db PATH (the daemon's database)",
+                        a->inst.dir ? "--install-if-better"
+                        : a->since  ? "--since"
+                                    : "--socket");
+    if (n_files != 0)
+        return util_err(err, errlen, -EINVAL, "--db trains on the database; drop the file '%s'",
+                        file);
+    if (csv_only)
+        return util_err(err, errlen, -EINVAL,
+                        "%s does not apply to --db: the target is the power of --domains and "
+                        "the features are the daemon's model's events per class",
+                        csv_only);
+    if (a->inst.dir && n_validation && a->holdout <= 0)
+        return util_err(err, errlen, -EINVAL,
+                        "--install-if-better scores on recent held-out data: use --holdout-last "
+                        "P, not --cv");
+    if (a->inst.dir && a->holdout <= 0)
+        a->holdout = 20;
+    a->src.path = a->db;
+    a->src.target = "power";
+    a->inst.db_path = a->db;
+    return train_parse_since(a->since ? a->since : "7d", (int64_t)time(NULL), &a->since_t, err,
+                             errlen);
 }
 
 /* Returns 1 after --help, 0 to go on, or a negative errno with err set. */
@@ -235,12 +308,14 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
             return r;
         n_validation += c == OPT_CV || c == OPT_FOLDS || c == OPT_HOLDOUT;
     }
-    if (optind != argc - 1)
-        return util_err(err, errlen, -EINVAL, "expected one dataset file (FILE.csv), got %d",
-                        argc - optind);
     if (n_validation > 1)
         return util_err(err, errlen, -EINVAL,
                         "--cv, --folds and --holdout-last exclude each other");
+    if (a->db || a->since || a->inst.dir || a->inst.socket)
+        return check_db_args(a, argc - optind, argv[optind], n_validation, err, errlen);
+    if (optind != argc - 1)
+        return util_err(err, errlen, -EINVAL, "expected one dataset file (FILE.csv), got %d",
+                        argc - optind);
     a->src.path = argv[optind];
     a->src.need_positive_target = true;
     r = parse_classes(a, err, errlen);
@@ -457,15 +532,65 @@ static int check_out(const struct train_args *a, const struct train_data *d, siz
                     a->class_column);
 }
 
+/* --db: the model the daemon will run.  When it is to be installed it is
+ * fitted on the rows before the held-out part, so that the file installed is
+ * the file that was scored; else on every row. */
+static int db_model(const struct train_args *a, const struct train_data *d,
+                    const struct train_calib *cal, const folds *fo, double cv_mape, json_object *o,
+                    char *err, size_t errlen)
+{
+    size_t *tr = malloc(d->n * sizeof(size_t)), *te = malloc(d->n * sizeof(size_t));
+    size_t n_tr = d->n, n_te = 0;
+    model *m = NULL, *back;
+    void *inst = NULL;
+    int r = tr && te ? 0 : -ENOMEM;
+
+    if (r == 0 && a->inst.dir)
+        folds_split(fo, 0, tr, &n_tr, te, &n_te);
+    if (r == 0)
+        r = train_calib_model(&m, &a->ro, d, cal, a->inst.dir ? tr : NULL, n_tr, a->name,
+                              a->domains, a->db, cv_mape, err, errlen);
+    if (r == 0 && a->out && (r = model_save(m, a->out, err, errlen)) == 0 &&
+        (r = model_load(a->out, &back, err, errlen)) == 0)
+        model_free(back);
+    if (r == 0 && a->out && !a->json)
+        printf("model '%s' written to %s\n", m->name, a->out);
+    if (r == 0 && a->inst.dir)
+        r = train_install_if_better(&a->inst, m, d, cal, te, n_te, a->json, &inst, err, errlen);
+    if (o)
+        json_object_object_add(o, "install", inst);
+    else
+        json_object_put(inst);
+    model_free(m);
+    free(tr);
+    free(te);
+    return r;
+}
+
+static void db_dataset_json(json_object *o, const struct train_args *a,
+                            const struct train_calib *cal)
+{
+    json_object *ds = json_object_object_get(o, "dataset");
+
+    json_object_object_add(ds, "since", json_object_new_string(cal->since));
+    json_object_object_add(ds, "first", json_object_new_string(cal->first));
+    json_object_object_add(ds, "last", json_object_new_string(cal->last));
+    json_object_object_add(ds, "daemon_model", json_object_new_string(cal->ref->name));
+    json_object_object_add(ds, "domains", json_object_new_string(a->domains));
+}
+
 static int train(struct train_args *a, char *err, size_t errlen)
 {
     struct train_data d;
+    struct train_calib cal = {0};
     struct engine_result res[4] = {0};
     size_t n_classes, n_res = a->compare ? 4 : 1;
     folds *fo = NULL;
+    json_object *o = NULL;
     int *klass = NULL, r;
 
-    r = train_data_load(&d, &a->src, err, errlen);
+    r = a->db ? train_db_load(&d, &cal, a->db, a->since_t, a->domains, err, errlen)
+              : train_data_load(&d, &a->src, err, errlen);
     if (r < 0)
         return r;
     warn_constants(&d, a->src.path);
@@ -476,23 +601,32 @@ static int train(struct train_args *a, char *err, size_t errlen)
     for (size_t e = 0; r == 0 && e < n_res; e++)
         r = run_engine(a, a->compare ? (regress_engine)e : a->ro.engine, &d, klass, n_classes, fo,
                        &res[e], err, errlen);
-    if (r == 0 && a->out)
+    if (r == 0 && a->out && !a->db)
         r = train_write_model(a->out, a->name, &a->ro, &a->src, &d, klass, n_classes,
                               a->class_column, a->class_threshold, a->domains,
                               res[a->compare ? a->ro.engine : 0].all.mape, err, errlen);
     if (r == 0 && a->json) {
-        json_object *o = report_json(a, &d, n_classes, fo, res, n_res);
+        o = report_json(a, &d, n_classes, fo, res, n_res);
         json_object_object_add(o, "model", a->out ? json_object_new_string(a->out) : NULL);
-        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
-        json_object_put(o);
+        if (a->db)
+            db_dataset_json(o, a, &cal);
     } else if (r == 0) {
+        if (a->db)
+            printf("calibration rows: %s to %s (since %s), the daemon running '%s'\n", cal.first,
+                   cal.last, cal.since, cal.ref->name);
         report_text(a, &d, n_classes, fo, res, n_res);
-        if (a->out)
+        if (a->out && !a->db)
             printf("model written to %s\n", a->out);
     }
+    if (r == 0 && a->db && (a->out || a->inst.dir))
+        r = db_model(a, &d, &cal, fo, res[a->compare ? a->ro.engine : 0].all.mape, o, err, errlen);
+    if (r == 0 && o)
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+    json_object_put(o);
     folds_free(fo);
     free(klass);
     train_data_free(&d);
+    train_calib_free(&cal);
     return r;
 }
 

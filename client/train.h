@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct train_source {
     const char *path;
@@ -52,5 +53,89 @@ int train_write_model(const char *path, const char *name, const regress_opts *ro
 /* Parses a non-negative integer option value; errors name the option. */
 int train_parse_size(const char *opt, const char *s, size_t *out, char *err, size_t errlen);
 int train_parse_double(const char *opt, const char *s, double *out, char *err, size_t errlen);
+
+/* ---- The daemon's calibration rows (train_db.c) --------------------------
+ * `wattprof train --db PATH --since T` trains on the host-level table of
+ * DESIGN.md: one row per second, the target is the measured power of the
+ * model's target domains, the features are the per-class sums of event
+ * rates the daemon stored.  The daemon's model attributes
+ * idle + sum_k sum_j c_kj x_kj / range_j to the host, one linear function of
+ * all classes' sums, so the trainer fits ONE regression over the columns
+ * "CLASS:EVENT" of every class that had activity (just "EVENT" for a
+ * one-class model) and splits its coefficients back per class
+ * (train_calib.c).  A class with no activity in the data gets the
+ * coefficients of the other one. */
+struct model;
+
+struct train_calib {
+    struct model *ref; /* the model whose events the rows carry (the newest row's) */
+    int32_t ref_id;    /* its id in the database */
+    char *ref_json;    /* its file, as the database keeps it */
+    size_t n_classes, n_events;
+    double *rates;                       /* n * n_classes * n_events raw class sums, row-major */
+    size_t *col_class, *col_event;       /* per feature column: its class and event */
+    int64_t *t;                          /* n Unix seconds */
+    double idle_p5;                      /* 5th percentile of the target: the idle an uncalibrated
+                                            model gets from the daemon */
+    char since[32], first[32], last[32]; /* ISO 8601 UTC */
+};
+
+/* Parses --since: a span before now ("7d", "12h", "30m", "90s", "2w") or an
+ * ISO 8601 time ("2026-11-30", "2026-11-30T04:00[:00]", with "Z" or
+ * "+HH:MM"; without a zone, local time). *out is Unix seconds. */
+int train_parse_since(const char *s, int64_t now, int64_t *out, char *err, size_t errlen);
+
+/* Loads calibration rows with t >= since from the database at `path` into
+ * d (features and target as above; d->sha256 hashes the table) and cal.
+ * `domains` ("package,dram") are summed into the target.  Refuses, with one
+ * line naming the database: no rows, rows of models with different events or
+ * classes (saying which --since would keep only the newest), a row without
+ * one of the domains, a target <= 0. */
+int train_db_load(struct train_data *d, struct train_calib *cal, const char *path, int64_t since,
+                  const char *domains, char *err, size_t errlen);
+void train_calib_free(struct train_calib *cal);
+
+/* ---- Calibrated models from the host-level fit (train_calib.c) ---------- */
+
+/* Fits `ro`'s linear engine on rows[0..n_rows) (all when rows is NULL) of
+ * the host-level table and returns the daemon's model: the reference
+ * model's events and classes, scaler min 0 and max the largest class sum of
+ * each event, per-class coefficients and the common intercept as idle
+ * power; training block with rows, cv_mape, created, cpu_model
+ * (/proc/cpuinfo), kernel (uname -r) and the dataset hash. */
+int train_calib_model(struct model **out, const regress_opts *ro, const struct train_data *d,
+                      const struct train_calib *cal, const size_t *rows, size_t n_rows,
+                      const char *name, const char *domains, const char *db_path, double cv_mape,
+                      char *err, size_t errlen);
+
+/* The host power model `m` predicts for rows[0..n) of the table, as the
+ * daemon computes it: idle + sum over classes of max(0, p_k(x_k) - p_k(0)),
+ * with idle the model's idle_power_w, or cal->idle_p5 for an uncalibrated
+ * model (the daemon measures idle then).  m's events must be among the
+ * rows' events (any order) and its classes the rows' (or one class, which
+ * takes every class's sum): else -ENOTSUP with err saying why. */
+int train_calib_predict(const struct model *m, const struct train_calib *cal, const size_t *rows,
+                        size_t n, double *out, char *err, size_t errlen);
+
+/* ---- Installing a model when it is better (train_install.c) ------------- */
+
+struct train_install {
+    const char *dir;    /* --install-if-better DIR */
+    const char *socket; /* --socket, else $WATTPROF_SOCKET, else the default */
+    const char *db_path;
+};
+
+/* Scores `fresh` and the current model (DIR/current.json, else the model of
+ * the newest calibration row) on the held-out rows test[0..n_test); when
+ * `fresh` has the lower MAPE writes it to DIR/current.json (atomic rename;
+ * the current one kept as DIR/previous.json) and asks the daemon to reload
+ * it (ReloadModels over the socket).  A daemon that cannot be reached is
+ * reported, not an error; one that refuses the model is an error, and the
+ * previous current.json is put back.  *report (json-c) says what was decided
+ * and why; text for people is printed unless `quiet`. */
+int train_install_if_better(const struct train_install *in, struct model *fresh,
+                            const struct train_data *d, const struct train_calib *cal,
+                            const size_t *test, size_t n_test, bool quiet, void **report, char *err,
+                            size_t errlen);
 
 #endif

@@ -59,6 +59,7 @@ struct sampler {
     pthread_mutex_t pending_lock;
     model *pending;
     int32_t pending_id;
+    bool model_changed; /* since the last publish: drift starts afresh */
     int *pending_map;
 
     sample_eventset *es;
@@ -760,7 +761,13 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->host_modeled_w = s->sec_modeled_j / s->sec_dt;
     st->idle_w = s->sec_idle_j / s->sec_dt;
     st->unattributed_w = s->sec_unattr_j / s->sec_dt;
-    if (s->power->n && st->host_measured_w > 0)
+    /* Drift judges the model in use: after a reload it starts afresh, and
+     * the second the new model arrived in, which mixes two models, does not
+     * count. */
+    if (s->model_changed) {
+        s->drift.n = s->drift.next = 0;
+        s->model_changed = false;
+    } else if (s->power->n && st->host_measured_w > 0)
         ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
     st->drift = ring_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
@@ -835,6 +842,7 @@ static void take_pending_model(sampler *s)
         s->model_map = s->pending_map;
         s->pending = NULL;
         s->pending_map = NULL;
+        s->model_changed = true;
         for (size_t i = 0; i < s->n; i++)
             s->procs[i]->class_stat = 0;
     }

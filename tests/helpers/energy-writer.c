@@ -19,11 +19,15 @@
  *                   test's own processes on a shared machine
  *   --hz HZ         updates per second (default 200)
  *   --duration S    stop after S seconds (default: at SIGTERM or SIGINT)
+ *   --cgroup DIR    "load" is the CPU time of the processes in this cgroup v2
+ *                   folder (DIR/cpu.stat usage_usec) instead of the whole
+ *                   machine's: on a shared machine, a node whose only load is
+ *                   the test's own
  *   --truth FILE    ground truth, replaced atomically at every update, one
  *                   "KEY VALUE" per line:
  *                     t_ns NS          CLOCK_MONOTONIC of the last update
  *                     elapsed_s S      since the first update
- *                     busy_cpu_s S     busy CPU time seen in /proc/stat
+ *                     busy_cpu_s S     busy CPU time seen in /proc/stat (or the cgroup)
  *                     total_j J        energy written, summed over the zones
  *                     ZONE J           energy written into that zone
  *                   It is first written (all zero) before the first update,
@@ -79,15 +83,14 @@ typedef struct writer_zone {
 } writer_zone;
 
 typedef struct writer {
-    const char *dir, *truth, *log, *cpuacct;
+    const char *dir, *truth, *log, *cgroup, *cpuacct;
     double hz, duration;
     writer_zone zone[MAX_ZONES];
     size_t n;
     FILE *logf;
     uint64_t t0_ns, last_ns;
     double busy_cpu_s;
-    unsigned long long last_busy; /* /proc/stat busy ticks at the last update */
-    double last_cg_s;             /* --cpuacct: the cgroup's CPU seconds then */
+    double last_busy; /* busy CPU seconds (/proc/stat or the cgroup) at the last update */
 } writer;
 
 static volatile sig_atomic_t stop_requested;
@@ -165,6 +168,45 @@ static int read_cpuacct(const char *dir, double *busy_s)
     if ((r = read_u64_file(path, &ns)) < 0)
         return r;
     *busy_s = (double)ns * 1e-9;
+    return 0;
+}
+
+static int read_busy_ticks(unsigned long long *busy);
+
+/* CPU seconds used by the cgroup at `dir`, from its cpu.stat. */
+static int read_cgroup_busy(const char *dir, double *busy)
+{
+    char path[4096], key[64];
+    unsigned long long v;
+    int found = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/cpu.stat", dir);
+    if (!(f = fopen(path, "r")))
+        return -errno;
+    while (!found && fscanf(f, "%63s %llu", key, &v) == 2)
+        found = strcmp(key, "usage_usec") == 0;
+    fclose(f);
+    if (!found)
+        return -EINVAL;
+    *busy = (double)v / 1e6;
+    return 0;
+}
+
+/* Busy CPU seconds of all CPUs from the first line of /proc/stat, or of the
+ * --cpuacct (v1) or --cgroup (v2) group. */
+static int read_busy(const writer *w, double *busy_s)
+{
+    unsigned long long busy;
+    int r;
+
+    if (w->cpuacct)
+        return read_cpuacct(w->cpuacct, busy_s);
+    if (w->cgroup)
+        return read_cgroup_busy(w->cgroup, busy_s);
+    if ((r = read_busy_ticks(&busy)) < 0)
+        return r;
+    *busy_s = (double)busy / (double)sysconf(_SC_CLK_TCK);
     return 0;
 }
 
@@ -277,26 +319,17 @@ static int update(writer *w)
 {
     uint64_t t = now_ns();
     double dt = (double)(t - w->last_ns) * 1e-9;
-    unsigned long long busy = w->last_busy;
-    double busy_s;
+    double busy = w->last_busy, busy_s;
     int r;
 
-    if (w->cpuacct) {
-        double cg;
-        if ((r = read_cpuacct(w->cpuacct, &cg)) < 0) {
-            fprintf(stderr, "energy-writer: %s/cpuacct.usage: %s\n", w->cpuacct, strerror(-r));
-            return 1;
-        }
-        busy_s = cg - w->last_cg_s;
-        w->last_cg_s = cg;
-    } else {
-        if ((r = read_busy_ticks(&busy)) < 0) {
-            fprintf(stderr, "energy-writer: /proc/stat: %s\n", strerror(-r));
-            return 1;
-        }
-        busy_s = (double)(busy - w->last_busy) / (double)sysconf(_SC_CLK_TCK);
-        w->last_busy = busy;
+    if ((r = read_busy(w, &busy)) < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n",
+                w->cpuacct ? w->cpuacct : w->cgroup ? w->cgroup : "/proc/stat",
+                strerror(-r));
+        return 1;
     }
+    busy_s = busy - w->last_busy;
+    w->last_busy = busy;
     w->busy_cpu_s += busy_s;
     w->last_ns = t;
 
@@ -341,6 +374,8 @@ static int parse_args(writer *w, int argc, char **argv)
             w->cpuacct = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--truth") == 0) {
             w->truth = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--cgroup") == 0) {
+            w->cgroup = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--log") == 0) {
             w->log = argv[++i];
         } else if (a[0] != '-' && (eq = strchr(a, '=')) != NULL && eq != a) {
@@ -378,12 +413,9 @@ static int run(writer *w)
         setvbuf(w->logf, NULL, _IOLBF, 0);
         fprintf(w->logf, "# t_ns total_j\n");
     }
-    if (read_busy_ticks(&w->last_busy) < 0) {
-        fprintf(stderr, "energy-writer: /proc/stat: cannot read the cpu line\n");
-        return 1;
-    }
-    if (w->cpuacct && read_cpuacct(w->cpuacct, &w->last_cg_s) < 0) {
-        fprintf(stderr, "energy-writer: %s/cpuacct.usage: cannot read it\n", w->cpuacct);
+    if (read_busy(w, &w->last_busy) < 0) {
+        fprintf(stderr, "energy-writer: %s: cannot read the busy CPU time\n",
+                w->cpuacct ? w->cpuacct : w->cgroup ? w->cgroup : "/proc/stat");
         return 1;
     }
     w->t0_ns = w->last_ns = next = now_ns();
