@@ -36,15 +36,16 @@ print(f"energy ({run['energy_source']}): short {v['short']['median']:.4g} J, "
       f"long {v['long']['median']:.4g} J, run alone {run['energy_j']:.4g} J")
 PY
 
-# With a power meter: a fake RAPL tree whose package draws 20 W, so run
-# attributes measured energy ("rapl") and rank says so.
+# With a power meter: a fake RAPL tree whose package draws 10 W plus 15 W per
+# busy CPU, so run attributes measured energy above idle ("rapl") and rank
+# says so. (A constant meter would leave nothing above idle to rank by.)
 fake=$SRCDIR/tests/helpers/fake-powercap
 writer=$BUILDDIR/tests/energy-writer
 if [ -x "$fake" ] && [ -x "$writer" ]; then
     rc=0
     # shellcheck disable=SC2016 # expanded by the inner shell
     "$fake" -- bash -c '
-      "$1" --truth "$2/truth" --log "$2/log" intel-rapl:0=20 & w=$!
+      "$1" --truth "$2/truth" --log "$2/log" "intel-rapl:0=10+15*load" & w=$!
       for _ in $(seq 300); do [ -s "$2/truth" ] && break; sleep 0.01; done
       "$3" rank --measure --metric energy --warmup 0 --reps 4 --max 8 --json \
           --names short,long -- "$4" ::: "$5" >"$2/rapl.json"; rc=$?
