@@ -107,6 +107,10 @@ static int parse_uids(config *c, const char *v)
     return r;
 }
 
+/* Longer retentions than this are typos; the bound also keeps "now minus
+ * the retention" in the store far from int64 overflow. */
+#define CONFIG_MAX_DURATION_S (100 * 366 * 86400.0)
+
 static int parse_duration(const char *v, int64_t *out)
 {
     char *end;
@@ -124,6 +128,8 @@ static int parse_duration(const char *v, int64_t *out)
     else if (strcmp(end, "d") == 0)
         unit = 86400;
     else
+        return -EINVAL;
+    if (!(n * unit <= CONFIG_MAX_DURATION_S)) /* also NaN and inf, which strtod accepts */
         return -EINVAL;
     *out = (int64_t)(n * unit);
     return 0;

@@ -81,7 +81,12 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
 
     *changed = true;
     if (ca && cb) {
-        set_const(d, s, expr_op_apply(op, d->node[a].c, d->node[m].c));
+        double v = expr_op_apply(op, d->node[a].c, d->node[m].c);
+        if (!isfinite(v)) { /* printed as "inf", it would not parse back */
+            *changed = false;
+            return 0;
+        }
+        set_const(d, s, v);
         return 0;
     }
     switch (op) {
@@ -101,7 +106,8 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             return 0;
         }
         if (cb && (d->node[a].op == EXPR_ADD || d->node[a].op == EXPR_SUB) && is_const(d, m - 1) &&
-            expr_subtree_end(d, a + 1) == m - 1) { /* (y +- c1) + c2 */
+            expr_subtree_end(d, a + 1) == m - 1 &&
+            isfinite(fabs(d->node[m - 1].c) + fabs(d->node[m].c))) { /* (y +- c1) + c2 */
             double c1 = d->node[a].op == EXPR_ADD ? d->node[m - 1].c : -d->node[m - 1].c;
             d->node[m - 1].c = c1 + d->node[m].c;
             d->node[a].op = EXPR_ADD;
@@ -146,7 +152,8 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             return 0;
         }
         if (cb && (d->node[a].op == EXPR_ADD || d->node[a].op == EXPR_SUB) && is_const(d, m - 1) &&
-            expr_subtree_end(d, a + 1) == m - 1) { /* (y +- c1) - c2 */
+            expr_subtree_end(d, a + 1) == m - 1 &&
+            isfinite(fabs(d->node[m - 1].c) + fabs(d->node[m].c))) { /* (y +- c1) - c2 */
             double c1 = d->node[a].op == EXPR_ADD ? d->node[m - 1].c : -d->node[m - 1].c;
             d->node[m - 1].c = c1 - d->node[m].c;
             d->node[a].op = EXPR_ADD;
@@ -188,7 +195,8 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             keep_range(d, s + 1, m, e);
             return 0;
         }
-        if (ca && d->node[m].op == EXPR_MUL && is_const(d, m + 1)) { /* c1 * (c2 * y) */
+        if (ca && d->node[m].op == EXPR_MUL && is_const(d, m + 1) &&
+            isfinite(d->node[m + 1].c * d->node[a].c)) { /* c1 * (c2 * y) */
             d->node[m + 1].c *= d->node[a].c;
             keep_range(d, s, m, e);
             return 0;
@@ -231,7 +239,7 @@ static int simplify_unary(expr *d, size_t s, bool *changed)
     size_t a = s + 1;
 
     *changed = true;
-    if (is_const(d, a)) {
+    if (is_const(d, a) && isfinite(expr_op_apply(op, d->node[a].c, 0))) {
         set_const(d, s, expr_op_apply(op, d->node[a].c, 0));
         return 0;
     }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# wattprofd's config parser on durations that do not fit: each stops the
+# daemon with one line naming FILE:LINE and exit 1 (found by
+# tests/fuzz/fuzz_config: 1e100h overflowed the conversion to seconds, and
+# nan and inf were accepted).  The largest allowed duration still loads;
+# --record plus --replay then stops the daemon right after the config is read,
+# so the test never starts sampling.
+set -uo pipefail
+. "$SRCDIR/tests/helpers/lib.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+wattprofd=$BUILDDIR/daemon/wattprofd
+
+run_with() { # $1 = key of [storage], $2 = its value
+  printf '[storage]\n%s = %s\n' "$1" "$2" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+
+for v in 1e100h 1e300d 36700d nan inf -inf 1e309; do
+  expect_fail "minute_retention = $v" 1 "c.conf:2: bad value '$v' for 'minute_retention'" \
+    run_with minute_retention "$v"
+done
+expect_fail "second_retention = nanm" 1 "c.conf:2: bad value 'nanm' for 'second_retention'" \
+  run_with second_retention nanm
+for v in 36600d 90d 1.5h; do
+  expect_fail "minute_retention = $v loads" 1 "--record and --replay cannot be combined" \
+    run_with minute_retention "$v"
+done
+finish
