@@ -74,7 +74,7 @@ for d in /var/lib/wattprof /var/lib/wattprof/models; do
 done
 
 # ---- Man pages and the default model ----------------------------------------
-for m in man1/wattprof.1 man8/wattprofd.8; do
+for m in man1/wattprof.1 man8/wattprofd.8 man5/wattprofd.conf.5; do
   check "$mandir/$m installed" test -f "$root$mandir/$m"
   if command -v groff >/dev/null; then
     check "$m renders without warnings" test -z "$(groff -man -ww -z "$root$mandir/$m" 2>&1)"
