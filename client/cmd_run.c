@@ -41,7 +41,7 @@ struct run_opts {
 /* What the sampling loop accumulates. */
 struct run_totals {
     double standalone_j, attributed_j, host_j, modeled_host_j, idle_j, unattributed_j;
-    double *zone_j; /* per RAPL zone */
+    double *zone_j;    /* per RAPL zone */
     double class_stat; /* cumulative cache-misses, or last rate */
     int klass;
     unsigned ticks;
@@ -77,8 +77,7 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'}, {"interval", required_argument, NULL, 'i'},
         {"json", no_argument, NULL, 'j'},        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     int c;
 
     o->interval_ms = 20;
@@ -130,8 +129,7 @@ static int run_load_model(struct run_ctx *c)
         log_error("%s", err);
         return r;
     }
-    r = events_encode((const char *const *)c->m->events, c->m->n_events, &c->es, err,
-                      sizeof(err));
+    r = events_encode((const char *const *)c->m->events, c->m->n_events, &c->es, err, sizeof(err));
     if (r < 0) {
         log_error("model %s: %s", origin, err);
         return r;
@@ -209,8 +207,8 @@ static int run_tick(struct run_ctx *c)
         for (size_t z = 0; z < c->power->n; z++)
             c->t.zone_j[z] += c->zone_delta[z];
         tick.measured = true;
-        tick.host_j = rapl_sum_domains(c->power, c->zone_delta,
-                                       (const char *const *)c->m->target, c->m->n_target);
+        tick.host_j = rapl_sum_domains(c->power, c->zone_delta, (const char *const *)c->m->target,
+                                       c->m->n_target);
     }
     if ((r = attrib_tick_compute(c->m, &tick, &proc, 1)) < 0)
         return r;
@@ -242,7 +240,8 @@ static int run_baseline(struct run_ctx *c)
         return r;
     double dt = (double)(util_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
     c->idle_w = rapl_sum_domains(c->power, c->zone_delta, (const char *const *)c->m->target,
-                                 c->m->n_target) / dt;
+                                 c->m->n_target) /
+                dt;
     c->idle_source = "measured before the run";
     return 0;
 }
@@ -370,17 +369,17 @@ static json_object *run_json(const struct run_ctx *c)
     for (char **a = c->opt.cmd; *a; a++)
         json_object_array_add(cmd, json_object_new_string(*a));
     json_object_object_add(o, "command", cmd);
-    json_object_object_add(o, "exit_status", json_object_new_int(WIFEXITED(c->status)
-                                                                     ? WEXITSTATUS(c->status)
-                                                                     : 128 + WTERMSIG(c->status)));
+    json_object_object_add(o, "exit_status",
+                           json_object_new_int(WIFEXITED(c->status) ? WEXITSTATUS(c->status)
+                                                                    : 128 + WTERMSIG(c->status)));
     json_object_object_add(o, "wall_s", json_object_new_double(wall));
     /* CLOCK_MONOTONIC bounds of the measurement, to line it up with other logs. */
     json_object_object_add(o, "start_mono_ns", json_object_new_int64((int64_t)c->start_ns));
     json_object_object_add(o, "end_mono_ns", json_object_new_int64((int64_t)c->end_ns));
     json_object_object_add(o, "user_s", json_object_new_double(tv_s(c->ru.ru_utime)));
     json_object_object_add(o, "sys_s", json_object_new_double(tv_s(c->ru.ru_stime)));
-    json_object_object_add(o, "cpu_s", json_object_new_double(tv_s(c->ru.ru_utime) +
-                                                              tv_s(c->ru.ru_stime)));
+    json_object_object_add(o, "cpu_s",
+                           json_object_new_double(tv_s(c->ru.ru_utime) + tv_s(c->ru.ru_stime)));
     json_object_object_add(o, "energy_j", json_object_new_double(c->t.attributed_j));
     json_object_object_add(o, "energy_source", json_object_new_string(run_energy_source(c)));
     json_object_object_add(o, "standalone_j", json_object_new_double(c->t.standalone_j));
@@ -392,8 +391,7 @@ static json_object *run_json(const struct run_ctx *c)
     json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
     json_object_object_add(o, "idle_source", json_object_new_string(c->idle_source));
     json_object_object_add(o, "unattributed_j", json_object_new_double(c->t.unattributed_j));
-    json_object_object_add(o, "class",
-                           json_object_new_string(c->m->classes[c->t.klass].name));
+    json_object_object_add(o, "class", json_object_new_string(c->m->classes[c->t.klass].name));
     json_object_object_add(o, "ticks", json_object_new_int((int)c->t.ticks));
     json_object_object_add(rp, "present", json_object_new_boolean(c->power->n > 0));
     json_object_object_add(rp, "state", json_object_new_string(c->power->state));
@@ -453,8 +451,7 @@ static void run_print(const struct run_ctx *c, FILE *out)
                              : "");
     counters_totals(c->cp, &totals, &ratios);
     for (size_t j = 0; j < c->es->n; j++)
-        fprintf(out, "  %18.0f  %-28s %5.1f %%\n", totals[j], c->es->ev[j].name,
-                100.0 * ratios[j]);
+        fprintf(out, "  %18.0f  %-28s %5.1f %%\n", totals[j], c->es->ev[j].name, 100.0 * ratios[j]);
     fprintf(out, "\n  model %s (sha256 %.12s)%s\n\n", c->m->name, c->m->sha256,
             c->m->training.present ? "" : ", uncalibrated: generic coefficients");
 }
@@ -471,8 +468,9 @@ static int run_report(const struct run_ctx *c)
     }
     if (c->opt.json) {
         json_object *o = run_json(c);
-        fprintf(out, "%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        fprintf(out, "%s\n",
+                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(o);
     } else {
         run_print(c, out);

@@ -205,8 +205,8 @@ static int on_value(void *user, const char *section, const char *key, const char
             util_err(ctx->err, ctx->errlen, -EINVAL, "unknown key '%s' in section [%s]", key,
                      section);
         else
-            util_err(ctx->err, ctx->errlen, -EINVAL, "bad value '%s' for '%s' in [%s]", value,
-                     key, section);
+            util_err(ctx->err, ctx->errlen, -EINVAL, "bad value '%s' for '%s' in [%s]", value, key,
+                     section);
         ctx->failed = true;
     }
     return 0;
@@ -220,8 +220,7 @@ int config_load(config *c, const char *path, char *err, size_t errlen)
     int line;
 
     if (!f)
-        return util_err(err, errlen, -errno, "%s: cannot read config: %s", path,
-                        strerror(errno));
+        return util_err(err, errlen, -errno, "%s: cannot read config: %s", path, strerror(errno));
     line = ini_parse_file(f, on_value, &ctx);
     fclose(f);
     if (line != 0)

@@ -26,24 +26,24 @@
 #define CONFIG_MAX_UIDS 64
 
 typedef struct config {
-    double rate_hz;          /* ticks per second; 50 */
-    char *state_dir;         /* database and default socket */
-    char *db_path;           /* default: state_dir/wattprof.db */
-    char *socket_path;       /* default: /run/wattprof/io.wattprof.sock for the system
-                                daemon without its own state_dir, else state_dir/ */
-    bool system_paths;       /* root (or CAP_PERFMON): system defaults */
-    bool state_dir_set;      /* state_dir came from the config or --state-dir */
-    char *model_path;        /* default: state_dir/models/current.json if it exists,
-                                else NULL: the built-in cputime model */
-    char *group;             /* members see every process; "wattprof" */
-    unsigned max_clients;    /* 64 */
-    double drift_threshold;  /* relative error that is flagged; 0.10 */
-    double rescan_s;         /* /proc rescan period; 5 (1 without the proc connector) */
+    double rate_hz;         /* ticks per second; 50 */
+    char *state_dir;        /* database and default socket */
+    char *db_path;          /* default: state_dir/wattprof.db */
+    char *socket_path;      /* default: /run/wattprof/io.wattprof.sock for the system
+                               daemon without its own state_dir, else state_dir/ */
+    bool system_paths;      /* root (or CAP_PERFMON): system defaults */
+    bool state_dir_set;     /* state_dir came from the config or --state-dir */
+    char *model_path;       /* default: state_dir/models/current.json if it exists,
+                               else NULL: the built-in cputime model */
+    char *group;            /* members see every process; "wattprof" */
+    unsigned max_clients;   /* 64 */
+    double drift_threshold; /* relative error that is flagged; 0.10 */
+    double rescan_s;        /* /proc rescan period; 5 (1 without the proc connector) */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;
-    char *track_comm;        /* POSIX extended regex on comm */
-    char *track_cgroup;      /* cgroup path prefix */
+    char *track_comm;   /* POSIX extended regex on comm */
+    char *track_cgroup; /* cgroup path prefix */
     /* [storage] */
     int64_t second_retention_s, minute_retention_s;
     /* command line only */
@@ -81,15 +81,15 @@ typedef struct daemon_status {
     uint64_t ticks;
     double achieved_hz;
     double lateness_p50_us, lateness_p99_us, lateness_max_us; /* last minute */
-    double tick_p50_us, tick_p99_us;                           /* work per tick */
+    double tick_p50_us, tick_p99_us;                          /* work per tick */
     double host_measured_w, host_modeled_w, idle_w, unattributed_w;
-    double drift;          /* mean relative error over the last minute, NAN without RAPL */
+    double drift; /* mean relative error over the last minute, NAN without RAPL */
     bool drift_flagged;
-    double untracked_cpu;  /* host busy CPU not seen by any tracked process, s/s */
+    double untracked_cpu; /* host busy CPU not seen by any tracked process, s/s */
     size_t tracked;
     bool proc_connector;
     char idle_source[64];
-    double *event_ratio;   /* mean running/enabled per event over the last second */
+    double *event_ratio; /* mean running/enabled per event over the last second */
 } daemon_status;
 
 typedef struct snapshot {
@@ -103,8 +103,8 @@ typedef struct snapshot {
 typedef struct sampler sampler;
 
 /* Opens events, RAPL and process tracking (or the replay file) for `m`. */
-int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler **out,
-                char *err, size_t errlen);
+int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler **out, char *err,
+                size_t errlen);
 /* Runs the loop in a new thread until sampler_stop. */
 int sampler_start(sampler *s);
 void sampler_stop(sampler *s);
@@ -133,12 +133,12 @@ typedef struct daemon_ctx {
     config *cfg;
     sampler *smp;
     store *st;
-    int64_t started_ns;       /* CLOCK_REALTIME at start */
-    pthread_mutex_t lock;     /* guards model and subs */
-    model *model;             /* description of the model in use (a copy) */
+    int64_t started_ns;   /* CLOCK_REALTIME at start */
+    pthread_mutex_t lock; /* guards model and subs */
+    model *model;         /* description of the model in use (a copy) */
     char *model_json;
     subscriber *subs;
-    store_reader *reader;     /* server thread only */
+    store_reader *reader; /* server thread only */
 } daemon_ctx;
 
 /* Registers io.wattprof.Monitor's methods on `srv`. */
@@ -149,8 +149,8 @@ void methods_publish(daemon_ctx *ctx);
 /* Loads the model at `path` (NULL: built-in), records it in the store and
  * hands it to the sampler (or returns it for the first start when smp is
  * NULL). */
-int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler,
-                       int32_t *model_id, char *err, size_t errlen);
+int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, int32_t *model_id,
+                       char *err, size_t errlen);
 void methods_free(daemon_ctx *ctx);
 
 #endif

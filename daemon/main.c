@@ -43,10 +43,9 @@ static bool watches_everyone(void)
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: wattprofd [--config FILE] [--state-dir DIR] [--db PATH] [--socket PATH]\n"
-            "                 [--model FILE] [--rate HZ] [--record FILE]\n"
-            "                 [--replay FILE [--speed X|max]]\n");
+    fprintf(out, "usage: wattprofd [--config FILE] [--state-dir DIR] [--db PATH] [--socket PATH]\n"
+                 "                 [--model FILE] [--rate HZ] [--record FILE]\n"
+                 "                 [--replay FILE [--speed X|max]]\n");
 }
 
 static int set(char **dst, const char *v)
@@ -99,11 +98,21 @@ static int parse_args(int argc, char **argv, config *c)
             r = set(&c->state_dir, optarg);
             c->state_dir_set = true;
             break;
-        case 'd': r = set(&c->db_path, optarg); break;
-        case 's': r = set(&c->socket_path, optarg); break;
-        case 'm': r = set(&c->model_path, optarg); break;
-        case 'R': r = set(&c->record_path, optarg); break;
-        case 'P': r = set(&c->replay_path, optarg); break;
+        case 'd':
+            r = set(&c->db_path, optarg);
+            break;
+        case 's':
+            r = set(&c->socket_path, optarg);
+            break;
+        case 'm':
+            r = set(&c->model_path, optarg);
+            break;
+        case 'R':
+            r = set(&c->record_path, optarg);
+            break;
+        case 'P':
+            r = set(&c->replay_path, optarg);
+            break;
         case 'r':
             if (util_parse_double(optarg, &c->rate_hz) < 0 || c->rate_hz <= 0 ||
                 c->rate_hz > 1000) {
@@ -338,9 +347,12 @@ static int run(config *cfg)
     }
     if ((r = open_socket(cfg, &fd)) < 0)
         goto out;
-    rpc_server_config rc = {.vendor = "wattprof", .product = "wattprofd",
-                            .version = WATTPROF_VERSION, .url = "https://wattprof.invalid/",
-                            .priv_gid = privileged_gid(cfg), .max_clients = cfg->max_clients};
+    rpc_server_config rc = {.vendor = "wattprof",
+                            .product = "wattprofd",
+                            .version = WATTPROF_VERSION,
+                            .url = "https://wattprof.invalid/",
+                            .priv_gid = privileged_gid(cfg),
+                            .max_clients = cfg->max_clients};
     if ((r = rpc_server_new(&rc, fd, &srv)) < 0) {
         close(fd);
         log_error("rpc server: %s", strerror(-r));

@@ -65,9 +65,8 @@ static json_object *model_json(const model *m, bool in_use, double loaded)
     json_object_object_add(o, "target", strings_json(m->target, m->n_target));
     json_object_object_add(o, "events", strings_json(m->events, m->n_events));
     json_object_object_add(o, "calibrated", json_object_new_boolean(m->training.present));
-    json_object_object_add(o, "created", m->training.created
-                                             ? json_object_new_string(m->training.created)
-                                             : NULL);
+    json_object_object_add(
+        o, "created", m->training.created ? json_object_new_string(m->training.created) : NULL);
     json_object_object_add(o, "cv_mape",
                            m->training.present ? num_or_null(m->training.cv_mape) : NULL);
     json_object_object_add(o, "in_use", json_object_new_boolean(in_use));
@@ -94,9 +93,9 @@ static json_object *host_json(const daemon_status *st)
     json_object_object_add(o, "modeled_w", json_object_new_double(st->host_modeled_w));
     json_object_object_add(o, "idle_w", json_object_new_double(st->idle_w));
     double total = isfinite(st->host_measured_w) ? st->host_measured_w : st->host_modeled_w;
-    json_object_object_add(o, "attributed_w",
-                           json_object_new_double(fmax(0, total - st->idle_w -
-                                                              st->unattributed_w)));
+    json_object_object_add(
+        o, "attributed_w",
+        json_object_new_double(fmax(0, total - st->idle_w - st->unattributed_w)));
     json_object_object_add(o, "unattributed_w", json_object_new_double(st->unattributed_w));
     return o;
 }
@@ -143,10 +142,10 @@ static json_object *stored_json(const store_process *p, const model *m, double w
     json_object_object_add(o, "cgroup", json_object_new_string(p->cgroup ? p->cgroup : ""));
     json_object_object_add(o, "class", json_object_new_string(class_name(m, p->klass)));
     json_object_object_add(o, "power_w", json_object_new_double(windowed ? p->power_w : 0));
-    json_object_object_add(o, "energy_j",
-                           json_object_new_double(windowed ? p->attributed_j : p->total_attributed_j));
-    json_object_object_add(o, "cpu", json_object_new_double(
-                                         windowed && window_s > 0 ? p->cpu_s / window_s : 0));
+    json_object_object_add(
+        o, "energy_j", json_object_new_double(windowed ? p->attributed_j : p->total_attributed_j));
+    json_object_object_add(
+        o, "cpu", json_object_new_double(windowed && window_s > 0 ? p->cpu_s / window_s : 0));
     json_object_object_add(o, "total_j", json_object_new_double(p->total_attributed_j));
     json_object_object_add(o, "standalone_j", json_object_new_double(p->total_standalone_j));
     json_object_object_add(o, "first_seen", json_object_new_double((double)p->first_seen));
@@ -190,14 +189,20 @@ static const char *param_string(json_object *params, const char *key)
 /* Every method's parameters as the interface declares them: a wrong type or
  * an unknown field is InvalidParameter naming it, before any handler reads
  * a value (json-c would otherwise turn "1" or {} into a number). */
-#define CHECK_PARAMS(call, params, ...)                                                       \
-    do {                                                                                      \
-        static const rpc_param_spec spec_[] = {__VA_ARGS__};                                  \
-        if (rpc_params_check(call, params, spec_, sizeof(spec_) / sizeof(spec_[0])) < 0)      \
-            return 0;                                                                         \
+#define CHECK_PARAMS(call, params, ...)                                                            \
+    do {                                                                                           \
+        static const rpc_param_spec spec_[] = {__VA_ARGS__};                                       \
+        if (rpc_params_check(call, params, spec_, sizeof(spec_) / sizeof(spec_[0])) < 0)           \
+            return 0;                                                                              \
     } while (0)
-#define OPT(name, type) {name, RPC_T_##type, true}
-#define REQ(name, type) {name, RPC_T_##type, false}
+#define OPT(name, type)                                                                            \
+    {                                                                                              \
+        name, RPC_T_##type, true                                                                   \
+    }
+#define REQ(name, type)                                                                            \
+    {                                                                                              \
+        name, RPC_T_##type, false                                                                  \
+    }
 
 static bool param_present(json_object *params, const char *key)
 {
@@ -239,9 +244,9 @@ static json_object *events_json(const sample_eventset *es, const daemon_status *
     for (size_t i = 0; i < es->n; i++) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "name", json_object_new_string(es->ev[i].name));
-        json_object_object_add(e, "running_ratio",
-                               json_object_new_double(st && st->event_ratio ? st->event_ratio[i]
-                                                                            : 1.0));
+        json_object_object_add(
+            e, "running_ratio",
+            json_object_new_double(st && st->event_ratio ? st->event_ratio[i] : 1.0));
         json_object_object_add(e, "error", NULL);
         json_object_array_add(a, e);
     }
@@ -267,12 +272,12 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
         json_object_array_add(a, json_object_new_string(line));
     }
     if (sampler_events(ctx->smp)->user_only)
-        json_object_array_add(a, json_object_new_string(
-                                     "counting user mode only: the kernel refused kernel-mode "
-                                     "counts (perf_event_paranoid)"));
+        json_object_array_add(
+            a, json_object_new_string("counting user mode only: the kernel refused kernel-mode "
+                                      "counts (perf_event_paranoid)"));
     if (!st->proc_connector && !ctx->cfg->replay_path)
-        json_object_array_add(a, json_object_new_string(
-                                     "no proc connector: new processes are found by rescans"));
+        json_object_array_add(
+            a, json_object_new_string("no proc connector: new processes are found by rescans"));
     if (ss->dropped) {
         snprintf(line, sizeof(line), "%llu records dropped: the storage queue was full",
                  (unsigned long long)ss->dropped);
@@ -304,18 +309,18 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     json_object_object_add(o, "started", json_object_new_double((double)ctx->started_ns / 1e9));
     json_object_object_add(o, "rate_hz", json_object_new_double(ctx->cfg->rate_hz));
     json_object_object_add(o, "achieved_hz", json_object_new_double(st->achieved_hz));
-    json_object_object_add(o, "lateness_p50_ms",
-                           json_object_new_double(isfinite(st->lateness_p50_us)
-                                                      ? st->lateness_p50_us / 1e3 : 0));
-    json_object_object_add(o, "lateness_p99_ms",
-                           json_object_new_double(isfinite(st->lateness_p99_us)
-                                                      ? st->lateness_p99_us / 1e3 : 0));
-    json_object_object_add(o, "tick_p50_ms",
-                           json_object_new_double(isfinite(st->tick_p50_us)
-                                                      ? st->tick_p50_us / 1e3 : 0));
-    json_object_object_add(o, "tick_p99_ms",
-                           json_object_new_double(isfinite(st->tick_p99_us)
-                                                      ? st->tick_p99_us / 1e3 : 0));
+    json_object_object_add(
+        o, "lateness_p50_ms",
+        json_object_new_double(isfinite(st->lateness_p50_us) ? st->lateness_p50_us / 1e3 : 0));
+    json_object_object_add(
+        o, "lateness_p99_ms",
+        json_object_new_double(isfinite(st->lateness_p99_us) ? st->lateness_p99_us / 1e3 : 0));
+    json_object_object_add(
+        o, "tick_p50_ms",
+        json_object_new_double(isfinite(st->tick_p50_us) ? st->tick_p50_us / 1e3 : 0));
+    json_object_object_add(
+        o, "tick_p99_ms",
+        json_object_new_double(isfinite(st->tick_p99_us) ? st->tick_p99_us / 1e3 : 0));
     json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp), st));
     json_object_object_add(o, "events", events_json(sampler_events(ctx->smp), snap ? st : NULL));
     pthread_mutex_lock(&ctx->lock);
@@ -384,8 +389,7 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     pthread_mutex_lock(&ctx->lock);
     for (size_t i = 0; i < n; i++)
-        json_object_array_add(a, stored_json(&p[i], ctx->model, (double)(q.until - q.since),
-                                             true));
+        json_object_array_add(a, stored_json(&p[i], ctx->model, (double)(q.until - q.since), true));
     pthread_mutex_unlock(&ctx->lock);
     store_processes_free(p, n);
     json_object_object_add(reply, "window_s", json_object_new_double((double)(q.until - q.since)));
@@ -418,8 +422,8 @@ static int m_get_process(rpc_call *call, json_object *params, const rpc_peer *pe
     if (reader(ctx, call) < 0)
         return 0;
     store_flush(ctx->st);
-    int r = store_get_process(ctx->reader, pid, 0, (int64_t)series_s, &p, &ser, &n, err,
-                              sizeof(err));
+    int r =
+        store_get_process(ctx->reader, pid, 0, (int64_t)series_s, &p, &ser, &n, err, sizeof(err));
     if (r == -ENOENT)
         return no_such_process(call, pid);
     if (r < 0)
@@ -512,8 +516,7 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
     char err[UTIL_ERRLEN];
 
     CHECK_PARAMS(call, params, OPT("pid", INT), OPT("comm", STRING), OPT("uid", INT),
-                 OPT("host", BOOL), REQ("since", FLOAT), OPT("until", FLOAT),
-                 OPT("step_s", FLOAT));
+                 OPT("host", BOOL), REQ("since", FLOAT), OPT("until", FLOAT), OPT("step_s", FLOAT));
     if (history_query(call, params, peer, &q) < 0)
         return 0;
     if (reader(ctx, call) < 0)
@@ -548,8 +551,8 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
         json_object_object_add(s, "energy_j", json_object_new_double(e));
         json_object_object_add(s, "power_w", json_object_new_double(e / (double)q.step));
         json_object_object_add(s, "cpu", json_object_new_double(pts[i].cpu_s / (double)q.step));
-        json_object_object_add(s, "measured_j", host ? json_object_new_double(pts[i].host_j)
-                                                     : NULL);
+        json_object_object_add(s, "measured_j",
+                               host ? json_object_new_double(pts[i].host_j) : NULL);
         json_object_array_add(a, s);
     }
     free(pts);
@@ -593,8 +596,7 @@ static int cmp_power(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
-static json_object *subscription_reply(const subscriber *sub, const snapshot *snap,
-                                       const model *m)
+static json_object *subscription_reply(const subscriber *sub, const snapshot *snap, const model *m)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
     size_t shown = 0;
@@ -660,8 +662,7 @@ static int m_list_models(rpc_call *call, json_object *params, const rpc_peer *pe
     for (size_t i = 0; i < n; i++) {
         model *m;
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0 ||
-            model_parse(rows[i].json, strlen(rows[i].json), rows[i].name, &m, err,
-                        sizeof(err)) < 0)
+            model_parse(rows[i].json, strlen(rows[i].json), rows[i].name, &m, err, sizeof(err)) < 0)
             continue;
         json_object_array_add(a, model_json(m, false, (double)rows[i].last_loaded));
         model_free(m);
@@ -672,8 +673,8 @@ static int m_list_models(rpc_call *call, json_object *params, const rpc_peer *pe
     return rpc_reply(call, reply);
 }
 
-int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler,
-                       int32_t *model_id, char *err, size_t errlen)
+int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, int32_t *model_id,
+                       char *err, size_t errlen)
 {
     const char *origin = path ? path : "built-in cputime.json";
     model *m = NULL, *desc = NULL;

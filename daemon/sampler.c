@@ -35,7 +35,7 @@ struct tracked {
     bool has_delta, gone;
     double class_stat;
     int klass;
-    double sec_j, sec_standalone_j, sec_cpu_s; /* the second being accumulated */
+    double sec_j, sec_standalone_j, sec_cpu_s;  /* the second being accumulated */
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
     /* A replayed process described before the first tick: its description
@@ -76,7 +76,7 @@ struct sampler {
     struct tracked **procs;
     size_t n, cap;
     counters_delta d;
-    double *rates;    /* n x model events */
+    double *rates; /* n x model events */
     attrib_proc *ap;
     double *class_rates; /* MODEL_MAX_CLASSES x model events */
 
@@ -87,7 +87,7 @@ struct sampler {
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
     int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
     uint64_t last_read_ns; /* CLOCK_MONOTONIC of the previous reading */
-    double rescan_s; /* the config's, or 1 s without the proc connector */
+    double rescan_s;       /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
 
@@ -176,8 +176,7 @@ static double host_busy_s(void)
 
 /* Model event j is event map[j] of the open set; every model event must be
  * there (a replay can only apply models whose events it recorded). */
-static int map_model(const sample_eventset *es, const model *m, int **out, char *err,
-                     size_t errlen)
+static int map_model(const sample_eventset *es, const model *m, int **out, char *err, size_t errlen)
 {
     int *map = calloc(m->n_events, sizeof(int));
 
@@ -259,8 +258,8 @@ static bool track_wanted(const sampler *s, const procs_info *info)
         if (!ok)
             return false;
     }
-    if (c->track_cgroup && (!info->cgroup || strncmp(info->cgroup, c->track_cgroup,
-                                                     strlen(c->track_cgroup)) != 0))
+    if (c->track_cgroup &&
+        (!info->cgroup || strncmp(info->cgroup, c->track_cgroup, strlen(c->track_cgroup)) != 0))
         return false;
     return true;
 }
@@ -326,9 +325,13 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
         t->info_pending = true;
         return 0;
     }
-    store_proc_info pi = {.t_ns = sampler_clock(s), .pid = info->pid,
-                          .start_time = info->start_ticks, .comm = info->comm,
-                          .cmdline = info->cmdline, .cgroup = info->cgroup, .uid = info->uid};
+    store_proc_info pi = {.t_ns = sampler_clock(s),
+                          .pid = info->pid,
+                          .start_time = info->start_ticks,
+                          .comm = info->comm,
+                          .cmdline = info->cmdline,
+                          .cgroup = info->cgroup,
+                          .uid = info->uid};
     store_push_proc_info(s->st, &pi);
     if (s->rec)
         trace_write_proc(s->rec, info);
@@ -425,8 +428,12 @@ static void refresh_comm(sampler *s, pid_t pid)
     }
     if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
         memcpy(t->comm, info.comm, sizeof(t->comm));
-        store_proc_info pi = {.t_ns = sampler_clock(s), .pid = pid, .start_time = t->start,
-                              .comm = info.comm, .cmdline = info.cmdline, .cgroup = info.cgroup,
+        store_proc_info pi = {.t_ns = sampler_clock(s),
+                              .pid = pid,
+                              .start_time = t->start,
+                              .comm = info.comm,
+                              .cmdline = info.cmdline,
+                              .cgroup = info.cgroup,
                               .uid = info.uid};
         store_push_proc_info(s->st, &pi);
         if (s->rec)
@@ -516,9 +523,13 @@ static void push_pending_infos(sampler *s)
         struct tracked *t = s->procs[i];
         if (!t->info_pending)
             continue;
-        store_proc_info pi = {.t_ns = sampler_clock(s), .pid = t->pid, .start_time = t->start,
-                              .comm = t->pending.comm, .cmdline = t->pending.cmdline,
-                              .cgroup = t->pending.cgroup, .uid = t->pending.uid};
+        store_proc_info pi = {.t_ns = sampler_clock(s),
+                              .pid = t->pid,
+                              .start_time = t->start,
+                              .comm = t->pending.comm,
+                              .cmdline = t->pending.cmdline,
+                              .cgroup = t->pending.cgroup,
+                              .uid = t->pending.uid};
         store_push_proc_info(s->st, &pi);
         procs_info_clear(&t->pending);
         t->info_pending = false;
@@ -585,8 +596,8 @@ static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
 
     for (size_t i = 0; i < s->n; i++)
         if (s->procs[i]->has_delta)
-            pd[k++] = (trace_proc_delta){s->procs[i]->pid, s->procs[i]->start,
-                                         s->procs[i]->delta, s->procs[i]->ratio};
+            pd[k++] = (trace_proc_delta){s->procs[i]->pid, s->procs[i]->start, s->procs[i]->delta,
+                                         s->procs[i]->ratio};
     trace_tick t = {now, dt_ns, s->zone_delta, pd, k};
     trace_write_tick(s->rec, &t);
 }
@@ -615,12 +626,14 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
         double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
         if (cpu <= 0 && s->ap[i].attributed_j <= 0)
             continue; /* rows only for processes that ran */
-        store_proc_tick pt = {t_ns, t->pid, t->start, s->ap[i].attributed_j,
-                              s->ap[i].standalone_j, cpu, t->klass, s->model_id};
+        store_proc_tick pt = {
+            t_ns, t->pid,   t->start,   s->ap[i].attributed_j, s->ap[i].standalone_j,
+            cpu,  t->klass, s->model_id};
         store_push_proc(s->st, &pt);
     }
-    store_host_tick ht = {t_ns, at->dt_s, at->measured, at->host_j, at->idle_j, at->attributed_j,
-                          at->unattributed_j, at->modeled_host_j, s->model_id};
+    store_host_tick ht = {t_ns,       at->dt_s,         at->measured,       at->host_j,
+                          at->idle_j, at->attributed_j, at->unattributed_j, at->modeled_host_j,
+                          s->model_id};
     store_push_host(s->st, &ht);
     for (size_t z = 0; z < s->power->n; z++)
         store_push_domain(s->st, t_ns, s->power->zone[z].domain, s->zone_delta[z], NAN);
@@ -630,8 +643,8 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
         for (size_t j = 0; j < ne; j++)
             s->class_rates[active[i]->klass * ne + j] += s->ap[i].rates[j];
     for (size_t k = 0; at->measured && k < s->m->n_classes; k++)
-        store_push_calibration(s->st, t_ns, at->dt_s, s->model_id, (int)k,
-                               s->class_rates + k * ne, ne);
+        store_push_calibration(s->st, t_ns, at->dt_s, s->model_id, (int)k, s->class_rates + k * ne,
+                               ne);
 }
 
 /* Wall-clock time of the current replayed tick: the recording's own, or,
@@ -801,10 +814,17 @@ static void publish(sampler *s)
         t->last_standalone_w = t->sec_standalone_j / secs;
         t->last_cpu = t->sec_cpu_s / secs;
         if (snap && snap->procs)
-            snap->procs[snap->n_procs++] =
-                (live_proc){t->pid, t->start, t->uid, {0}, t->klass, t->last_w,
-                            t->last_standalone_w, t->last_cpu, t->total_j, t->total_standalone_j,
-                            t->total_cpu_s};
+            snap->procs[snap->n_procs++] = (live_proc){t->pid,
+                                                       t->start,
+                                                       t->uid,
+                                                       {0},
+                                                       t->klass,
+                                                       t->last_w,
+                                                       t->last_standalone_w,
+                                                       t->last_cpu,
+                                                       t->total_j,
+                                                       t->total_standalone_j,
+                                                       t->total_cpu_s};
         if (snap && snap->procs)
             memcpy(snap->procs[snap->n_procs - 1].comm, t->comm, sizeof(t->comm));
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
@@ -881,8 +901,8 @@ static int replay_pace(sampler *s)
 {
     if (s->cfg->replay_speed <= 0)
         return 0;
-    uint64_t due = s->replay_wall0 +
-                   (uint64_t)((double)(s->last_ns - s->replay_t0) / s->cfg->replay_speed);
+    uint64_t due =
+        s->replay_wall0 + (uint64_t)((double)(s->last_ns - s->replay_t0) / s->cfg->replay_speed);
     struct timespec ts = {(time_t)(due / 1000000000ull), (long)(due % 1000000000ull)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
@@ -964,8 +984,7 @@ static int open_sources(sampler *s, char *err, size_t errlen)
             rapl_zone *zn = &s->power->zone[z];
             snprintf(zn->id, sizeof(zn->id), "%s", h->zone_id[z]);
             snprintf(zn->name, sizeof(zn->name), "%s", h->zone_name[z]);
-            snprintf(zn->domain, sizeof(zn->domain), "%.*s", (int)strcspn(zn->name, "-"),
-                     zn->name);
+            snprintf(zn->domain, sizeof(zn->domain), "%.*s", (int)strcspn(zn->name, "-"), zn->name);
         }
         snprintf(s->power->state, sizeof(s->power->state), "replay of %s: %zu zones",
                  s->cfg->replay_path, h->n_zones);
@@ -980,12 +999,14 @@ static int open_sources(sampler *s, char *err, size_t errlen)
     if (procs_watch_open(&s->watch, why, sizeof(why)) < 0) {
         /* Without fork/exec events, rescans are all we have: make them often. */
         s->rescan_s = fmin(s->rescan_s, 1.0);
-        log_warning("no proc connector (%s): finding processes by rescanning /proc every %g s",
-                    why, s->rescan_s);
+        log_warning("no proc connector (%s): finding processes by rescanning /proc every %g s", why,
+                    s->rescan_s);
     }
     procs_boot_id(s->boot_id);
     if (s->cfg->record_path) {
-        trace_header h = {.events = NULL, .n_events = s->es->n, .n_zones = s->power->n,
+        trace_header h = {.events = NULL,
+                          .n_events = s->es->n,
+                          .n_zones = s->power->n,
                           .rate_hz = s->cfg->rate_hz};
         char *names[s->es->n], *ids[s->power->n + 1], *zn[s->power->n + 1];
         for (size_t i = 0; i < s->es->n; i++)
@@ -1026,8 +1047,8 @@ static int alloc_scratch(sampler *s)
     return 0;
 }
 
-int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler **out,
-                char *err, size_t errlen)
+int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler **out, char *err,
+                size_t errlen)
 {
     sampler *s = calloc(1, sizeof(*s));
     int r;
@@ -1042,8 +1063,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     pthread_mutex_init(&s->pending_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
     if (c->track_comm && regcomp(&s->comm_re, c->track_comm, REG_EXTENDED | REG_NOSUB) != 0)
-        r = util_err(err, errlen, -EINVAL, "[track] comm '%s' is not a valid regex",
-                     c->track_comm);
+        r = util_err(err, errlen, -EINVAL, "[track] comm '%s' is not a valid regex", c->track_comm);
     else
         r = open_sources(s, err, errlen);
     if (r == 0)

@@ -243,10 +243,9 @@ int learn_table_from_csv(const learn_csv *c, const char *const *cols, size_t n, 
             if (util_parse_double(cell, &v) < 0) {
                 if (!(flags & LEARN_DROP_INVALID)) {
                     learn_table_free(t);
-                    return util_err(err, errlen, -EINVAL,
-                                    "%s:%d:%d: %s value '%s' in column '%s'", c->path,
-                                    c->line[i], idx[j] + 1, *cell ? "non-numeric" : "missing",
-                                    cell, cols[j]);
+                    return util_err(err, errlen, -EINVAL, "%s:%d:%d: %s value '%s' in column '%s'",
+                                    c->path, c->line[i], idx[j] + 1,
+                                    *cell ? "non-numeric" : "missing", cell, cols[j]);
                 }
                 ok = false;
                 break;

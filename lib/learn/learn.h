@@ -81,8 +81,8 @@ typedef struct expr expr;
 
 /* Parses `text`; identifiers must be among vars[0..n_vars). Errors name
  * the column: "expression:1:7: unknown feature 'foo'". */
-int expr_parse(const char *text, const char *const *vars, size_t n_vars, expr **out,
-               char *err, size_t errlen);
+int expr_parse(const char *text, const char *const *vars, size_t n_vars, expr **out, char *err,
+               size_t errlen);
 void expr_free(expr *e);
 expr *expr_clone(const expr *e);
 /* Readable infix text after constant folding and simple simplification
@@ -98,12 +98,11 @@ void expr_set_consts(expr *e, const double *c);
 bool expr_eval(const expr *e, const double *const *cols, size_t n, double *out);
 /* Values and derivatives with respect to the constants:
  * jac[k * n + i] = d e(x_i) / d c_k. */
-bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *out,
-                   double *jac);
+bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *out, double *jac);
 /* Fits the constants to y by Levenberg-Marquardt (GSL), at most max_iter
  * iterations; *rss gets the residual sum of squares. */
-int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n,
-                    int max_iter, double *rss);
+int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
+                    double *rss);
 
 /* ---- Validation (folds.c) -----------------------------------------------
  * Which rows each validation round tests on. fold[i] is the round in which
@@ -326,12 +325,12 @@ double rank_quantile(const double *sorted, size_t n, double q);
 
 /* One variant's measurements made ready for comparison. */
 typedef struct rank_sample {
-    double *v;       /* the values inside the fences, ascending */
-    size_t n;        /* how many of them */
-    size_t n_all;    /* measurements before outlier removal */
-    double q1, q3;   /* quartiles of all measurements */
-    double lo, hi;   /* fences q1 - 1.5 IQR and q3 + 1.5 IQR; values strictly
-                        outside them are outliers */
+    double *v;     /* the values inside the fences, ascending */
+    size_t n;      /* how many of them */
+    size_t n_all;  /* measurements before outlier removal */
+    double q1, q3; /* quartiles of all measurements */
+    double lo, hi; /* fences q1 - 1.5 IQR and q3 + 1.5 IQR; values strictly
+                      outside them are outliers */
 } rank_sample;
 
 /* Fills s from x[0..n), n >= 1 (-EINVAL otherwise). x is not kept. */
@@ -412,9 +411,10 @@ void rank_outcome_clear(rank_outcome *o);
  * NaN where min is 0 (and v[i] is not). */
 void rank_relative(size_t p, const double *v, double *rel);
 
-#define RANK_ANOMALY_OUTSIDER 1u /* a variant outside the min-FLOP set ranks
-                                    better than every variant in it */
-#define RANK_ANOMALY_SPLIT 2u    /* the min-FLOP variants do not share a rank */
+#define RANK_ANOMALY_OUTSIDER                                                                      \
+    1u                        /* a variant outside the min-FLOP set ranks                          \
+                                 better than every variant in it */
+#define RANK_ANOMALY_SPLIT 2u /* the min-FLOP variants do not share a rank */
 
 typedef struct rank_anomaly {
     unsigned flags;   /* 0: FLOPs picked the best variants */
@@ -431,8 +431,21 @@ int rank_anomaly_test(size_t p, const double *flops, const double *rank, rank_an
  * regression, the GP's mean). Binary: add sub mul div max min; unary: neg
  * square cube sqrt log exp; leaves: const var. */
 enum expr_op {
-    EXPR_CONST, EXPR_VAR, EXPR_ADD, EXPR_SUB, EXPR_MUL, EXPR_DIV, EXPR_MAX, EXPR_MIN,
-    EXPR_NEG, EXPR_SQUARE, EXPR_CUBE, EXPR_SQRT, EXPR_LOG, EXPR_EXP, EXPR_N_OPS
+    EXPR_CONST,
+    EXPR_VAR,
+    EXPR_ADD,
+    EXPR_SUB,
+    EXPR_MUL,
+    EXPR_DIV,
+    EXPR_MAX,
+    EXPR_MIN,
+    EXPR_NEG,
+    EXPR_SQUARE,
+    EXPR_CUBE,
+    EXPR_SQRT,
+    EXPR_LOG,
+    EXPR_EXP,
+    EXPR_N_OPS
 };
 /* 0 for leaves, 1 or 2 for operators. */
 int expr_op_arity(enum expr_op op);
@@ -483,8 +496,8 @@ typedef struct gp_config {
 /* A model over d features named `features`. Errors: unknown kernel
  * ("kernel:1:COL: unknown kernel 'x'"), a bad mean expression (its own
  * "expression:1:COL: ..." line). */
-int gp_new(const gp_config *cfg, const char *const *features, size_t d, gp_model **out,
-           char *err, size_t errlen);
+int gp_new(const gp_config *cfg, const char *const *features, size_t d, gp_model **out, char *err,
+           size_t errlen);
 void gp_free(gp_model *m);
 /* Same configuration and hyperparameters, no data. */
 gp_model *gp_clone(const gp_model *m);
@@ -540,8 +553,7 @@ size_t gp_n_train(const gp_model *m);
 
 /* Predictive mean and variance (y's, white noise included) at n points
  * (cols as in gp_data); var may be NULL. */
-int gp_predict(const gp_model *m, const double *const *cols, size_t n, double *mean,
-               double *var);
+int gp_predict(const gp_model *m, const double *const *cols, size_t n, double *mean, double *var);
 /* The mean function alone at n points. */
 int gp_mean_eval(const gp_model *m, const double *const *cols, size_t n, double *out);
 
@@ -583,14 +595,14 @@ int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y
 enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
 
 typedef struct symreg_params {
-    uint32_t ops;                /* bit (1u << op) for each enum expr_op allowed */
-    bool constants;              /* random constants among the terminals */
-    size_t population;           /* 300 */
-    size_t generations;          /* 150 */
-    double crossover, mutation;  /* probabilities: 1.0, 0.5 */
-    size_t tournament_fitness;   /* fitness tournament size: 3 */
-    double tournament_parsimony; /* in [1,2]: the smaller wins with p/2: 1.1 */
-    size_t max_depth, max_size;  /* bloat limits: 17, 60 */
+    uint32_t ops;                          /* bit (1u << op) for each enum expr_op allowed */
+    bool constants;                        /* random constants among the terminals */
+    size_t population;                     /* 300 */
+    size_t generations;                    /* 150 */
+    double crossover, mutation;            /* probabilities: 1.0, 0.5 */
+    size_t tournament_fitness;             /* fitness tournament size: 3 */
+    double tournament_parsimony;           /* in [1,2]: the smaller wins with p/2: 1.1 */
+    size_t max_depth, max_size;            /* bloat limits: 17, 60 */
     size_t init_min_depth, init_max_depth; /* ramped half-and-half: 1, 3 */
     size_t stall;                /* stop after this many generations without progress; 0 = never */
     enum symreg_fitness fitness; /* SYMREG_MAPE */
@@ -626,11 +638,11 @@ typedef struct symreg_front_item {
 } symreg_front_item;
 
 typedef struct symreg_result {
-    expr *best;         /* lowest training error seen (ties: smaller) */
-    double train_error; /* its error under params.fitness */
-    size_t generations; /* generations run (stall can stop early) */
-    uint64_t evaluations; /* individuals evaluated, initial population included */
-    double seconds;       /* wall time */
+    expr *best;               /* lowest training error seen (ties: smaller) */
+    double train_error;       /* its error under params.fitness */
+    size_t generations;       /* generations run (stall can stop early) */
+    uint64_t evaluations;     /* individuals evaluated, initial population included */
+    double seconds;           /* wall time */
     symreg_front_item *front; /* Pareto front of error against size over the
                                  final population and best, by size ascending */
     size_t n_front;

@@ -15,8 +15,7 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
 {
     double sum_d = 0, idle_full;
 
-    if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) ||
-        !(t->untracked_dynamic_w >= 0))
+    if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) || !(t->untracked_dynamic_w >= 0))
         return -EINVAL;
     for (size_t i = 0; i < n; i++) {
         attrib_proc *p = &procs[i];

@@ -13,6 +13,6 @@ const char *model_default_text(void)
 
 int model_load_default(model **out, char *err, size_t errlen)
 {
-    return model_parse(model_default_json, strlen(model_default_json), "built-in cputime.json",
-                       out, err, errlen);
+    return model_parse(model_default_json, strlen(model_default_json), "built-in cputime.json", out,
+                       err, errlen);
 }

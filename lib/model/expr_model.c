@@ -41,8 +41,7 @@ static int expr_fields(model_expr *m, json_object *root, const char *origin, cha
         return util_err(err, errlen, -EINVAL, "%s: engine must be \"expr\"", origin);
     if (!json_object_object_get_ex(root, "expression", &v) ||
         !json_object_is_type(v, json_type_string))
-        return util_err(err, errlen, -EINVAL, "%s: missing field 'expression' (a string)",
-                        origin);
+        return util_err(err, errlen, -EINVAL, "%s: missing field 'expression' (a string)", origin);
     if (!json_object_object_get_ex(root, "features", &f) ||
         !json_object_is_type(f, json_type_array))
         return util_err(err, errlen, -EINVAL, "%s: missing field 'features' (an array)", origin);
@@ -53,15 +52,13 @@ static int expr_fields(model_expr *m, json_object *root, const char *origin, cha
     for (size_t i = 0; i < m->n_features; i++) {
         json_object *s = json_object_array_get_idx(f, i);
         if (!json_object_is_type(s, json_type_string))
-            return util_err(err, errlen, -EINVAL, "%s: features[%zu] must be a string", origin,
-                            i);
+            return util_err(err, errlen, -EINVAL, "%s: features[%zu] must be a string", origin, i);
         if (!(m->features[i] = strdup(json_object_get_string(s))))
             return -ENOMEM;
     }
-    m->name = strdup(json_object_object_get_ex(root, "name", &v) ? json_object_get_string(v)
-                                                                  : "");
-    m->target = strdup(json_object_object_get_ex(root, "target", &v) ? json_object_get_string(v)
-                                                                      : "");
+    m->name = strdup(json_object_object_get_ex(root, "name", &v) ? json_object_get_string(v) : "");
+    m->target =
+        strdup(json_object_object_get_ex(root, "target", &v) ? json_object_get_string(v) : "");
     return m->name && m->target ? 0 : -ENOMEM;
 }
 

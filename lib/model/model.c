@@ -138,8 +138,7 @@ static int get_numbers(json_object *o, const char *key, size_t n, double *out,
     for (size_t i = 0; i < n; i++) {
         json_object *v = json_object_array_get_idx(a, i);
         if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int))
-            return FAIL(ctx, "%s: field '%s%s[%zu]' must be a number", ctx->origin, where, key,
-                        i);
+            return FAIL(ctx, "%s: field '%s%s[%zu]' must be a number", ctx->origin, where, key, i);
         out[i] = json_object_get_double(v);
         if (!isfinite(out[i]))
             return FAIL(ctx, "%s: field '%s%s[%zu]' must be finite", ctx->origin, where, key, i);
@@ -163,8 +162,7 @@ static int get_strings(json_object *o, const char *key, char ***out, size_t *n,
     for (size_t i = 0; i < *n; i++) {
         json_object *v = json_object_array_get_idx(a, i);
         if (!json_object_is_type(v, json_type_string) || json_object_get_string_len(v) == 0)
-            return FAIL(ctx, "%s: field '%s[%zu]' must be a non-empty string", ctx->origin, key,
-                        i);
+            return FAIL(ctx, "%s: field '%s[%zu]' must be a non-empty string", ctx->origin, key, i);
         for (size_t j = 0; j < i; j++)
             if (strcmp((*out)[j], json_object_get_string(v)) == 0)
                 return FAIL(ctx, "%s: field '%s' lists '%s' twice", ctx->origin, key, (*out)[j]);
@@ -195,16 +193,15 @@ static int parse_class_models(model *m, json_object *list, struct parse_ctx *ctx
 {
     m->n_classes = json_object_array_length(list);
     if (m->n_classes < 1 || m->n_classes > MODEL_MAX_CLASSES)
-        return FAIL(ctx, "%s: field 'classes.models' must hold 1 or 2 models, has %zu",
-                    ctx->origin, m->n_classes);
+        return FAIL(ctx, "%s: field 'classes.models' must hold 1 or 2 models, has %zu", ctx->origin,
+                    m->n_classes);
     for (size_t k = 0; k < m->n_classes; k++) {
         json_object *c = json_object_array_get_idx(list, k);
         char where[48];
         int r;
         snprintf(where, sizeof(where), "classes.models[%zu].", k);
         if (!json_object_is_type(c, json_type_object))
-            return FAIL(ctx, "%s: field 'classes.models[%zu]' must be an object", ctx->origin,
-                        k);
+            return FAIL(ctx, "%s: field 'classes.models[%zu]' must be an object", ctx->origin, k);
         if (!(m->classes[k].coef = calloc(m->n_events, sizeof(double))))
             return -ENOMEM;
         if ((r = get_string(c, "name", true, &m->classes[k].name, ctx, where)) < 0 ||
@@ -232,8 +229,8 @@ static int parse_classes(model *m, json_object *root, struct parse_ctx *ctx)
         (r = get_string(c, "mode", false, &mode, ctx, "classes.")) < 0)
         goto out;
     m->class_threshold = 2e7;
-    if ((r = get_number(c, "threshold", m->n_classes > 1, &m->class_threshold, ctx,
-                        "classes.")) < 0)
+    if ((r = get_number(c, "threshold", m->n_classes > 1, &m->class_threshold, ctx, "classes.")) <
+        0)
         goto out;
     if (event) {
         for (size_t j = 0; j < m->n_events; j++)
@@ -296,8 +293,10 @@ static int parse_root(model *m, json_object *root, struct parse_ctx *ctx)
         (r = get_string(root, "engine", true, &m->engine, ctx, "")) < 0)
         return r;
     if (strcmp(m->engine, "expr") == 0)
-        return FAIL(ctx, "%s: engine 'expr' is an equation over program parameters, not a "
-                         "power model over perf events", ctx->origin);
+        return FAIL(ctx,
+                    "%s: engine 'expr' is an equation over program parameters, not a "
+                    "power model over perf events",
+                    ctx->origin);
     if ((r = get_string(root, "description", false, &m->description, ctx, "")) < 0 ||
         (r = get_strings(root, "target", &m->target, &m->n_target, ctx)) < 0 ||
         (r = get_strings(root, "events", &m->events, &m->n_events, ctx)) < 0)
@@ -332,7 +331,7 @@ int model_parse(const char *text, size_t len, const char *origin, model **out, c
         int line, col;
         util_line_col(text, json_tokener_get_parse_end(tok), &line, &col);
         r = FAIL(&ctx, "%s:%d:%d: %s", origin, line, col,
-                 root ? "unexpected data after the JSON object"
+                 root                          ? "unexpected data after the JSON object"
                  : je == json_tokener_continue ? "JSON ends too early"
                                                : json_tokener_error_desc(je));
         json_object_put(root);
@@ -447,8 +446,7 @@ int model_to_json(model *m, char **out)
     json_object_object_add(o, "idle_power_w", json_object_new_double(m->idle_power_w));
     if (m->training.present)
         json_object_object_add(o, "training", training_json(&m->training));
-    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                 JSON_C_TO_STRING_SPACED |
+    text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
                                                  JSON_C_TO_STRING_NOSLASHESCAPE);
     size_t len = strlen(text);
     *out = malloc(len + 2);

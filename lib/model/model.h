@@ -28,7 +28,7 @@ typedef struct model_class {
 } model_class;
 
 typedef struct model_training {
-    bool present;     /* false for uncalibrated (generic) models */
+    bool present; /* false for uncalibrated (generic) models */
     long rows;
     double cv_mape;
     char *created, *cpu_model, *kernel, *dataset_sha256;
@@ -110,10 +110,10 @@ typedef struct attrib_proc {
 } attrib_proc;
 
 typedef struct attrib_tick {
-    double dt_s;          /* tick length in seconds (> 0) */
-    bool measured;        /* host_j comes from RAPL */
-    double host_j;        /* measured energy of the model's target domains */
-    double idle_w;        /* idle power to book (model's, or a measured percentile) */
+    double dt_s;                /* tick length in seconds (> 0) */
+    bool measured;              /* host_j comes from RAPL */
+    double host_j;              /* measured energy of the model's target domains */
+    double idle_w;              /* idle power to book (model's, or a measured percentile) */
     double untracked_dynamic_w; /* dynamic power of activity no tracked process
                                    explains (system-wide counters), >= 0 */
     /* outputs */

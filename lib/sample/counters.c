@@ -28,22 +28,22 @@
 
 /* One group of events open on one thread. */
 struct counters_group {
-    int *fds;           /* members in open order; fds[0] is the leader */
+    int *fds; /* members in open order; fds[0] is the leader */
     size_t n;
     const size_t *event; /* member i counts event event[i] of the set */
-    uint64_t *prev; /* previous raw reading: {nr, enabled, running, values...} */
+    uint64_t *prev;      /* previous raw reading: {nr, enabled, running, values...} */
 };
 
 struct counters_proc {
     const sample_eventset *es;
     pid_t pid;
-    int pidfd; /* readable once the process exits; immune to pid reuse */
+    int pidfd;                /* readable once the process exits; immune to pid reuse */
     struct counters_group *g; /* n_threads * es->n_groups */
     size_t n_g;
     size_t *members;     /* event indexes ordered by group: shared by all groups */
     size_t *group_first; /* offset of each group's members in `members` */
     size_t *group_size;
-    uint64_t *buf;       /* read buffer for the largest group */
+    uint64_t *buf; /* read buffer for the largest group */
     size_t buf_words;
     double *total_scaled, *total_ratio;
     uint64_t *total_enabled, *total_running; /* per event */
@@ -74,14 +74,13 @@ static int counters_layout(counters_proc *p)
     p->total_ratio = calloc(es->n, sizeof(double));
     p->total_enabled = calloc(es->n, sizeof(uint64_t));
     p->total_running = calloc(es->n, sizeof(uint64_t));
-    if (!p->buf || !p->total_scaled || !p->total_ratio || !p->total_enabled ||
-        !p->total_running)
+    if (!p->buf || !p->total_scaled || !p->total_ratio || !p->total_enabled || !p->total_running)
         return -ENOMEM;
     return 0;
 }
 
-static int counters_open_group(counters_proc *p, struct counters_group *grp, unsigned g,
-                               pid_t tid, unsigned flags, char *err, size_t errlen)
+static int counters_open_group(counters_proc *p, struct counters_group *grp, unsigned g, pid_t tid,
+                               unsigned flags, char *err, size_t errlen)
 {
     const sample_eventset *es = p->es;
 
@@ -96,8 +95,8 @@ static int counters_open_group(counters_proc *p, struct counters_group *grp, uns
     for (size_t m = 0; m < grp->n; m++) {
         const sample_event *ev = &es->ev[grp->event[m]];
         struct perf_event_attr attr = ev->attr;
-        attr.read_format = PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED |
-                           PERF_FORMAT_TOTAL_TIME_RUNNING;
+        attr.read_format =
+            PERF_FORMAT_GROUP | PERF_FORMAT_TOTAL_TIME_ENABLED | PERF_FORMAT_TOTAL_TIME_RUNNING;
         attr.inherit = 1;
         attr.inherit_thread = !(flags & COUNTERS_CHILDREN);
         /* Only the leader's state matters: members follow it. */

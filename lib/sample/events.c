@@ -55,8 +55,8 @@ static int events_encode_one(sample_event *ev, const char *name, char *err, size
     r = pfm_get_os_event_encoding(name, PFM_PLM0 | PFM_PLM3, PFM_OS_PERF_EVENT_EXT, &arg);
     if (r != PFM_SUCCESS) {
         free(fstr);
-        return util_err(err, errlen, r == PFM_ERR_NOTFOUND ? -ENOENT : -EINVAL,
-                        "event '%s': %s", name, pfm_strerror(r));
+        return util_err(err, errlen, r == PFM_ERR_NOTFOUND ? -ENOENT : -EINVAL, "event '%s': %s",
+                        name, pfm_strerror(r));
     }
     ev->attr.size = sizeof(ev->attr);
     ev->name = strdup(name);

@@ -77,9 +77,9 @@ void counters_close(counters_proc *p);
 
 /* One interval of one process, per event of the set. */
 typedef struct counters_delta {
-    double *scaled;  /* delta scaled by enabled/running (estimated true count) */
-    double *ratio;   /* running/enabled over the interval, 1 = never multiplexed,
-                        0 = not counted at all in the interval */
+    double *scaled;      /* delta scaled by enabled/running (estimated true count) */
+    double *ratio;       /* running/enabled over the interval, 1 = never multiplexed,
+                            0 = not counted at all in the interval */
     uint64_t enabled_ns; /* time enabled over the interval (leader of group 0) */
 } counters_delta;
 
@@ -111,9 +111,9 @@ void counters_totals(const counters_proc *p, const double **scaled, const double
 /* ---- RAPL (rapl.c) ------------------------------------------------------- */
 
 typedef struct rapl_zone {
-    char name[64];   /* sysfs name: "package-0", "core", "uncore", "dram", "psys" */
-    char domain[16]; /* name without the "-N" suffix: "package", "core", ... */
-    char id[32];     /* sysfs id, e.g. "intel-rapl:0:1" */
+    char name[64];    /* sysfs name: "package-0", "core", "uncore", "dram", "psys" */
+    char domain[16];  /* name without the "-N" suffix: "package", "core", ... */
+    char id[32];      /* sysfs id, e.g. "intel-rapl:0:1" */
     unsigned package; /* top-level zone index this zone belongs to */
     uint32_t path[2]; /* zone indexes for libpowercap */
     uint32_t depth;
@@ -123,8 +123,8 @@ typedef struct rapl_zone {
 
 typedef struct rapl {
     rapl_zone *zone;
-    size_t n;           /* 0 when the machine has no RAPL */
-    char state[256];    /* one line for people: "4 zones", or why there are none */
+    size_t n;        /* 0 when the machine has no RAPL */
+    char state[256]; /* one line for people: "4 zones", or why there are none */
 } rapl;
 
 /* Finds every zone of every package. A machine without RAPL (or without
@@ -183,7 +183,7 @@ typedef enum procs_event_kind {
 typedef struct procs_event {
     procs_event_kind kind;
     pid_t pid;
-    pid_t parent; /* PROCS_EV_FORK: the parent process */
+    pid_t parent;  /* PROCS_EV_FORK: the parent process */
     int exit_code; /* PROCS_EV_EXIT: wait status */
 } procs_event;
 
@@ -228,7 +228,7 @@ typedef struct trace_proc_delta {
 typedef struct trace_tick {
     uint64_t mono_ns; /* CLOCK_MONOTONIC at the tick */
     uint64_t dt_ns;
-    double *energy_j;  /* n_zones */
+    double *energy_j; /* n_zones */
     trace_proc_delta *procs;
     size_t n_procs;
 } trace_tick;

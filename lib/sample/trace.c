@@ -772,8 +772,8 @@ static int trace_parse_header(trace_reader *r, json_object *o, char *err, size_t
     }
     memcpy(r->h.boot_id, s, 37);
     if (json_object_object_get_ex(o, "realtime_offset_ns", &v)) { /* optional */
-        if ((e = trace_field(r, o, &path, "realtime_offset_ns", json_type_int, &v, err,
-                             errlen)) < 0)
+        if ((e = trace_field(r, o, &path, "realtime_offset_ns", json_type_int, &v, err, errlen)) <
+            0)
             return e;
         r->h.realtime_offset_ns = json_object_get_int64(v);
     }

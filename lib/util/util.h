@@ -16,8 +16,13 @@
 
 #define UTIL_ERRLEN 512 /* size of every error-message buffer in wattprof */
 
-enum util_log_level { UTIL_LOG_ERR = 3, UTIL_LOG_WARNING = 4, UTIL_LOG_NOTICE = 5,
-                      UTIL_LOG_INFO = 6, UTIL_LOG_DEBUG = 7 };
+enum util_log_level {
+    UTIL_LOG_ERR = 3,
+    UTIL_LOG_WARNING = 4,
+    UTIL_LOG_NOTICE = 5,
+    UTIL_LOG_INFO = 6,
+    UTIL_LOG_DEBUG = 7
+};
 
 /* Writes one line to stderr at the given syslog level. */
 void util_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

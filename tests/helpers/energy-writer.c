@@ -324,7 +324,9 @@ static int update(writer *w)
 
     if ((r = read_busy(w, &busy)) < 0) {
         fprintf(stderr, "energy-writer: %s: %s\n",
-                w->cpuacct ? w->cpuacct : w->cgroup ? w->cgroup : "/proc/stat",
+                w->cpuacct  ? w->cpuacct
+                : w->cgroup ? w->cgroup
+                            : "/proc/stat",
                 strerror(-r));
         return 1;
     }
@@ -415,7 +417,9 @@ static int run(writer *w)
     }
     if (read_busy(w, &w->last_busy) < 0) {
         fprintf(stderr, "energy-writer: %s: cannot read the busy CPU time\n",
-                w->cpuacct ? w->cpuacct : w->cgroup ? w->cgroup : "/proc/stat");
+                w->cpuacct  ? w->cpuacct
+                : w->cgroup ? w->cgroup
+                            : "/proc/stat");
         return 1;
     }
     w->t0_ns = w->last_ns = next = now_ns();

@@ -132,12 +132,28 @@ static void test_edges(void **state)
 }
 
 /* The 22 events the energy paper kept. */
-static const char *paper_events[] = {
-    "cycles", "instructions", "cache-references", "cache-misses", "bus-cycles",
-    "branches", "branch-misses", "ref-cycles", "stalled-cycles-backend",
-    "stalled-cycles-frontend", "L1-dcache-loads", "L1-dcache-load-misses", "dTLB-loads",
-    "LLC-loads", "LLC-load-misses", "LLC-stores", "cpu-clock", "cs", "migrations",
-    "L1-dcache-prefetch-misses", "branch-load-misses", "branch-loads"};
+static const char *paper_events[] = {"cycles",
+                                     "instructions",
+                                     "cache-references",
+                                     "cache-misses",
+                                     "bus-cycles",
+                                     "branches",
+                                     "branch-misses",
+                                     "ref-cycles",
+                                     "stalled-cycles-backend",
+                                     "stalled-cycles-frontend",
+                                     "L1-dcache-loads",
+                                     "L1-dcache-load-misses",
+                                     "dTLB-loads",
+                                     "LLC-loads",
+                                     "LLC-load-misses",
+                                     "LLC-stores",
+                                     "cpu-clock",
+                                     "cs",
+                                     "migrations",
+                                     "L1-dcache-prefetch-misses",
+                                     "branch-load-misses",
+                                     "branch-loads"};
 #define N_PAPER 22
 
 static void test_paper_events_group(void **state)
@@ -223,8 +239,8 @@ static void test_paper_events_through_the_core(void **state)
                 rates[proc][i] = scaled[proc][i] / dt;
             }
             cumulative[proc] += scaled[proc][miss];
-            p[proc] = (attrib_proc){.rates = rates[proc],
-                                    .klass = model_classify(m, cumulative[proc])};
+            p[proc] =
+                (attrib_proc){.rates = rates[proc], .klass = model_classify(m, cumulative[proc])};
             seen_class[proc][p[proc].klass] = 1;
         }
         attrib_tick t = {.dt_s = dt, .measured = true, .host_j = 150 * dt, .idle_w = 40};

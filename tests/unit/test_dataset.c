@@ -117,12 +117,9 @@ static void test_metrics(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reads_columns),
-        cmocka_unit_test(test_bad_cell_names_line_and_column),
-        cmocka_unit_test(test_drop_invalid),
-        cmocka_unit_test(test_unknown_column_and_ragged_row),
-        cmocka_unit_test(test_missing_file),
-        cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_reads_columns), cmocka_unit_test(test_bad_cell_names_line_and_column),
+        cmocka_unit_test(test_drop_invalid),  cmocka_unit_test(test_unknown_column_and_ragged_row),
+        cmocka_unit_test(test_missing_file),  cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

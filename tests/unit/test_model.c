@@ -97,7 +97,7 @@ static void test_classify_at_threshold(void **state)
 {
     model *m = parse_ok(two_class);
 
-    assert_int_equal(model_classify(m, 2e7), 0);        /* >= threshold: high-miss */
+    assert_int_equal(model_classify(m, 2e7), 0); /* >= threshold: high-miss */
     assert_int_equal(model_classify(m, nextafter(2e7, 0)), 1);
     assert_int_equal(model_classify(m, 0), 1);
     model_free(m);
@@ -126,8 +126,7 @@ static char *replace(const char *from, const char *to)
     static char buf[4096];
     const char *at = strstr(two_class, from);
     assert_non_null(at);
-    snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(at - two_class), two_class, to,
-             at + strlen(from));
+    snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(at - two_class), two_class, to, at + strlen(from));
     return buf;
 }
 
