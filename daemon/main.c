@@ -251,13 +251,44 @@ static void reload(daemon_ctx *ctx)
     sd_notify(0, "READY=1");
 }
 
+/* While drift is flagged, a file "drift" beside the socket (in
+ * /run/wattprof for the system daemon) holds the error: wattprof-train.path
+ * starts a retraining when it is written. It is removed when drift clears. */
+static void drift_flag(daemon_ctx *ctx, bool *flagged)
+{
+    snapshot *snap = sampler_snapshot(ctx->smp);
+    char dir[4096], path[4200];
+    bool now;
+
+    if (!snap)
+        return;
+    now = snap->st.drift_flagged;
+    if (now != *flagged && dir_of(ctx->cfg->socket_path, dir, sizeof(dir)) == 0) {
+        snprintf(path, sizeof(path), "%s/drift", dir);
+        if (now) {
+            FILE *f = fopen(path, "w");
+            if (f) {
+                fprintf(f, "%.4f\n", snap->st.drift);
+                fclose(f);
+            }
+            log_warning("model drift %.1f %% is over the %.0f %% threshold", snap->st.drift * 100,
+                        ctx->cfg->drift_threshold * 100);
+        } else {
+            unlink(path);
+            log_info("model drift is back under the threshold");
+        }
+        *flagged = now;
+    }
+    snapshot_unref(snap);
+}
+
 /* Until SIGTERM/SIGINT: READY=1 once the sampler has ticked, then once a
  * second, streams and health. */
 static void main_loop(daemon_ctx *ctx, int sfd)
 {
     uint64_t watchdog_us = 0;
     bool watchdog = sd_watchdog_enabled(0, &watchdog_us) > 0, replay_reported = false;
-    bool ready = false;
+    bool ready = false, drift = false;
 
     for (;;) {
         struct pollfd pfd = {.fd = sfd, .events = POLLIN};
@@ -285,6 +316,7 @@ static void main_loop(daemon_ctx *ctx, int sfd)
             continue;
         methods_publish(ctx);
         notify_status(ctx);
+        drift_flag(ctx, &drift);
         /* The watchdog means "the sampler is alive", not "main is alive". */
         if (watchdog && sampler_progressed(ctx->smp))
             sd_notify(0, "WATCHDOG=1");

@@ -43,7 +43,7 @@ unitdir=${svc%/wattprofd.service}
 unitdir=${unitdir#"$root"}
 check "the unit folder $unitdir is on systemd's unit path" \
   grep -qx -- "$unitdir" <(systemd-analyze unit-paths)
-for u in wattprofd.socket wattprof-train.service wattprof-train.timer; do
+for u in wattprofd.socket wattprof-train.service wattprof-train.timer wattprof-train.path; do
   check "$u installed beside it" test -f "$root$unitdir/$u"
 done
 

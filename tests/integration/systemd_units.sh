@@ -30,7 +30,7 @@ sed -E "s|^(Exec[A-Za-z]*=)[^ ]*/wattprofd( \|$)|\1$BUILDDIR/daemon/wattprofd\2|
   "$BUILDDIR/systemd/wattprofd.service" >"$units/wattprofd.service"
 sed -E "s|^(ExecStart=)[^ ]*/wattprof( \|$)|\1$BUILDDIR/client/wattprof\2|" \
   "$BUILDDIR/systemd/wattprof-train.service" >"$units/wattprof-train.service"
-cp "$SRCDIR/systemd/wattprofd.socket" "$SRCDIR/systemd/wattprof-train.timer" "$units/"
+cp "$SRCDIR/systemd/wattprofd.socket" "$SRCDIR/systemd/wattprof-train.timer" "$SRCDIR/systemd/wattprof-train.path" "$units/"
 check "the test copy of wattprofd.service runs the built daemon" \
   grep -qx "ExecStart=$BUILDDIR/daemon/wattprofd --config .*/wattprof/wattprofd.conf" \
   "$units/wattprofd.service"
@@ -63,7 +63,7 @@ verify_fails() {
   fi
 }
 
-verify_ok ./wattprofd.service ./wattprofd.socket ./wattprof-train.service ./wattprof-train.timer
+verify_ok ./wattprofd.service ./wattprofd.socket ./wattprof-train.service ./wattprof-train.timer ./wattprof-train.path
 
 # The same check must be able to fail: a unit naming a binary that is not there.
 sed "s|^ExecStart=[^ ]*|ExecStart=$work/missing/wattprofd|" "$units/wattprofd.service" \
