@@ -29,7 +29,7 @@ W() {
 }
 
 "$PYTHON" - "$tmp" "$(id -u)" <<'PY'
-import json, sys
+import json, sys, time
 tmp, uid = sys.argv[1], int(sys.argv[2])
 model = {"format": "wattprof-model/1", "name": "query-test", "engine": "ridge",
          "target": ["package"], "events": ["perf::TASK-CLOCK"],
@@ -44,7 +44,11 @@ with open(f"{tmp}/run.trace", "w") as f:
         f.write(json.dumps(o) + "\n")
     put({"format": "wattprof-trace/1", "events": ["perf::TASK-CLOCK"],
          "zones": [{"id": "intel-rapl:0", "name": "package-0"}], "rate_hz": 50,
-         "boot_id": "00000000-0000-0000-0000-00000000abcd"})
+         "boot_id": "00000000-0000-0000-0000-00000000abcd",
+         # The 3 s of data end 5 s ago: a replay at --speed max of a trace
+         # without an offset would stamp them from now on, partly in the
+         # future, outside a query's default --until of now.
+         "realtime_offset_ns": time.time_ns() - 5 * 10**9 - (10**12 + 150 * dt)})
     for pid, start, comm in [(4001, 700, "alpha"), (4002, 701, "beta")]:
         put({"proc": {"pid": pid, "ppid": 1, "start": start, "uid": uid, "comm": comm,
                       "cmdline": comm + " --work", "cgroup": "/test"}})
