@@ -37,6 +37,8 @@ struct train_data {
  * negative interval for --per) and converts counts to rates with --per.
  * Errors are one line in err. */
 int train_data_load(struct train_data *d, const struct train_source *s, char *err, size_t errlen);
+/* Lists the features that are constant over the rows (kept, but reported). */
+int train_find_constants(struct train_data *d);
 void train_data_free(struct train_data *d);
 
 /* Fits `ro`'s engine on every row (one model per class) and writes the model

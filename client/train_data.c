@@ -75,7 +75,7 @@ static int check_rows(struct train_data *d, const struct train_source *s, const 
     return 0;
 }
 
-static int find_constants(struct train_data *d)
+int train_find_constants(struct train_data *d)
 {
     d->constant = malloc((d->p ? d->p : 1) * sizeof(size_t));
     if (!d->constant)
@@ -151,7 +151,7 @@ int train_data_load(struct train_data *d, const struct train_source *s, char *er
                 col[i] /= learn_table_col(d->t, d->p + 1)[i];
         d->x[j] = col;
     }
-    r = find_constants(d);
+    r = train_find_constants(d);
     if (r < 0)
         train_data_free(d);
     return r;

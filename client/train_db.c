@@ -307,21 +307,6 @@ static int fill_table(struct train_data *d, struct train_calib *cal, const doubl
     return 0;
 }
 
-static int find_constants(struct train_data *d)
-{
-    d->constant = malloc((d->p ? d->p : 1) * sizeof(size_t));
-    if (!d->constant)
-        return -ENOMEM;
-    for (size_t j = 0; j < d->p; j++) {
-        bool same = true;
-        for (size_t i = 1; i < d->n && same; i++)
-            same = d->x[j][i] == d->x[j][0];
-        if (same)
-            d->constant[d->n_constant++] = j;
-    }
-    return 0;
-}
-
 static int build(struct train_data *d, struct train_calib *cal, const store_calibration_row *rows,
                  size_t n, const char *db, const char *domains, char *err, size_t errlen)
 {
@@ -354,7 +339,7 @@ static int build(struct train_data *d, struct train_calib *cal, const store_cali
     if (r == 0)
         r = fill_table(d, cal, y, n);
     if (r == 0)
-        r = find_constants(d);
+        r = train_find_constants(d);
     free(y);
     return r;
 }

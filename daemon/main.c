@@ -327,18 +327,16 @@ static void main_loop(daemon_ctx *ctx, int sfd)
     }
 }
 
-static void log_start(const daemon_ctx *ctx, bool proc_connector_wanted)
+static void log_start(const daemon_ctx *ctx)
 {
     const rapl *power = sampler_rapl(ctx->smp);
     const sample_eventset *es = sampler_events(ctx->smp);
 
     log_info("wattprofd %s: model %s (sha256 %.12s%s), %zu events, %s", WATTPROF_VERSION,
              ctx->model->name, ctx->model->sha256,
-             ctx->model->training.present ? "" : ", uncalibrated", es->n,
-             power->n ? power->state : power->state);
+             ctx->model->training.present ? "" : ", uncalibrated", es->n, power->state);
     log_info("database %s, socket %s%s", ctx->cfg->db_path, ctx->cfg->socket_path,
              watches_everyone() ? "" : "; no CAP_PERFMON: watching only this user's processes");
-    (void)proc_connector_wanted;
 }
 
 static int run(config *cfg)
@@ -403,7 +401,7 @@ static int run(config *cfg)
         log_error("starting threads: %s", strerror(-r));
         goto out;
     }
-    log_start(&ctx, true);
+    log_start(&ctx);
     main_loop(&ctx, sfd);
     sd_notify(0, "STOPPING=1");
 out:

@@ -212,7 +212,7 @@ static bool param_present(json_object *params, const char *key)
 
 /* ---- GetStatus ----------------------------------------------------------------- */
 
-static json_object *zones_json(const rapl *power, const daemon_status *st)
+static json_object *zones_json(const rapl *power)
 {
     json_object *a = json_object_new_array();
 
@@ -233,7 +233,6 @@ static json_object *zones_json(const rapl *power, const daemon_status *st)
         json_object_object_add(z, "error", NULL);
         json_object_array_add(a, z);
     }
-    (void)st;
     return a;
 }
 
@@ -321,7 +320,7 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     json_object_object_add(
         o, "tick_p99_ms",
         json_object_new_double(isfinite(st->tick_p99_us) ? st->tick_p99_us / 1e3 : 0));
-    json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp), st));
+    json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp)));
     json_object_object_add(o, "events", events_json(sampler_events(ctx->smp), snap ? st : NULL));
     pthread_mutex_lock(&ctx->lock);
     json_object_object_add(o, "model", model_json(ctx->model, true, NAN));
