@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
+#include <netdb.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ int config_init(config *c, bool as_root)
     c->second_retention_s = 24 * 3600;
     c->minute_retention_s = 90 * 24 * 3600;
     c->replay_speed = 1;
+    c->exporter_grace_s = 60;
     if (as_root)
         snprintf(buf, sizeof(buf), "/var/lib/wattprof");
     else if (runtime)
@@ -61,6 +63,8 @@ void config_free(config *c)
     free(c->track_cgroup);
     free(c->record_path);
     free(c->replay_path);
+    free(c->exporter_listen);
+    util_strv_free(c->job_env, c->n_job_env);
     memset(c, 0, sizeof(*c));
 }
 
@@ -135,6 +139,82 @@ static int parse_duration(const char *v, int64_t *out)
     return 0;
 }
 
+/* "HOST:PORT", "[V6ADDR]:PORT" or a bare "PORT" (loopback: the endpoint
+ * shows every process's command and user, so it is private unless an
+ * address is asked for). Numeric addresses only: no name lookups at start. */
+static int parse_listen(config *c, const char *v)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
+                    *ai;
+    char host[256];
+    const char *port = strrchr(v, ':');
+
+    if (!port) {
+        port = v;
+        snprintf(host, sizeof(host), "127.0.0.1");
+    } else if (v[0] == '[' && port > v && port[-1] == ']')
+        snprintf(host, sizeof(host), "%.*s", (int)(port - v - 2), v + 1);
+    else
+        snprintf(host, sizeof(host), "%.*s", (int)(port - v), v), port++;
+    if (port[0] == ':')
+        port++;
+    if (!port[0] || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
+        atol(port) > 65535 || !host[0])
+        return -EINVAL;
+    if (getaddrinfo(host, port, &hints, &ai) != 0)
+        return -EINVAL;
+    memcpy(&c->exporter_addr, ai->ai_addr, ai->ai_addrlen);
+    c->exporter_addrlen = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return set_str(&c->exporter_listen, v);
+}
+
+#define ENV_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+
+static int parse_exporter(config *c, const char *key, const char *v)
+{
+    long n;
+
+    if (strcmp(key, "listen") == 0)
+        return parse_listen(c, v);
+    if (strcmp(key, "top_pids") == 0) {
+        if (util_parse_long(v, &n) < 0 || n < 0 || n > 100000)
+            return -EINVAL;
+        c->exporter_top_pids = (unsigned)n;
+        return 0;
+    }
+    if (strcmp(key, "grace") == 0) {
+        int64_t s;
+        if (parse_duration(v, &s) < 0)
+            return -EINVAL;
+        c->exporter_grace_s = (double)s;
+        return 0;
+    }
+    if (strcmp(key, "job_env") == 0) {
+        char **names;
+        size_t k;
+        if (util_split_list(v, ',', &names, &k) < 0)
+            return -EINVAL;
+        for (size_t i = 0; i < k; i++) {
+            char *name = names[i] + strspn(names[i], " \t");
+            size_t len = strspn(name, ENV_NAME_CHARS);
+            if (len == 0 || name[len + strspn(name + len, " \t")] != '\0') {
+                util_strv_free(names, k);
+                return -EINVAL;
+            }
+            memmove(names[i], name, len);
+            names[i][len] = '\0';
+        }
+        util_strv_free(c->job_env, c->n_job_env);
+        c->job_env = names;
+        c->n_job_env = k;
+        return 0;
+    }
+    return -ENOENT;
+}
+
 /* Returns 0 when the key is known and the value good, -ENOENT for an
  * unknown key, -EINVAL for a bad value. */
 static int config_set(config *c, const char *section, const char *key, const char *v)
@@ -189,6 +269,8 @@ static int config_set(config *c, const char *section, const char *key, const cha
             return parse_duration(v, &c->minute_retention_s);
         return -ENOENT;
     }
+    if (strcmp(section, "exporter") == 0)
+        return parse_exporter(c, key, v);
     return -ENOENT;
 }
 
