@@ -9,7 +9,8 @@
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
-#include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,33 +142,40 @@ static int parse_duration(const char *v, int64_t *out)
 
 /* "HOST:PORT", "[V6ADDR]:PORT" or a bare "PORT" (loopback: the endpoint
  * shows every process's command and user, so it is private unless an
- * address is asked for). Numeric addresses only: no name lookups at start. */
+ * address is asked for). Numeric addresses only, in their strict forms
+ * (inet_pton: "1.2.3" is not 1.2.0.3), and no name lookups at start. */
 static int parse_listen(config *c, const char *v)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV},
-                    *ai;
-    char host[256];
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&c->exporter_addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c->exporter_addr;
+    char host[INET6_ADDRSTRLEN + 1] = "127.0.0.1";
     const char *port = strrchr(v, ':');
+    size_t hl;
 
-    if (!port) {
-        port = v;
-        snprintf(host, sizeof(host), "127.0.0.1");
-    } else if (v[0] == '[' && port > v && port[-1] == ']')
-        snprintf(host, sizeof(host), "%.*s", (int)(port - v - 2), v + 1);
-    else
-        snprintf(host, sizeof(host), "%.*s", (int)(port - v), v), port++;
-    if (port[0] == ':')
+    if (port) {
+        bool v6 = v[0] == '[' && port > v && port[-1] == ']';
+        hl = (size_t)(port - v) - (v6 ? 2 : 0);
+        if (hl == 0 || hl >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, v + (v6 ? 1 : 0), hl);
+        host[hl] = '\0';
         port++;
+    } else
+        port = v;
     if (!port[0] || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
-        atol(port) > 65535 || !host[0])
+        atol(port) > 65535)
         return -EINVAL;
-    if (getaddrinfo(host, port, &hints, &ai) != 0)
+    memset(&c->exporter_addr, 0, sizeof(c->exporter_addr));
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)atol(port));
+        c->exporter_addrlen = sizeof(*in4);
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)atol(port));
+        c->exporter_addrlen = sizeof(*in6);
+    } else
         return -EINVAL;
-    memcpy(&c->exporter_addr, ai->ai_addr, ai->ai_addrlen);
-    c->exporter_addrlen = ai->ai_addrlen;
-    freeaddrinfo(ai);
     return set_str(&c->exporter_listen, v);
 }
 
