@@ -5,7 +5,9 @@
  * however slow, never holds anything the sampler waits for. A connection
  * that stalls is dropped after EXPORTER_TIMEOUT_S, and at most
  * EXPORTER_MAX_CONNECTIONS are open at once, so stalled scrapers cannot pile
- * up either. */
+ * up either. MHD_USE_AUTO picks epoll: the daemon holds a counter descriptor
+ * per event and process, so a scraper's socket is often above FD_SETSIZE,
+ * which select() (MHD's default) cannot wait on. */
 #include "daemon.h"
 #include "util/util.h"
 
@@ -139,7 +141,7 @@ int exporter_start(daemon_ctx *ctx, exporter **out, char *err, size_t errlen)
     }
     e->ctx = ctx;
     e->mhd = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, exporter_handle, e,
+        MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL, exporter_handle, e,
         MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)EXPORTER_TIMEOUT_S,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)EXPORTER_MAX_CONNECTIONS, MHD_OPTION_END);
     if (!e->mhd) {
