@@ -109,9 +109,13 @@ static int exporter_listen(const config *c, int *out, char *err, size_t errlen)
     int one = 1, e;
     int fd = socket(c->exporter_addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
+    /* wattprofd.service's RestrictAddressFamilies= answers EAFNOSUPPORT. */
     if (fd < 0)
-        return util_err(err, errlen, -errno, "[exporter] listen = %s: socket: %s",
-                        c->exporter_listen, strerror(errno));
+        return util_err(err, errlen, -errno, "[exporter] listen = %s: socket: %s%s",
+                        c->exporter_listen, strerror(errno),
+                        errno == EAFNOSUPPORT ? " (under wattprofd.service, allow IP sockets "
+                                                "with a drop-in: README, \"Clusters\")"
+                                              : "");
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(fd, (const struct sockaddr *)&c->exporter_addr, c->exporter_addrlen) < 0 ||
         listen(fd, 64) < 0) {
