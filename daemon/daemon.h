@@ -86,9 +86,6 @@ typedef struct live_proc {
     char unit[LABELS_UNIT_MAX];                      /* systemd unit, from the cgroup */
     char job[LABELS_JOB_MAX];                        /* batch job id, "" outside a job */
     uint64_t exited_mono_ns;                         /* CLOCK_MONOTONIC of the exit; 0 alive */
-    /* Already booked to the groups of the commands it had before an exec:
-     * its group counts only the rest, so no group's counter goes down. */
-    double base_j, base_standalone_j, base_cpu_s;
 } live_proc;
 
 /* Upper bounds of the lateness and tick-duration histogram buckets, in
@@ -127,9 +124,13 @@ typedef struct daemon_status {
     daemon_hist lateness, tick_work;
 } daemon_status;
 
-/* ---- Totals of gone processes (groups.c) ---------------------------------- */
+/* ---- Totals by command, user, unit and job (groups.c) --------------------- */
 
-/* The energy of the processes of one command, user, unit and job. */
+/* The energy of the processes of one command, user, unit and job, since
+ * the daemon started: every tick adds each process's share to its group,
+ * so the totals only ever grow (a sum recomputed from live and ended
+ * processes could shrink by a rounding error when a process ends, and
+ * Prometheus takes any decrease for a counter reset). */
 typedef struct group_total {
     uid_t uid;
     char comm[17];
@@ -144,8 +145,9 @@ typedef struct groups {
     size_t n, cap;
 } groups;
 
-/* Adds p's totals (and, when `live`, its power) to the group of its labels. */
-int groups_add(groups *g, const live_proc *p, bool live);
+/* Index in g->v of the group of these labels, added (zeroed) if new. */
+int groups_find(groups *g, uid_t uid, const char *comm, const char *unit, const char *job,
+                size_t *idx);
 /* A copy of `src` that `dst` owns (dst's old contents are freed). */
 int groups_copy(groups *dst, const groups *src);
 void groups_free(groups *g);
@@ -169,7 +171,7 @@ typedef struct snapshot {
     daemon_status st;
     live_proc *procs;
     size_t n_procs;
-    groups exited;       /* totals of every process that ended, since start */
+    groups groups;       /* totals of every process, live or ended, since start */
     recent_exits recent; /* ended within the grace period (when top_pids > 0) */
 } snapshot;
 

@@ -126,16 +126,6 @@ static void put_labels(FILE *f, struct user_cache *uc, const live_proc *pid, con
     fputs("\"} ", f);
 }
 
-/* Every process of the snapshot, live or ended, summed by its labels. */
-static int group_all(const snapshot *snap, groups *g)
-{
-    int r = groups_copy(g, &snap->exited);
-
-    for (size_t i = 0; r == 0 && i < snap->n_procs; i++)
-        r = groups_add(g, &snap->procs[i], true);
-    return r;
-}
-
 static void put_groups(FILE *f, struct user_cache *uc, const groups *g)
 {
     static const char *const names[] = {
@@ -319,7 +309,6 @@ int exposition_render(daemon_ctx *ctx, const snapshot *snap, char **out, size_t 
 {
     struct user_cache *uc = calloc(1, sizeof(*uc));
     char model_name[128], sha[65], targets[256];
-    groups g = {0};
     bool calibrated;
     FILE *f;
     int r;
@@ -333,12 +322,8 @@ int exposition_render(daemon_ctx *ctx, const snapshot *snap, char **out, size_t 
     model_labels(ctx, model_name, sha, targets, sizeof(targets), &calibrated);
     put_status(f, snap, model_name, sha, calibrated);
     put_host(f, ctx, snap, targets);
-    r = group_all(snap, &g);
-    if (r == 0) {
-        put_groups(f, uc, &g);
-        r = put_pids(f, uc, ctx->cfg, snap);
-    }
-    groups_free(&g);
+    put_groups(f, uc, &snap->groups);
+    r = put_pids(f, uc, ctx->cfg, snap);
     free(uc);
     if (fclose(f) != 0 && r == 0)
         r = -ENOMEM;

@@ -1,56 +1,43 @@
-/* groups: what wattprofd keeps of processes that ended, for the exporter.
+/* groups: the totals wattprofd keeps for the exporter.
  *
  * A cluster asks for energy per command, user, unit and job, and a counter
- * must never go backwards: the energy of a process that ends is folded into
- * the totals of its group, which live as long as the daemon. Per-pid
- * series are only for the few processes with the most energy, so of ended
- * processes only those are kept, and only for a grace period (long enough
- * for a scrape to see their final value). */
+ * must never go backwards: the sampler adds each tick's energy to the
+ * group of the process, and groups live as long as the daemon, so a process
+ * that ends leaves its energy there. Per-pid series are only for the few
+ * processes with the most energy, so of ended processes only those are
+ * kept, and only for a grace period (long enough for a scrape to see their
+ * final value). */
 #include "daemon.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static bool groups_match(const group_total *g, const live_proc *p)
-{
-    return g->uid == p->uid && strcmp(g->comm, p->comm) == 0 && strcmp(g->unit, p->unit) == 0 &&
-           strcmp(g->job, p->job) == 0;
-}
-
-static group_total *groups_find(groups *g, const live_proc *p)
+int groups_find(groups *g, uid_t uid, const char *comm, const char *unit, const char *job,
+                size_t *idx)
 {
     for (size_t i = 0; i < g->n; i++)
-        if (groups_match(&g->v[i], p))
-            return &g->v[i];
+        if (g->v[i].uid == uid && strcmp(g->v[i].comm, comm) == 0 &&
+            strcmp(g->v[i].unit, unit) == 0 && strcmp(g->v[i].job, job) == 0) {
+            *idx = i;
+            return 0;
+        }
     if (g->n == g->cap) {
         size_t ncap = g->cap ? g->cap * 2 : 16;
         group_total *n = realloc(g->v, ncap * sizeof(*n));
         if (!n)
-            return NULL;
+            return -ENOMEM;
         g->v = n;
         g->cap = ncap;
     }
-    group_total *t = &g->v[g->n++];
+    group_total *t = &g->v[g->n];
     memset(t, 0, sizeof(*t));
-    t->uid = p->uid;
-    memcpy(t->comm, p->comm, sizeof(t->comm));
-    memcpy(t->unit, p->unit, sizeof(t->unit));
-    memcpy(t->job, p->job, sizeof(t->job));
-    return t;
-}
-
-int groups_add(groups *g, const live_proc *p, bool live)
-{
-    group_total *t = groups_find(g, p);
-
-    if (!t)
-        return -ENOMEM;
-    t->energy_j += p->total_j - p->base_j;
-    t->standalone_j += p->total_standalone_j - p->base_standalone_j;
-    t->cpu_s += p->total_cpu_s - p->base_cpu_s;
-    if (live)
-        t->power_w += p->power_w;
+    t->uid = uid;
+    snprintf(t->comm, sizeof(t->comm), "%s", comm);
+    snprintf(t->unit, sizeof(t->unit), "%s", unit);
+    snprintf(t->job, sizeof(t->job), "%s", job);
+    *idx = g->n++;
     return 0;
 }
 

@@ -38,8 +38,9 @@ struct tracked {
     double sec_j, sec_standalone_j, sec_cpu_s;  /* the second being accumulated */
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
-    double base_j, base_standalone_j, base_cpu_s; /* see live_proc */
     char unit[LABELS_UNIT_MAX], job[LABELS_JOB_MAX];
+    size_t group; /* in sampler.groups, when has_group */
+    bool has_group;
     /* A replayed process described before the first tick: its description
      * waits for the first tick's time (a replay must not use the wall clock,
      * or two replays of one file would store different rows). */
@@ -108,7 +109,7 @@ struct sampler {
     snapshot *snap;
 
     /* for the exporter: totals since start */
-    groups exited;
+    groups groups;
     recent_exits recent;
     uint64_t n_exited;
     double total_measured_j, total_modeled_j, total_idle_j, total_unattr_j;
@@ -316,10 +317,7 @@ static live_proc to_live(const struct tracked *t)
                    .cpu = t->last_cpu,
                    .total_j = t->total_j,
                    .total_standalone_j = t->total_standalone_j,
-                   .total_cpu_s = t->total_cpu_s,
-                   .base_j = t->base_j,
-                   .base_standalone_j = t->base_standalone_j,
-                   .base_cpu_s = t->base_cpu_s};
+                   .total_cpu_s = t->total_cpu_s};
 
     memcpy(p.comm, t->comm, sizeof(p.comm));
     memcpy(p.unit, t->unit, sizeof(p.unit));
@@ -327,17 +325,13 @@ static live_proc to_live(const struct tracked *t)
     return p;
 }
 
-/* Before a process takes a new command name: what it used so far stays
- * with the group of the old one. */
-static void book_to_group(sampler *s, struct tracked *t)
+/* The group a process's energy goes to from now on: after an exec, what it
+ * used so far stays with its old command. */
+static void join_group(sampler *s, struct tracked *t)
 {
-    live_proc p = to_live(t);
-
-    if (groups_add(&s->exited, &p, false) < 0)
-        return;
-    t->base_j = t->total_j;
-    t->base_standalone_j = t->total_standalone_j;
-    t->base_cpu_s = t->total_cpu_s;
+    t->has_group = groups_find(&s->groups, t->uid, t->comm, t->unit, t->job, &t->group) == 0;
+    if (!t->has_group)
+        log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
 }
 
 static int64_t sampler_clock(sampler *s);
@@ -378,6 +372,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     labels_job_cgroup(info->cgroup, t->job);
     if (!t->job[0] && cp)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
+    join_group(s, t);
     s->procs[s->n++] = t;
     if (s->rep && s->last_ns == 0) {
         t->pending = *info;
@@ -488,8 +483,8 @@ static void refresh_comm(sampler *s, pid_t pid)
         return;
     }
     if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
-        book_to_group(s, t);
         memcpy(t->comm, info.comm, sizeof(t->comm));
+        join_group(s, t);
         store_proc_info pi = {.t_ns = sampler_clock(s),
                               .pid = pid,
                               .start_time = t->start,
@@ -543,8 +538,8 @@ static void reap(sampler *s)
         }
         live_proc p = to_live(t);
         p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
-        if (groups_add(&s->exited, &p, false) < 0 || recent_add(&s->recent, &p) < 0)
-            log_warning("out of memory: the exporter loses pid %d's energy", (int)t->pid);
+        if (recent_add(&s->recent, &p) < 0)
+            log_warning("out of memory: the exporter drops pid %d's series", (int)t->pid);
         s->n_exited++;
         store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
         if (s->rec)
@@ -624,8 +619,8 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
             struct tracked *t = find_start(s, info.pid, info.start_ticks);
             if (t) {
                 if (strcmp(t->comm, info.comm) != 0) {
-                    book_to_group(s, t);
                     memcpy(t->comm, info.comm, sizeof(t->comm));
+                    join_group(s, t);
                 }
             } else if (track_wanted(s, &info))
                 add_tracked(s, &info, NULL);
@@ -773,6 +768,12 @@ static void account(sampler *s, double dt)
         t->total_j += s->ap[i].attributed_j;
         t->total_standalone_j += s->ap[i].standalone_j;
         t->total_cpu_s += cpu;
+        if (t->has_group) {
+            group_total *g = &s->groups.v[t->group];
+            g->energy_j += s->ap[i].attributed_j;
+            g->standalone_j += s->ap[i].standalone_j;
+            g->cpu_s += cpu;
+        }
         s->sec_cpu_s += cpu;
         for (size_t e = 0; e < s->es->n; e++)
             s->sec_ratio_sum[e] += t->ratio[e];
@@ -802,7 +803,7 @@ void snapshot_unref(snapshot *snap)
     free(snap->procs);
     free(snap->st.event_ratio);
     free(snap->st.zone_total_j);
-    groups_free(&snap->exited);
+    groups_free(&snap->groups);
     recent_free(&snap->recent);
     free(snap);
 }
@@ -883,11 +884,18 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->tick_work = s->work_hist;
 }
 
-/* What the exporter needs beyond status: the totals of ended processes and
- * the recently ended ones with the most energy. */
+/* What the exporter needs beyond status: the totals by command, user, unit
+ * and job (with the power of their live processes), and the recently ended
+ * processes with the most energy. */
 static int publish_exits(sampler *s, snapshot *snap)
 {
     size_t nz = s->power->n;
+
+    for (size_t i = 0; i < s->groups.n; i++)
+        s->groups.v[i].power_w = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->has_group)
+            s->groups.v[s->procs[i]->group].power_w += s->procs[i]->last_w;
 
     if (s->cfg->exporter_grace_s > 0) {
         uint64_t now = util_now_ns(CLOCK_MONOTONIC),
@@ -896,7 +904,7 @@ static int publish_exits(sampler *s, snapshot *snap)
     } else
         s->recent.n = 0;
     if (!(snap->st.zone_total_j = calloc(nz + 1, sizeof(double))) ||
-        groups_copy(&snap->exited, &s->exited) < 0 ||
+        groups_copy(&snap->groups, &s->groups) < 0 ||
         !(snap->recent.v = calloc(s->recent.n + 1, sizeof(live_proc))))
         return -ENOMEM;
     memcpy(snap->st.zone_total_j, s->zone_total_j, nz * sizeof(double));
@@ -1216,7 +1224,7 @@ void sampler_free(sampler *s)
     free(s->zone_delta);
     free(s->sec_ratio_sum);
     free(s->zone_total_j);
-    groups_free(&s->exited);
+    groups_free(&s->groups);
     recent_free(&s->recent);
     free(s->lateness.v);
     free(s->tick_work.v);
