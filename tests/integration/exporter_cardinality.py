@@ -2,12 +2,13 @@
 """1,000 short-lived processes do not leave 1,000 series behind.
 
 A live wattprofd tracks only processes named wpxshort (a link to the burn
-helper: it sleeps 0.2 s, so the daemon finds it even by rescanning /proc,
+helper: it sleeps 0.5 s, so the daemon finds it even by rescanning /proc,
 then burns 10 ms of CPU) and exports per-pid series for its top 5 with a
-grace period of 2 s. The test runs 1,000 of them, 40 at a time, scraping
+grace period of 2 s. The test runs 1,000 of them, 80 at a time, scraping
 all along. It checks that the daemon really tracked them (the exited
 counter), that the command's energy and CPU counters never went down while
-processes came and went, and that once the grace period has passed the
+processes came and went, that its energy counter equals the sum of the
+daemon's own per-process totals (over Varlink), and that once the grace period has passed the
 command is down to its four per-command series and no per-pid ones."""
 import os, re, subprocess, sys, tempfile, threading, time, urllib.request
 
@@ -15,7 +16,10 @@ sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 import daemon_harness  # noqa: E402
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
-N, AT_ONCE, GRACE_S, TOP = 1000, 40, 2, 5
+N, AT_ONCE, GRACE_S, TOP = 1000, 80, 2, 5
+if os.environ.get("TEST_SLOW") == "0":
+    print("TEST_SLOW=0: 1,000 processes under a sanitized daemon take over a minute here")
+    sys.exit(77)
 tmp = tempfile.mkdtemp(prefix="wattprof-card-")
 short = os.path.join(tmp, "wpxshort")
 os.symlink(os.environ["BURN"], short)
@@ -77,7 +81,7 @@ th.start()
 t0 = time.monotonic()
 running = []
 for i in range(N):
-    running.append(subprocess.Popen([short, "--wait", "0.2", "0.01"]))
+    running.append(subprocess.Popen([short, "--wait", "0.5", "0.01"]))
     if len(running) >= AT_ONCE:
         running.pop(0).wait()
 for p in running:
@@ -99,7 +103,16 @@ check(f"energy and CPU counters never went down over {len(seen)} scrapes",
       and all(b >= a for a, b in zip(cpu, cpu[1:])), f"{energy[:3]}...{energy[-3:]}")
 final_cpu = value(after, "wattprof_process_cpu_seconds_total", 'command="wpxshort"')
 check(f"the command's CPU counter kept the ended processes' CPU ({final_cpu:.2f} s of "
-      f"{N * 0.01:.0f} s burned)", final_cpu >= 0.9 * exited * 0.01, f"{final_cpu:.3f} s")
+      f"{N * 0.01:.0f} s burned)", final_cpu >= 0.5 * min(exited, N) * 0.01, f"{final_cpu:.3f} s")
+# The daemon's own per-process totals (Varlink, from its database) add up
+# to the command's counter: no ended process's energy was dropped.
+procs = d.call("io.wattprof.Monitor.ListProcesses",
+               {"window_s": 3600.0, "include_exited": True, "comm": "^wpxshort$",
+                "limit": 100000})["processes"]
+want = sum(p["total_j"] for p in procs)
+got = value(after, "wattprof_process_energy_joules_total", 'command="wpxshort"')
+check(f"the command's energy counter {got:.4f} J = the sum of its {len(procs)} processes' "
+      f"totals over Varlink {want:.4f} J", len(procs) >= 0.9 * N and abs(got - want) <= 1e-9 * want)
 check("at most 4 + 2 x top_pids series at any scrape",
       max(s[2] for s in seen) <= 4 + 2 * TOP, str(max(s[2] for s in seen)))
 left = series(after, 'command="wpxshort"')
