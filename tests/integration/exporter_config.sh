@@ -15,7 +15,12 @@ cleanup() {
 trap cleanup EXIT
 wattprofd=$BUILDDIR/daemon/wattprofd
 printf '%s\n' '{"format":"wattprof-trace/1","events":["perf::TASK-CLOCK"],"zones":[],"rate_hz":50,"boot_id":"00000000-0000-0000-0000-000000000000"}' \
-  '{"tick":{"t":1000000000000,"dt":20000000,"energy_j":[],"procs":[]}}' >"$tmp/one.trace"
+  >"$tmp/one.trace"
+# A process whose name is not UTF-8 (byte 0xff; the kernel takes any bytes).
+printf '{"proc":{"pid":7,"ppid":1,"start":9,"uid":0,"comm":"bad\377name","cmdline":"x","cgroup":"/t"}}\n' \
+  >>"$tmp/one.trace"
+printf '%s\n' '{"tick":{"t":1000000000000,"dt":20000000,"energy_j":[],"procs":[{"pid":7,"start":9,"d":[10000000],"r":[1]}]}}' \
+  >>"$tmp/one.trace"
 cat >"$tmp/model.json" <<'JSON'
 {"format": "wattprof-model/1", "name": "one-event", "engine": "ridge", "target": ["package"],
  "events": ["perf::TASK-CLOCK"], "scaler": {"min": [0], "max": [1e9]},
@@ -79,4 +84,14 @@ except urllib.error.HTTPError as e:
 for _ in $(seq 50); do [ "$(code "$url")" = 200 ] && break; sleep 0.1; done
 check "GET /metrics answers 200" test "$(code "$url")" = 200
 check "another path answers 404" test "$(code "${url%/metrics}/other")" = 404
+# A command name that is not UTF-8 (the kernel takes any bytes) becomes U+FFFD:
+# Prometheus would reject the whole scrape otherwise.
+"$PYTHON" -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())' \
+  "$url" >"$tmp/metrics"
+check "the bad byte is exported as U+FFFD" grep -q 'command="bad'$'\xef\xbf\xbd''name"' "$tmp/metrics"
+if command -v promtool >/dev/null; then
+  check "promtool check metrics accepts it" promtool check metrics <"$tmp/metrics"
+else
+  skip_note "promtool (Debian package prometheus) is not installed"
+fi
 finish

@@ -50,8 +50,11 @@ NODES = {
               (5002, 101, "solver", slurm(77, 1), 0.4, TICKS // 2),
               (5003, 102, "sshd", "/system.slice/ssh.service", 0.1, None)],
     "node2": [(6001, 200, "prep", slurm(77, 0), 0.6, None),
-              (6002, 201, "post", slurm(88, 0), 0.2, None)],
+              (6002, 201, "post", slurm(88, 0), 0.2, None),
+              # A name that needs escaping in the exposition.
+              (6003, 202, 'q"b\\s\nd', slurm(88, 1), 0.05, None)],
 }
+AWKWARD = 'q"b\\s\nd'  # (a byte that is not UTF-8: exporter_config.sh)
 RENAME = ("node2", 6001, 200, TICKS // 3, "solver")  # prep execs solver
 
 
@@ -233,6 +236,10 @@ scrape_configs:
         check("the exec'd process's energy is split between its two commands",
               sorted(renamed) == ["prep", "solver"] and all(v > 0 for v in renamed.values()),
               str(renamed))
+        odd = [r["metric"]["command"] for r in query(
+            prom, 'wattprof_process_energy_joules_total{instance="node2",job_id="88"}')]
+        check("a command with a quote, a backslash and a newline arrives intact", AWKWARD in odd,
+              str(odd))
         pids = query(prom, 'wattprof_pid_energy_joules_total{instance="node1"}')
         check("node1 exports per-pid series for its top 2 only, one of them ended",
               sorted(r["metric"]["pid"] for r in pids) == ["5001", "5002"],
