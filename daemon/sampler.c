@@ -336,6 +336,17 @@ static void join_group(sampler *s, struct tracked *t)
 
 static int64_t sampler_clock(sampler *s);
 
+/* A recording carries the job a replay cannot read from the environment. */
+static void record_proc(sampler *s, const procs_info *info, const struct tracked *t)
+{
+    procs_info rec = *info;
+    char from_cgroup[LABELS_JOB_MAX];
+
+    labels_job_cgroup(info->cgroup, from_cgroup);
+    snprintf(rec.job, sizeof(rec.job), "%s", from_cgroup[0] ? "" : t->job);
+    trace_write_proc(s->rec, &rec);
+}
+
 static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 {
     struct tracked *t = calloc(1, sizeof(*t));
@@ -372,6 +383,8 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     labels_job_cgroup(info->cgroup, t->job);
     if (!t->job[0] && cp)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
+    else if (!t->job[0]) /* a replay: the recording's */
+        snprintf(t->job, sizeof(t->job), "%s", info->job);
     join_group(s, t);
     s->procs[s->n++] = t;
     if (s->rep && s->last_ns == 0) {
@@ -390,7 +403,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
                           .uid = info->uid};
     store_push_proc_info(s->st, &pi);
     if (s->rec)
-        trace_write_proc(s->rec, info);
+        record_proc(s, info, t);
     return 0;
 }
 
@@ -494,7 +507,7 @@ static void refresh_comm(sampler *s, pid_t pid)
                               .uid = info.uid};
         store_push_proc_info(s->st, &pi);
         if (s->rec)
-            trace_write_proc(s->rec, &info);
+            record_proc(s, &info, t);
     }
     procs_info_clear(&info);
 }

@@ -152,6 +152,8 @@ uint64_t rapl_wrap_delta(uint64_t prev, uint64_t now, uint64_t range);
  * Which processes exist, who they are, and when they come and go. A pid is
  * reused, so a process's identity is (boot id, pid, start time). */
 
+#define PROCS_JOB_MAX 64
+
 typedef struct procs_info {
     pid_t pid, ppid;
     uint64_t start_ticks; /* field 22 of /proc/PID/stat, clock ticks since boot */
@@ -160,6 +162,9 @@ typedef struct procs_info {
     char *cmdline; /* malloc'd, arguments joined by spaces ("" for kernel threads) */
     char *cgroup;  /* malloc'd, unified-hierarchy path ("/system.slice/x.service") */
     bool kernel_thread;
+    /* A batch job id the cgroup path does not show (from the environment):
+     * carried by records only, "" when none; procs_read_info leaves it. */
+    char job[PROCS_JOB_MAX];
 } procs_info;
 
 /* Reads /proc/PID/{stat,status,cmdline,cgroup}. -ESRCH when the process is
@@ -260,7 +265,7 @@ void trace_reader_close(trace_reader *r);
  * process belongs to. Read once, when a process is first tracked. */
 
 #define LABELS_UNIT_MAX 128
-#define LABELS_JOB_MAX 64
+#define LABELS_JOB_MAX PROCS_JOB_MAX
 
 /* The systemd unit of a unified-hierarchy cgroup path: its first component
  * that is not a slice ("/system.slice/ssh.service/x" -> "ssh.service",
