@@ -87,6 +87,8 @@ typedef struct daemon_status {
     bool drift_flagged;
     double untracked_cpu; /* host busy CPU not seen by any tracked process, s/s */
     size_t tracked;
+    double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
+    size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
     bool proc_connector;
     char idle_source[64];
     double *event_ratio; /* mean running/enabled per event over the last second */
