@@ -39,6 +39,8 @@ typedef struct config {
     unsigned max_clients;   /* 64 */
     double drift_threshold; /* relative error that is flagged; 0.10 */
     double rescan_s;        /* /proc rescan period; 5 (1 without the proc connector) */
+    int sampler_priority;   /* [sampler] priority: SCHED_FIFO priority of the sampling
+                               thread, 1..99; 0 = normal scheduling (the default) */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -951,12 +952,32 @@ static void *replay_loop(void *arg)
     return NULL;
 }
 
+/* [sampler] priority: on a busy machine a normal thread can wait a few ms
+ * in the run queue after its timer fires; a real-time one does not. Only
+ * this thread: the store writer and the socket stay ordinary. */
+static void set_priority(const sampler *s)
+{
+    struct sched_param sp = {.sched_priority = s->cfg->sampler_priority};
+    int r;
+
+    if (sp.sched_priority == 0)
+        return;
+    r = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+    if (r != 0)
+        log_warning("[sampler] priority %d: %s; the sampling thread keeps normal scheduling "
+                    "(it needs CAP_SYS_NICE or LimitRTPRIO=)",
+                    sp.sched_priority, strerror(r));
+    else
+        log_info("sampling thread: SCHED_FIFO priority %d", sp.sched_priority);
+}
+
 static void *hardware_loop(void *arg)
 {
     sampler *s = arg;
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     struct itimerspec its = {0};
 
+    set_priority(s);
     if (tfd < 0) {
         log_error("timerfd_create: %s", strerror(errno));
         return NULL;
