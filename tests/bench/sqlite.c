@@ -3,7 +3,8 @@
  *
  *   real   N SECONDS DB          50 Hz for SECONDS of wall time through
  *                                lib/store (default configuration): the
- *                                rows and bytes of a real run.
+ *                                rows of a real run, and the size in use
+ *                                sampled every second ("used").
  *   replay N SIM_SECONDS DB DAY  the same records, one tick per simulated
  *                                second, at full speed, with the store's
  *                                data clock and every retention scaled so
