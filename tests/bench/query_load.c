@@ -146,7 +146,10 @@ static json_object *read_reply(const char *path)
     json_object *o = json_object_from_file(path);
 
     if (!o || !json_object_is_type(o, json_type_object)) {
-        fprintf(stderr, "%s: not a JSON object: %s\n", path, json_util_get_last_err());
+        const char *why = o ? "not a JSON object" : json_util_get_last_err();
+        /* json-c's message ends in a newline of its own */
+        fprintf(stderr, "%s: cannot use as a reply: %.*s\n", path,
+                why ? (int)strcspn(why, "\n") : 10, why ? why : "unreadable");
         json_object_put(o);
         return NULL;
     }
@@ -157,7 +160,7 @@ static int run_serve(const char *socket, const char *status_path, const char *pr
 {
     char err[UTIL_ERRLEN];
     rpc_server_config cfg = {.max_clients = 1000, .priv_gid = (gid_t)-1};
-    json_object *status = read_reply(status_path), *procs = read_reply(procs_path);
+    json_object *status = read_reply(status_path), *procs = status ? read_reply(procs_path) : NULL;
     rpc_server *srv = NULL;
     sigset_t set;
     int fd, sig, r = status && procs ? 0 : -EINVAL;
