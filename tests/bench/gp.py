@@ -25,6 +25,8 @@ import time
 import numpy as np
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchjson import Summary, spread  # noqa: E402
 D, N_TEST = 15, 500
 
 
@@ -74,6 +76,7 @@ def main():
     print(f"| n | wattprof s | scikit-learn s (in Python) | speed-up | wattprof MiB "
           f"| scikit-learn MiB | LML wattprof | LML scikit-learn |")
     print("|---|---|---|---|---|---|---|---|")
+    sm = Summary()
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(s) for s in a.sizes.split(",")):
             X, y, names, (train, test) = dataset(n, tmp)
@@ -96,9 +99,16 @@ def main():
             mo = statistics.median(r[1] for r in ours)
             mt = statistics.median(r[1] for r in theirs)
             inner = statistics.median(json.loads(r[2])["seconds"] for r in theirs)
+            how_s = "fixed hyperparameters" if a.fixed else f"fit with {a.restarts} restarts"
+            sm.figure(f"Gaussian process, n = {n}, {how_s}, s",
+                      spread([r[0] for r in ours]), spread([r[0] for r in theirs]),
+                      "scikit-learn GaussianProcessRegressor process",
+                      f"{tt / to:.2f}× (wattprof faster when > 1)",
+                      note=f"scikit-learn inside Python {inner:.2f} s; LML {lml_o:.4f} vs {lml_t:.4f}")
             print(f"| {n} | {to:.2f} | {tt:.2f} ({inner:.2f}) | {tt / to:.2f}x ({inner / to:.2f}x) "
                   f"| {mo:.0f} | {mt:.0f} "
                   f"| {lml_o:.4f} | {lml_t:.4f} |", flush=True)
+    sm.emit()
 
 
 if __name__ == "__main__":
