@@ -5,7 +5,13 @@
  *
  * Everything goes through one Cholesky factor of K = k(X, X) (+ jitter):
  * alpha = K^-1 (y - m(X)) gives the mean, L^-1 k(X, x*) the variance, and
- * K^-1 itself the gradient (R&W 5.9) and the closed-form leave-one-out. */
+ * K^-1 itself the gradient (R&W 5.9) and the closed-form leave-one-out.
+ *
+ * The O(n^3) steps, the factorisation and the inverse, are LAPACK's dpotrf
+ * and dpotri (OpenBLAS's blocked, vectorised ones); everything else stays
+ * with GSL, whose BLAS calls OpenBLAS answers too. Our matrices are
+ * row-major, LAPACK's column-major: a symmetric matrix is its own
+ * transpose, so LAPACK's upper triangle is our lower one. */
 #include "learn/gp_internal.h"
 #include "util/util.h"
 
@@ -13,6 +19,7 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_linalg.h>
+#include <lapack.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,16 +207,16 @@ double *gp_scaled_rows(const gp_model *m, const double *const *cols, size_t n)
     return X;
 }
 
-/* Cholesky factor of K in place, adding jitter to its diagonal while K is
- * numerically singular. GSL reports a matrix that is not positive definite
- * through its process-wide error handler, which aborts by default, so the
- * handler is off for the call. */
+/* Cholesky factor of K in place (lower triangle), adding jitter to its
+ * diagonal while K is not positive definite or is numerically singular.
+ * dpotrf leaves the upper triangle, K itself, alone, and GSL's rcond reads
+ * K's norm from there. */
 static int cholesky(double *K, size_t n, double *jitter)
 {
     gsl_matrix_view A = gsl_matrix_view_array(K, n, n);
     double *diag = malloc(n * sizeof(double)), mean = 0, rcond = 0, jit = 0;
     gsl_vector *work = gsl_vector_alloc(3 * n);
-    gsl_error_handler_t *old;
+    lapack_int ln = (lapack_int)n, info;
     int r = -EDOM;
 
     if (!diag || !work) {
@@ -219,24 +226,22 @@ static int cholesky(double *K, size_t n, double *jitter)
     }
     for (size_t i = 0; i < n; i++)
         mean += (diag[i] = K[i * n + i]) / (double)n;
-    old = gsl_set_error_handler_off();
     for (;;) {
-        if (gsl_linalg_cholesky_decomp1(&A.matrix) == 0 &&
-            gsl_linalg_cholesky_rcond(&A.matrix, &rcond, work) == 0 && rcond >= GP_RCOND_MIN) {
+        LAPACK_dpotrf("U", &ln, K, &ln, &info);
+        if (info == 0 && gsl_linalg_cholesky_rcond(&A.matrix, &rcond, work) == 0 &&
+            rcond >= GP_RCOND_MIN) {
             r = 0;
             break;
         }
         jit = jit == 0 ? GP_JITTER_FIRST * mean : jit * 10;
         if (!(mean > 0) || jit > GP_JITTER_LAST * mean)
             break;
-        /* decomp1 leaves the upper triangle alone: restore the lower one */
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++) { /* restore the lower triangle from the upper */
             for (size_t j = 0; j < i; j++)
                 K[i * n + j] = K[j * n + i];
             K[i * n + i] = diag[i] + jit;
         }
     }
-    gsl_set_error_handler(old);
     *jitter = jit;
     free(diag);
     gsl_vector_free(work);
@@ -304,17 +309,24 @@ static int factorise(const gp_model *m, struct gp_work *w, bool want_jac)
     return 0;
 }
 
-/* K^-1 from the factor in w->K, into a new n x n buffer. */
+/* K^-1 from the factor in w->K, into a new n x n buffer, both triangles. */
 static double *inverse(const struct gp_work *w)
 {
     size_t n = w->n;
+    lapack_int ln = (lapack_int)n, info;
     double *inv = malloc(n * n * sizeof(double));
 
     if (!inv)
         return NULL;
     memcpy(inv, w->K, n * n * sizeof(double));
-    gsl_matrix_view V = gsl_matrix_view_array(inv, n, n);
-    gsl_linalg_cholesky_invert(&V.matrix);
+    LAPACK_dpotri("U", &ln, inv, &ln, &info);
+    if (info != 0) { /* a zero on L's diagonal: cholesky() never returns one */
+        free(inv);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < i; j++)
+            inv[j * n + i] = inv[i * n + j];
     return inv;
 }
 
