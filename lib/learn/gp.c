@@ -309,25 +309,19 @@ static int factorise(const gp_model *m, struct gp_work *w, bool want_jac)
     return 0;
 }
 
-/* K^-1 from the factor in w->K, into a new n x n buffer, both triangles. */
-static double *inverse(const struct gp_work *w)
+/* K^-1 from the factor L into inv (n x n, both triangles). */
+static int inverse(const double *L, size_t n, double *inv)
 {
-    size_t n = w->n;
     lapack_int ln = (lapack_int)n, info;
-    double *inv = malloc(n * n * sizeof(double));
 
-    if (!inv)
-        return NULL;
-    memcpy(inv, w->K, n * n * sizeof(double));
+    memcpy(inv, L, n * n * sizeof(double));
     LAPACK_dpotri("U", &ln, inv, &ln, &info);
-    if (info != 0) { /* a zero on L's diagonal: cholesky() never returns one */
-        free(inv);
-        return NULL;
-    }
+    if (info != 0) /* a zero on L's diagonal: cholesky() never returns one */
+        return -EDOM;
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < i; j++)
             inv[j * n + i] = inv[i * n + j];
-    return inv;
+    return 0;
 }
 
 int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad)
@@ -337,10 +331,13 @@ int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad)
 
     if (r < 0 || !grad)
         return r;
-    /* dL/dtheta = 1/2 tr((alpha alpha' - K^-1) dK/dtheta) */
-    free(w->W);
-    if (!(w->W = inverse(w)))
+    /* dL/dtheta = 1/2 tr((alpha alpha' - K^-1) dK/dtheta); W stays
+     * allocated between evaluations, as fresh pages of n^2 doubles cost
+     * page faults every time. */
+    if (!w->W && !(w->W = malloc(n * n * sizeof(double))))
         return -ENOMEM;
+    if ((r = inverse(w->K, n, w->W)) < 0)
+        return r;
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
             w->W[a * n + b] = w->alpha[a] * w->alpha[b] - w->W[a * n + b];
@@ -495,13 +492,17 @@ int gp_predict(const gp_model *m, const double *const *cols, size_t n, double *m
 int gp_loo_closed(const gp_model *m, double *mean, double *var)
 {
     size_t n = m->n;
-    struct gp_work w = {.K = m->L, .n = n};
     double *inv;
+    int r;
 
     if (!m->L)
         return -EINVAL;
-    if (!(inv = inverse(&w)))
+    if (!(inv = malloc(n * n * sizeof(double))))
         return -ENOMEM;
+    if ((r = inverse(m->L, n, inv)) < 0) {
+        free(inv);
+        return r;
+    }
     for (size_t i = 0; i < n; i++) {
         double kii = inv[i * n + i];
         mean[i] = m->y[i] - m->alpha[i] / kii;
