@@ -413,6 +413,62 @@ int gp_condition(gp_model *m, const gp_data *data, char *err, size_t errlen)
     return 0;
 }
 
+/* y = m(X) + (K + jitter I) alpha, the targets the saved weights came from
+ * (gp_loo_closed needs them); K is still whole here. */
+static int restore_targets(gp_model *m, const double *K, const double *const *cols)
+{
+    size_t n = m->n;
+    int r = gp_meanfn_eval(m->mean, cols, n, m->y, NULL);
+
+    for (size_t i = 0; r == 0 && i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            m->y[i] += K[i * n + j] * m->alpha[j];
+    return r;
+}
+
+int gp_restore(gp_model *m, const double *raw, size_t n, const double *alpha, double jitter,
+               double lml)
+{
+    size_t d = m->d;
+    const double *cols[d ? d : 1];
+    lapack_int ln = (lapack_int)n, info;
+    int r;
+
+    drop_data(m);
+    for (size_t j = 0; j < d; j++)
+        cols[j] = raw + j * n;
+    m->X = gp_scaled_rows(m, cols, n);
+    m->raw = malloc(n * (d ? d : 1) * sizeof(double));
+    m->y = malloc(n * sizeof(double));
+    m->L = malloc(n * n * sizeof(double));
+    m->alpha = malloc(n * sizeof(double));
+    if (!m->X || !m->raw || !m->y || !m->L || !m->alpha) {
+        drop_data(m);
+        return -ENOMEM;
+    }
+    memcpy(m->raw, raw, n * d * sizeof(double));
+    memcpy(m->alpha, alpha, n * sizeof(double));
+    m->n = n;
+    for (size_t j = 0; j < d; j++)
+        cols[j] = m->raw + j * n;
+    r = gp_kernel_matrix(m->k, m->X, n, m->X, n, true, m->L);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        m->L[i * n + i] += jitter;
+    if (r == 0)
+        r = restore_targets(m, m->L, cols);
+    if (r == 0) {
+        LAPACK_dpotrf("U", &ln, m->L, &ln, &info);
+        r = info == 0 ? 0 : -EDOM;
+    }
+    if (r < 0) {
+        drop_data(m);
+        return r;
+    }
+    m->jitter = jitter;
+    m->lml = lml;
+    return 0;
+}
+
 double gp_log_marginal_likelihood(const gp_model *m)
 {
     return m->lml;

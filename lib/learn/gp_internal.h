@@ -47,6 +47,12 @@ void gp_work_free(struct gp_work *w);
 /* lml (and grad, when not NULL) at m's current hyperparameters; -EDOM when
  * K cannot be factorised or the mean is not finite. */
 int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad);
+/* Conditions m (its hyperparameters and scaling set) on a saved state
+ * instead of data: raw is d x n column-major, alpha the saved weights, and
+ * K gets the saved jitter on its diagonal, so that L and the predictions
+ * are those of the model that was saved. */
+int gp_restore(gp_model *m, const double *raw, size_t n, const double *alpha, double jitter,
+               double lml);
 /* n rows of scaled kernel inputs from raw columns (malloc'd). */
 double *gp_scaled_rows(const gp_model *m, const double *const *cols, size_t n);
 

@@ -109,6 +109,9 @@ def main():
             for _ in range(a.repeats):
                 ours.append(measure(cmd, env=env))
                 theirs.append(measure(peer, query, env=peer_env))
+                print(f"  n={n} run {len(ours)}: wattprof {ours[-1][0]:.2f} s {ours[-1][1]:.0f} MiB, "
+                      f"scikit-learn {theirs[-1][0]:.2f} s {theirs[-1][1]:.0f} MiB, "
+                      f"load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
             lml_o = json.loads(ours[0][2])["log_marginal_likelihood"]
             lml_t = json.loads(theirs[0][2])["lml"]
             to = statistics.median(r[0] for r in ours)

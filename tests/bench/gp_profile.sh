@@ -22,10 +22,11 @@ s.loader.exec_module(m); m.dataset($n, '$tmp')"
     perf report -i "$tmp/perf.data" --no-children --sort dso,symbol -F overhead,dso,sym \
         --stdio 2>/dev/null | awk -v n="$n" '
         /^ *[0-9.]+%/ {
-            p = $1 + 0; dso = $2; sym = $NF
+            p = $1 + 0; dso = $2; sym = $4
             if (dso ~ /openblas|gslcblas|lapack/ || sym ~ /cholesky|dpotr|dtr|dsyrk|dgemm/) c = "LAPACK/BLAS"
             else if (sym ~ /gp_kernel_matrix|base_matrix|correlation|dist2|exp/) c = "kernel matrix"
             else if (sym ~ /gp_kernel_grad|base_grad|gp_evaluate/) c = "gradient traces"
+            else if (dso ~ /kernel/) c = "kernel (page faults)"
             else c = "other"
             t[c] += p
         }
