@@ -232,6 +232,10 @@ static int fit(const struct gp_args *a, struct gp_run *r)
     size_t n = r->data.n;
     int e = gp_new(&cfg, (const char *const *)r->feat, r->d, &r->m, err, sizeof(err));
 
+    if (e == -ENOENT) { /* OpenBLAS or L-BFGS-B missing */
+        fprintf(stderr, "wattprof gp: %s\n", err);
+        return e;
+    }
     if (e < 0) {
         fprintf(stderr, "wattprof gp: %s: %s\n", strncmp(err, "kernel", 6) ? "--mean" : "--kernel",
                 err);

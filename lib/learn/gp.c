@@ -7,11 +7,9 @@
  * alpha = K^-1 (y - m(X)) gives the mean, L^-1 k(X, x*) the variance, and
  * K^-1 itself the gradient (R&W 5.9) and the closed-form leave-one-out.
  *
- * The O(n^3) steps, the factorisation and the inverse, are LAPACK's dpotrf
- * and dpotri (OpenBLAS's blocked, vectorised ones); everything else stays
- * with GSL, whose BLAS calls OpenBLAS answers too. Our matrices are
- * row-major, LAPACK's column-major: a symmetric matrix is its own
- * transpose, so LAPACK's upper triangle is our lower one. */
+ * The O(n^3) steps, the factorisation, the inverse and the solves for the
+ * predictive variance, are OpenBLAS's (gp_lapack.c); the O(n^2) rest
+ * stays with GSL. */
 #include "learn/gp_internal.h"
 #include "util/util.h"
 
@@ -19,7 +17,6 @@
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_linalg.h>
-#include <lapack.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +52,8 @@ int gp_new(const gp_config *cfg, const char *const *features, size_t d, gp_model
     }
     r = gp_kernel_parse(m->kernel_spec, d, cfg->ard, &m->k, err, errlen);
     if (r == 0)
+        r = gp_lapack_open(&m->la, err, errlen);
+    if (r == 0)
         r = gp_meanfn_new(cfg->mean, features, d, cfg->fit_mean, &m->mean, err, errlen);
     if (r < 0)
         goto fail;
@@ -84,6 +83,7 @@ void gp_free(gp_model *m)
         return;
     drop_data(m);
     gp_kernel_free(m->k);
+    gp_lapack_close(&m->la);
     gp_meanfn_free(m->mean);
     if (m->features)
         util_strv_free(m->features, m->d);
@@ -108,6 +108,8 @@ gp_model *gp_clone(const gp_model *m)
     c->shift = malloc((m->d ? m->d : 1) * sizeof(double));
     c->scale = malloc((m->d ? m->d : 1) * sizeof(double));
     c->k = gp_kernel_clone(m->k);
+    if (gp_lapack_open(&c->la, NULL, 0) < 0)
+        goto fail;
     c->mean = gp_meanfn_clone(m->mean);
     if (!c->kernel_spec || !c->features || !c->shift || !c->scale || !c->k || !c->mean)
         goto fail;
@@ -211,12 +213,11 @@ double *gp_scaled_rows(const gp_model *m, const double *const *cols, size_t n)
  * diagonal while K is not positive definite or is numerically singular.
  * dpotrf leaves the upper triangle, K itself, alone, and GSL's rcond reads
  * K's norm from there. */
-static int cholesky(double *K, size_t n, double *jitter)
+static int cholesky(const gp_model *m, double *K, size_t n, double *jitter)
 {
     gsl_matrix_view A = gsl_matrix_view_array(K, n, n);
     double *diag = malloc(n * sizeof(double)), mean = 0, rcond = 0, jit = 0;
     gsl_vector *work = gsl_vector_alloc(3 * n);
-    lapack_int ln = (lapack_int)n, info;
     int r = -EDOM;
 
     if (!diag || !work) {
@@ -227,9 +228,8 @@ static int cholesky(double *K, size_t n, double *jitter)
     for (size_t i = 0; i < n; i++)
         mean += (diag[i] = K[i * n + i]) / (double)n;
     for (;;) {
-        LAPACK_dpotrf("U", &ln, K, &ln, &info);
-        if (info == 0 && gsl_linalg_cholesky_rcond(&A.matrix, &rcond, work) == 0 &&
-            rcond >= GP_RCOND_MIN) {
+        if (gp_lapack_cholesky(&m->la, K, n) == 0 &&
+            gsl_linalg_cholesky_rcond(&A.matrix, &rcond, work) == 0 && rcond >= GP_RCOND_MIN) {
             r = 0;
             break;
         }
@@ -294,7 +294,7 @@ static int factorise(const gp_model *m, struct gp_work *w, bool want_jac)
         w->r[i] = w->y[i] - w->r[i];
     r = gp_kernel_matrix(m->k, w->X, n, w->X, n, true, w->K);
     if (r == 0)
-        r = cholesky(w->K, n, &w->jitter);
+        r = cholesky(m, w->K, n, &w->jitter);
     if (r < 0)
         return r;
     gsl_matrix_view L = gsl_matrix_view_array(w->K, n, n);
@@ -306,21 +306,6 @@ static int factorise(const gp_model *m, struct gp_work *w, bool want_jac)
         fit += w->r[i] * w->alpha[i];
     }
     w->lml = -0.5 * fit - logdet - 0.5 * (double)n * log(2 * M_PI);
-    return 0;
-}
-
-/* K^-1 from the factor L into inv (n x n, both triangles). */
-static int inverse(const double *L, size_t n, double *inv)
-{
-    lapack_int ln = (lapack_int)n, info;
-
-    memcpy(inv, L, n * n * sizeof(double));
-    LAPACK_dpotri("U", &ln, inv, &ln, &info);
-    if (info != 0) /* a zero on L's diagonal: cholesky() never returns one */
-        return -EDOM;
-    for (size_t i = 0; i < n; i++)
-        for (size_t j = 0; j < i; j++)
-            inv[j * n + i] = inv[i * n + j];
     return 0;
 }
 
@@ -336,7 +321,7 @@ int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad)
      * page faults every time. */
     if (!w->W && !(w->W = malloc(n * n * sizeof(double))))
         return -ENOMEM;
-    if ((r = inverse(w->K, n, w->W)) < 0)
+    if ((r = gp_lapack_inverse(&m->la, w->K, n, w->W)) < 0)
         return r;
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
@@ -431,7 +416,6 @@ int gp_restore(gp_model *m, const double *raw, size_t n, const double *alpha, do
 {
     size_t d = m->d;
     const double *cols[d ? d : 1];
-    lapack_int ln = (lapack_int)n, info;
     int r;
 
     drop_data(m);
@@ -456,10 +440,8 @@ int gp_restore(gp_model *m, const double *raw, size_t n, const double *alpha, do
         m->L[i * n + i] += jitter;
     if (r == 0)
         r = restore_targets(m, m->L, cols);
-    if (r == 0) {
-        LAPACK_dpotrf("U", &ln, m->L, &ln, &info);
-        r = info == 0 ? 0 : -EDOM;
-    }
+    if (r == 0)
+        r = gp_lapack_cholesky(&m->la, m->L, n);
     if (r < 0) {
         drop_data(m);
         return r;
@@ -507,9 +489,7 @@ static int predict_block(const gp_model *m, const double *Xs, size_t b, double *
     if (!var)
         return 0;
     /* V = Ks L^-T; var = k(x, x) - |row of V|^2 */
-    gsl_matrix_view V = gsl_matrix_view_array(Ks, b, n);
-    gsl_matrix_const_view L = gsl_matrix_const_view_array(m->L, n, n);
-    gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit, 1.0, &L.matrix, &V.matrix);
+    gp_lapack_solve_lt(&m->la, m->L, n, Ks, b);
     gp_kernel_diag(m->k, Xs, b, var);
     for (size_t i = 0; i < b; i++) {
         for (size_t j = 0; j < n; j++)
@@ -555,7 +535,7 @@ int gp_loo_closed(const gp_model *m, double *mean, double *var)
         return -EINVAL;
     if (!(inv = malloc(n * n * sizeof(double))))
         return -ENOMEM;
-    if ((r = inverse(m->L, n, inv)) < 0) {
+    if ((r = gp_lapack_inverse(&m->la, m->L, n, inv)) < 0) {
         free(inv);
         return r;
     }

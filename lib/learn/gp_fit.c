@@ -35,16 +35,12 @@
 #define FIT_POLISH_PGTOL 1e-8
 #define FIT_POLISH_ITER 3
 
-/* L-BFGS-B's driver (Fortran, reverse communication: it returns with task
- * "FG" to have f and g evaluated at x, "NEW_X" after each iteration, and
- * anything else when done). task and csave are 60 blank-padded characters
- * whose lengths gfortran passes last; logicals are ints. nbd: 0 free, 1
- * lower bound, 2 both, 3 upper; wa: 2mn + 5n + 11m^2 + 8m doubles; iwa: 3n
- * ints. */
-void setulb_(const int *n, const int *m, double *x, const double *l, const double *u,
-             const int *nbd, double *f, double *g, const double *factr, const double *pgtol,
-             double *wa, int *iwa, char *task, const int *iprint, char *csave, int *lsave,
-             int *isave, double *dsave, size_t task_len, size_t csave_len);
+/* L-BFGS-B's driver, setulb (gp_lapack.h), is Fortran with reverse
+ * communication: it returns with task "FG" to have f and g evaluated at x,
+ * "NEW_X" after each iteration, and anything else when done. task and
+ * csave are 60 blank-padded characters whose lengths gfortran passes last;
+ * logicals are ints. nbd: 0 free, 1 lower bound, 2 both, 3 upper; wa:
+ * 2mn + 5n + 11m^2 + 8m doubles; iwa: 3n ints. */
 
 #define LBFGSB_TASK_LEN 60
 
@@ -143,8 +139,9 @@ static int run_start(struct objective *o, const double *theta0, int max_iter, bo
     }
     lbfgsb_set_task(&s, "START");
     for (;;) {
-        setulb_(&s.n, &s.m, x, s.l, s.u, s.nbd, &f, s.g, &factr, &pgtol, s.wa, s.iwa, s.task,
-                &s.iprint, s.csave, s.lsave, s.isave, s.dsave, LBFGSB_TASK_LEN, LBFGSB_TASK_LEN);
+        o->m->la.setulb(&s.n, &s.m, x, s.l, s.u, s.nbd, &f, s.g, &factr, &pgtol, s.wa, s.iwa,
+                        s.task, &s.iprint, s.csave, s.lsave, s.isave, s.dsave, LBFGSB_TASK_LEN,
+                        LBFGSB_TASK_LEN);
         if (strncmp(s.task, "FG", 2) == 0)
             f = evaluate(o, x, s.g);
         else if (strncmp(s.task, "NEW_X", 5) != 0 || ++iter >= max_iter)

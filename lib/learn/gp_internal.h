@@ -5,6 +5,7 @@
 #define WATTPROF_GP_INTERNAL_H
 
 #include "learn/gp_kernel.h"
+#include "learn/gp_lapack.h"
 #include "learn/gp_mean.h"
 #include "learn/learn.h"
 
@@ -16,6 +17,7 @@ struct gp_model {
     bool mean_ready; /* the mean's starting point was fitted to y already */
     gp_kernel *k;
     gp_meanfn *mean;
+    struct gp_lapack la;
     double *shift, *scale; /* kernel input = (x - shift) / scale, per feature */
     /* conditioned state (gp_condition) */
     size_t n;

@@ -109,8 +109,12 @@ def main():
             for _ in range(a.repeats):
                 ours.append(measure(cmd, env=env))
                 theirs.append(measure(peer, query, env=peer_env))
-                print(f"  n={n} run {len(ours)}: wattprof {ours[-1][0]:.2f} s {ours[-1][1]:.0f} MiB, "
-                      f"scikit-learn {theirs[-1][0]:.2f} s {theirs[-1][1]:.0f} MiB, "
+                lo = json.loads(ours[-1][2])["log_marginal_likelihood"]
+                peer_out = json.loads(theirs[-1][2])
+                print(f"  n={n} run {len(ours)}: wattprof {ours[-1][0]:.2f} s {ours[-1][1]:.0f} MiB "
+                      f"LML {lo!r}, scikit-learn {theirs[-1][0]:.2f} s "
+                      f"({peer_out['seconds']:.2f} in Python) {theirs[-1][1]:.0f} MiB "
+                      f"LML {peer_out['lml']!r} evaluations {peer_out.get('evaluations')}, "
                       f"load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
             lml_o = json.loads(ours[0][2])["log_marginal_likelihood"]
             lml_t = json.loads(theirs[0][2])["lml"]
@@ -134,6 +138,9 @@ def main():
 
 def count_ours(cmd, env):
     """wattprof's calls of gp_evaluate in one run, through a perf uprobe."""
+    # A probe left from an earlier build would point into the old binary.
+    subprocess.run(["perf", "probe", "-q", "-d", "probe_wattprof:gp_evaluate"],
+                   stderr=subprocess.DEVNULL)
     subprocess.run(["perf", "probe", "-q", "-x", cmd[0], "gp_evaluate"], stderr=subprocess.DEVNULL)
     r = subprocess.run(["perf", "stat", "-x", ",", "-e", "probe_wattprof:gp_evaluate", "--"] + cmd,
                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

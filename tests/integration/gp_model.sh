@@ -111,4 +111,23 @@ expect_error "--predict: $tmp/two_cols.csv:1: no column named 'c'" --model "$m" 
 expect_error "--model takes --predict FILE, and no --data or --out" --model "$m"
 expect_error "--model takes --predict FILE, and no --data or --out" --model "$m" \
   --predict "$tmp/test.csv" --data "$tmp/train.csv"
+# OpenBLAS and L-BFGS-B are opened at run time: a library that is not one,
+# or lacks the routines, is named rather than crashed on.
+mkdir "$tmp/libs"
+echo "not a library" >"$tmp/libs/libopenblas.so.0"
+rc=0
+LD_LIBRARY_PATH=$tmp/libs "$WATTPROF" gp --data "$tmp/train.csv" --target y --features a,b,c \
+  --restarts 0 >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" != 0 ] && [ "$(wc -l <"$tmp/err")" = 1 ] || { cat "$tmp/err"; fail "broken OpenBLAS: rc $rc"; }
+grep -qF "wattprof gp: cannot load OpenBLAS (libopenblas.so.0, Debian package libopenblas0):" \
+  "$tmp/err" || { cat "$tmp/err"; fail "broken OpenBLAS not named"; }
+echo "ok: $(cat "$tmp/err")"
+rm "$tmp/libs/libopenblas.so.0"
+cp "$(gcc -print-file-name=libm.so.6)" "$tmp/libs/liblbfgsb.so.0" # a real library, no setulb_
+rc=0
+LD_LIBRARY_PATH=$tmp/libs "$WATTPROF" gp --model "$m" --predict "$tmp/test.csv" \
+  >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" != 0 ] && [ "$(wc -l <"$tmp/err")" = 1 ] || { cat "$tmp/err"; fail "fake L-BFGS-B: rc $rc"; }
+grep -qF "liblbfgsb.so.0 lacks setulb_" "$tmp/err" || { cat "$tmp/err"; fail "fake L-BFGS-B not named"; }
+echo "ok: $(cat "$tmp/err")"
 echo "all gp --model checks passed"
