@@ -90,6 +90,8 @@ typedef struct daemon_status {
     bool proc_connector;
     char idle_source[64];
     double *event_ratio; /* mean running/enabled per event over the last second */
+
+    char power_fault[192]; /* a RAPL zone that stopped advancing, or "" */
 } daemon_status;
 
 typedef struct snapshot {

@@ -24,6 +24,9 @@
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
 #define SAMPLER_MAX_EVENTS 64    /* proc events drained per tick */
 
+/* A RAPL zone this long without advancing is reported in status. */
+#define SAMPLER_STALL_NS 1000000000ull
+
 struct tracked {
     pid_t pid;
     uint64_t start;
@@ -66,6 +69,10 @@ struct sampler {
     int task_clock; /* index in es, or -1 */
     rapl *power;
     double *zone_delta;
+    double *zone_bad;        /* 1 for a zone whose delta this tick is no measurement */
+    uint64_t *zone_still_ns; /* since each zone last advanced */
+    int rapl_err;            /* rapl_read's latest result */
+    bool power_faulted;      /* a stall is being reported (logged once each way) */
     procs_watch *watch;
     char boot_id[37];
     store *st;
@@ -492,7 +499,7 @@ static void reap(sampler *s)
 /* Hardware: counters of every tracked process and the RAPL zones. */
 static int read_hardware(sampler *s)
 {
-    if (s->power->n > 0 && rapl_read(s->power, s->zone_delta) < 0)
+    if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
         memset(s->zone_delta, 0, s->power->n * sizeof(double));
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
@@ -636,7 +643,8 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
                           s->model_id};
     store_push_host(s->st, &ht);
     for (size_t z = 0; z < s->power->n; z++)
-        store_push_domain(s->st, t_ns, s->power->zone[z].domain, s->zone_delta[z], NAN);
+        store_push_domain(s->st, t_ns, s->power->zone[z].domain,
+                          at->measured ? s->zone_delta[z] : NAN, NAN);
     /* The trainer's input: per-class sums of event rates. */
     memset(s->class_rates, 0, MODEL_MAX_CLASSES * ne * sizeof(double));
     for (size_t i = 0; i < n_active; i++)
@@ -665,6 +673,25 @@ static int64_t sampler_clock(sampler *s)
     return s->woke_realtime ? s->woke_realtime : realtime_ns();
 }
 
+/* Whether this tick's RAPL deltas measure the host. A target zone that did
+ * not advance (it vanished, or its counter stalled) reads zero; the first
+ * delta after it advances again carries the whole outage's energy into one
+ * tick. Neither is a measurement: such a tick falls back to the model's host
+ * estimate, as on a machine without RAPL. */
+static bool power_usable(sampler *s, double dt)
+{
+    for (size_t z = 0; z < s->power->n; z++) {
+        bool was_still = s->zone_still_ns[z] > 0;
+        if (s->zone_delta[z] > 0)
+            s->zone_still_ns[z] = 0;
+        else
+            s->zone_still_ns[z] += (uint64_t)(dt * 1e9);
+        s->zone_bad[z] = s->zone_delta[z] > 0 && !was_still ? 0 : 1;
+    }
+    return rapl_sum_domains(s->power, s->zone_bad, (const char *const *)s->m->target,
+                            s->m->n_target) == 0;
+}
+
 /* Attributes one tick of length dt over the processes with deltas. */
 static void account(sampler *s, double dt)
 {
@@ -687,7 +714,7 @@ static void account(sampler *s, double dt)
         s->ap[n_active] = (attrib_proc){.rates = rates, .klass = t->klass};
         active[n_active++] = t;
     }
-    if (s->power->n > 0) {
+    if (s->power->n > 0 && power_usable(s, dt)) {
         at.measured = true;
         at.host_j = rapl_sum_domains(s->power, s->zone_delta, (const char *const *)s->m->target,
                                      s->m->n_target);
@@ -759,6 +786,29 @@ static void update_idle(sampler *s, double host_w)
              s->idle_power.n);
 }
 
+/* Describes the first zone that has not advanced for SAMPLER_STALL_NS, and
+ * logs when a stall starts and ends. */
+static void power_fault(sampler *s, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t z = 0; z < s->power->n && !out[0]; z++) {
+        if (s->zone_still_ns[z] < SAMPLER_STALL_NS)
+            continue;
+        rapl_zone *zn = &s->power->zone[z];
+        snprintf(out, len,
+                 "RAPL zone %s (%s) has not advanced for %.1f s%s%s: host energy "
+                 "comes from the model",
+                 zn->id, zn->name, (double)s->zone_still_ns[z] / 1e9,
+                 s->rapl_err < 0 ? ", reading it fails: " : "",
+                 s->rapl_err < 0 ? strerror(-s->rapl_err) : "");
+    }
+    if (out[0] && !s->power_faulted)
+        log_warning("%s", out);
+    else if (!out[0] && s->power_faulted)
+        log_info("RAPL zones advance again: host energy is measured");
+    s->power_faulted = out[0] != '\0';
+}
+
 static void fill_status(sampler *s, daemon_status *st, double secs)
 {
     double busy = s->rep ? NAN : host_busy_s();
@@ -792,6 +842,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
         s->host_busy_prev = (uint64_t)(busy * 1e3);
     st->tracked = s->n;
     st->proc_connector = s->watch != NULL;
+    power_fault(s, st->power_fault, sizeof(st->power_fault));
     snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
         st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
@@ -1032,6 +1083,10 @@ static int alloc_scratch(sampler *s)
     size_t ne = s->m->n_events;
 
     s->zone_delta = calloc(s->power->n + 1, sizeof(double));
+    s->zone_bad = calloc(s->power->n + 1, sizeof(double));
+    s->zone_still_ns = calloc(s->power->n + 1, sizeof(uint64_t));
+    if (!s->zone_bad || !s->zone_still_ns)
+        return -ENOMEM;
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
     if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum)
@@ -1112,6 +1167,8 @@ void sampler_free(sampler *s)
     free(s->ap);
     free(s->class_rates);
     free(s->zone_delta);
+    free(s->zone_bad);
+    free(s->zone_still_ns);
     free(s->sec_ratio_sum);
     free(s->lateness.v);
     free(s->tick_work.v);
