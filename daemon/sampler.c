@@ -24,7 +24,10 @@
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
 #define SAMPLER_MAX_EVENTS 64    /* proc events drained per tick */
 
-/* A RAPL zone this long without advancing is reported in status. */
+/* A RAPL zone this long without advancing is no measurement (200 ms: real
+ * RAPL counters advance every millisecond or so), and this long is reported
+ * in status. */
+#define SAMPLER_STILL_NS 200000000ull
 #define SAMPLER_STALL_NS 1000000000ull
 
 struct tracked {
@@ -673,20 +676,22 @@ static int64_t sampler_clock(sampler *s)
     return s->woke_realtime ? s->woke_realtime : realtime_ns();
 }
 
-/* Whether this tick's RAPL deltas measure the host. A target zone that did
- * not advance (it vanished, or its counter stalled) reads zero; the first
- * delta after it advances again carries the whole outage's energy into one
- * tick. Neither is a measurement: such a tick falls back to the model's host
- * estimate, as on a machine without RAPL. */
+/* Whether this tick's RAPL deltas measure the host. A target zone that has
+ * not advanced for SAMPLER_STILL_NS (it vanished, or its counter stalled)
+ * reads zero, and its first delta after the outage carries the whole
+ * outage's energy into one tick. Neither is a measurement: such ticks fall
+ * back to the model's host estimate, as on a machine without RAPL. Shorter
+ * runs of zero (a counter updated less often than the ticks) are read as
+ * they are: their energy shows up in the next delta. */
 static bool power_usable(sampler *s, double dt)
 {
     for (size_t z = 0; z < s->power->n; z++) {
-        bool was_still = s->zone_still_ns[z] > 0;
+        bool was_still = s->zone_still_ns[z] >= SAMPLER_STILL_NS;
         if (s->zone_delta[z] > 0)
             s->zone_still_ns[z] = 0;
         else
             s->zone_still_ns[z] += (uint64_t)(dt * 1e9);
-        s->zone_bad[z] = s->zone_delta[z] > 0 && !was_still ? 0 : 1;
+        s->zone_bad[z] = was_still || s->zone_still_ns[z] >= SAMPLER_STILL_NS;
     }
     return rapl_sum_domains(s->power, s->zone_bad, (const char *const *)s->m->target,
                             s->m->n_target) == 0;
