@@ -100,6 +100,8 @@ struct sampler {
     double rescan_s;       /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
+    int64_t wall_offset;   /* realtime - monotonic for live ticks; only grows */
+    bool wall_behind;      /* CLOCK_REALTIME is behind it (logged once) */
 
     /* per-second accumulation */
     uint64_t second_start_ns;
@@ -667,6 +669,27 @@ static int64_t replay_time(sampler *s)
     return (int64_t)s->last_ns + s->replay_offset;
 }
 
+/* Wall-clock time of a live tick read at CLOCK_MONOTONIC mono: the
+ * monotonic time plus the largest realtime offset seen. NTP slews both
+ * clocks alike, so the offset moves only when CLOCK_REALTIME is stepped:
+ * a step forward is followed, a step back is not (until a restart), or
+ * later ticks would be stored in seconds already written, and stored
+ * time would run backwards. */
+static int64_t live_time(sampler *s, uint64_t mono)
+{
+    int64_t off = realtime_ns() - (int64_t)util_now_ns(CLOCK_MONOTONIC);
+
+    bool behind = s->wall_offset && off < s->wall_offset - 1000000000;
+
+    if (behind && !s->wall_behind)
+        log_warning("CLOCK_REALTIME stepped back %.1f s: stored times keep running forward",
+                    (double)(s->wall_offset - off) / 1e9);
+    s->wall_behind = behind;
+    if (off > s->wall_offset)
+        s->wall_offset = off;
+    return (int64_t)mono + s->wall_offset;
+}
+
 /* Now, for stored rows: the wall clock, or a replay's own timeline. */
 static int64_t sampler_clock(sampler *s)
 {
@@ -938,7 +961,7 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
          * reads: a rescan before it can take long, and RAPL and the
          * counters must cover the interval the tick's row says. */
         uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-        s->woke_realtime = realtime_ns();
+        s->woke_realtime = live_time(s, now);
         dt_ns = now - s->last_read_ns;
         s->last_read_ns = now;
         read_hardware(s);
