@@ -408,6 +408,16 @@ static void rescan(sampler *s)
     pid_t *pids, *known;
     size_t n, n_known;
 
+    /* Exits the connector missed (or all of them without it) come first: a
+     * pid reused since then is a new process, to be tracked in this scan,
+     * not taken for the one that exited. Without the connector, execs too,
+     * so commands get their new names. */
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
+            s->procs[i]->gone = true;
+        else if (!s->watch)
+            refresh_comm(s, s->procs[i]->pid);
+    }
     if (procs_list(&pids, &n) < 0)
         return;
     known = tracked_sorted(s, &n_known);
@@ -419,14 +429,6 @@ static void rescan(sampler *s)
     }
     free(known);
     free(pids);
-    /* Exits the connector missed (or all of them without it); without it,
-     * execs too, so commands get their new names. */
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
-            s->procs[i]->gone = true;
-        else if (!s->watch)
-            refresh_comm(s, s->procs[i]->pid);
-    }
 }
 
 static void refresh_comm(sampler *s, pid_t pid)
