@@ -990,13 +990,32 @@ static int replay_pace(sampler *s)
     return 0;
 }
 
+/* A replay has no deadline: at --speed max it would outrun the store's
+ * writer and have records dropped, so it waits for room for a tick's records
+ * (one per process and zone, calibration, new and exited processes). */
+static void replay_wait_store(sampler *s, size_t capacity)
+{
+    size_t need = 2 * (s->n + s->power->n) + MODEL_MAX_CLASSES * (s->m->n_events / 5 + 1) + 64;
+    struct timespec ms = {0, 1000000};
+
+    if (need > capacity / 2)
+        need = capacity / 2;
+    while (store_push_room(s->st) < need && !atomic_load(&s->stop))
+        nanosleep(&ms, NULL);
+}
+
 static void *replay_loop(void *arg)
 {
     sampler *s = arg;
     uint64_t dt_ns;
+    store_stats ss;
 
+    store_get_stats(s->st, &ss);
     s->replay_wall0 = util_now_ns(CLOCK_MONOTONIC);
-    while (!atomic_load(&s->stop) && read_replay(s, &dt_ns) == 1) {
+    while (!atomic_load(&s->stop)) {
+        replay_wait_store(s, ss.queue_capacity);
+        if (read_replay(s, &dt_ns) != 1)
+            break;
         replay_pace(s);
         tick(s, dt_ns, s->last_ns);
     }
