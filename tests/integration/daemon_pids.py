@@ -8,7 +8,7 @@ root), where this script is pid 1 and can choose the next pid by writing
 rescans here, sees a pid it tracked come back as another process.
 
   - churn: CHURN burners, each found while it waits, then burning at a 50 %
-    duty cycle for a random 0.2-1.0 s and exiting at whatever moment of a
+    duty cycle for a random 0.1-0.6 s and exiting at whatever moment of a
     tick that is. Each one's stored CPU time (its rows and its lifetime
     total) is its CPU time from the kernel (rusage) within 5 % + 20 ms: the
     final read of an exiting process is taken, and taken once.
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
-CHURN = 40
+CHURN = 30
 work = tempfile.mkdtemp(prefix="wattprofd-pids-")
 wpburn = os.path.join(work, "wpburn")
 shutil.copy(os.environ["BURN"], wpburn)
@@ -80,7 +80,7 @@ rates = []
 # ---- churn: exits at random moments of a tick ---------------------------------
 procs = []
 for i in range(CHURN):
-    procs.append(spawn("--wait", "1.3", "--duty", "0.5", f"{rng.uniform(0.2, 1.0):.3f}"))
+    procs.append(spawn("--wait", "1.3", "--duty", "0.5", f"{rng.uniform(0.1, 0.6):.3f}"))
     time.sleep(rng.uniform(0, 0.15))
 truth = {p.pid: cpu_of(p) for p in procs}
 time.sleep(2.2)  # the last exits are seen and their second committed
