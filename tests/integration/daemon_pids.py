@@ -18,6 +18,8 @@ rescans here, sees a pid it tracked come back as another process.
     processes on that pid, with their own start times, rows and totals
     (each its own rusage CPU within 5 % + 20 ms), the first one marked
     exited, and GetProcess on the pid answers for the second;
+  - the daemon's open fds (perf events and a pidfd per tracked process) go
+    back to their count before the churn once every process has exited;
   - sampling holds its rate and the daemon logs no error."""
 import os, random, shutil, subprocess, sys, tempfile, time
 
@@ -75,13 +77,19 @@ def close(stored, truth):
     return abs(stored - truth) <= 0.05 * truth + 0.02
 
 
+def fds():
+    return len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+
+
 rates = []
+fds_before, fds_most = fds(), 0
 
 # ---- churn: exits at random moments of a tick ---------------------------------
 procs = []
 for i in range(CHURN):
     procs.append(spawn("--wait", "1.3", "--duty", "0.5", f"{rng.uniform(0.1, 0.6):.3f}"))
     time.sleep(rng.uniform(0, 0.15))
+    fds_most = max(fds_most, fds())
 truth = {p.pid: cpu_of(p) for p in procs}
 time.sleep(2.2)  # the last exits are seen and their second committed
 rates.append(d.call("io.wattprof.Monitor.GetStatus")["status"]["achieved_hz"])
@@ -99,8 +107,12 @@ for delay in (2.2, 0):
     reuse.append((delay, first.pid, first_cpu, second_cpu))
     rates.append(d.call("io.wattprof.Monitor.GetStatus")["status"]["achieved_hz"])
 time.sleep(2.2)
+fds_after = fds()
 got = {pid: d.call("io.wattprof.Monitor.GetProcess", {"pid": pid})["process"]
        for _, pid, _, _ in reuse}
+check(f"the daemon's fds go back to where they were once all {CHURN + 4} processes exited",
+      fds_after == fds_before and fds_most > fds_before,
+      f"{fds_before} before, up to {fds_most} while tracking, {fds_after} after")
 check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
 procs_rows = d.sql("SELECT id, pid, start_time, exit_time, cpu_s FROM processes")
