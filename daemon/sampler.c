@@ -107,6 +107,7 @@ struct sampler {
     uint64_t second_start_ns;
     unsigned second_ticks;
     double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
+    bool sec_fallback; /* a tick of this second had RAPL but no measurement */
     double *sec_ratio_sum;
     size_t sec_ratio_n;
     uint64_t host_busy_prev;
@@ -748,6 +749,8 @@ static void account(sampler *s, double dt)
         at.measured = true;
         at.host_j = rapl_sum_domains(s->power, s->zone_delta, (const char *const *)s->m->target,
                                      s->m->n_target);
+    } else if (s->power->n > 0) {
+        s->sec_fallback = true;
     }
     if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0)
         return;
@@ -850,7 +853,9 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
     st->tick_p50_us = ring_percentile(&s->tick_work, 50) / 1e3;
     st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
-    st->host_measured_w = s->power->n ? s->sec_host_j / s->sec_dt : NAN;
+    /* A second the model filled in is no measurement: not shown as one, and
+     * it neither judges the model (drift) nor sets the idle percentile. */
+    st->host_measured_w = s->power->n && !s->sec_fallback ? s->sec_host_j / s->sec_dt : NAN;
     st->host_modeled_w = s->sec_modeled_j / s->sec_dt;
     st->idle_w = s->sec_idle_j / s->sec_dt;
     st->unattributed_w = s->sec_unattr_j / s->sec_dt;
@@ -860,7 +865,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     if (s->model_changed) {
         s->drift.n = s->drift.next = 0;
         s->model_changed = false;
-    } else if (s->power->n && st->host_measured_w > 0)
+    } else if (isfinite(st->host_measured_w) && st->host_measured_w > 0)
         ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
     st->drift = ring_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
@@ -910,7 +915,7 @@ static void publish(sampler *s)
             memcpy(snap->procs[snap->n_procs - 1].comm, t->comm, sizeof(t->comm));
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    update_idle(s, s->sec_host_j / secs);
+    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs);
     if (snap && snap->procs && snap->st.event_ratio) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -923,6 +928,7 @@ static void publish(sampler *s)
     }
     snapshot_unref(snap);
     s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = 0;
+    s->sec_fallback = false;
     s->sec_cpu_s = s->sec_dt = 0;
     s->second_ticks = 0;
     s->sec_ratio_n = 0;

@@ -15,7 +15,8 @@ burner. The run has five phases of a few seconds each:
 Checked, through the independent Varlink client and the SQLite file:
   - during B and D, GetStatus's warnings name the zone (and, in D, that
     reading it fails), and the log says so once; after each, the warning
-    clears and the log says so;
+    clears and the log says so; GetStatus's measured host power is null
+    during them and POWER_W outside them;
   - every second wholly inside B or D is stored as not measured, its host
     energy is the model's (host_j == modeled_j), energy is conserved against
     it (host = idle + attributed + unattributed, none negative), and the
@@ -68,9 +69,13 @@ burner = subprocess.Popen([wpburn, "--duty", "0.5", "600"])
 d = Daemon("--config", conf, "--model", model_path, "--rate", "50", state=os.path.join(work, "d"))
 
 
+measured_w = {}  # phase -> GetStatus host.measured_w late in it
+
+
 def warnings():
-    return [w for w in d.call("io.wattprof.Monitor.GetStatus")["status"]["warnings"]
-            if "RAPL zone" in w]
+    st = d.call("io.wattprof.Monitor.GetStatus")["status"]
+    measured_w[len(phases)] = st["host"]["measured_w"]
+    return [w for w in st["warnings"] if "RAPL zone" in w]
 
 
 phases = []  # (name, start, end) in CLOCK_REALTIME seconds
@@ -117,6 +122,9 @@ check("a vanished zone is reported, with the read's failure",
       len(seen_d) == 1 and "intel-rapl:0" in seen_d[0] and "reading it fails" in seen_d[0],
       str(seen_d))
 check("... and the warning clears once it is back", seen_e == [], str(seen_e))
+check("GetStatus shows no measured power during the outages, and 30 W outside them",
+      measured_w[1] is None and measured_w[3] is None and
+      all(abs(measured_w[k] - POWER_W) <= 0.05 * POWER_W for k in (0, 2, 4)), str(measured_w))
 log = d.read_log()
 check("the log says when each outage starts and ends, once each",
       log.count("has not advanced") == 2 and log.count("advance again") == 2, log[-600:])
