@@ -314,7 +314,7 @@ else:
     d = Daemon("--config", conf, "--db", db, state=os.path.join(work, "state-full"))
     time.sleep(2.5)
     filler = os.path.join(small, "filler")
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: closing has nothing to flush
         try:
             while True:
                 f.write(b"\0" * 65536)
