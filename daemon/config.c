@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <grp.h>
 #include <ini.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,7 @@ int config_init(config *c, bool as_root)
     c->second_retention_s = 24 * 3600;
     c->minute_retention_s = 90 * 24 * 3600;
     c->replay_speed = 1;
+    c->exporter_grace_s = 60;
     if (as_root)
         snprintf(buf, sizeof(buf), "/var/lib/wattprof");
     else if (runtime)
@@ -61,6 +64,8 @@ void config_free(config *c)
     free(c->track_cgroup);
     free(c->record_path);
     free(c->replay_path);
+    free(c->exporter_listen);
+    util_strv_free(c->job_env, c->n_job_env);
     memset(c, 0, sizeof(*c));
 }
 
@@ -135,6 +140,89 @@ static int parse_duration(const char *v, int64_t *out)
     return 0;
 }
 
+/* "HOST:PORT", "[V6ADDR]:PORT" or a bare "PORT" (loopback: the endpoint
+ * shows every process's command and user, so it is private unless an
+ * address is asked for). Numeric addresses only, in their strict forms
+ * (inet_pton: "1.2.3" is not 1.2.0.3), and no name lookups at start. */
+static int parse_listen(config *c, const char *v)
+{
+    struct sockaddr_in *in4 = (struct sockaddr_in *)&c->exporter_addr;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&c->exporter_addr;
+    char host[INET6_ADDRSTRLEN + 1] = "127.0.0.1";
+    const char *port = strrchr(v, ':');
+    size_t hl;
+
+    if (port) {
+        bool v6 = v[0] == '[' && port > v && port[-1] == ']';
+        hl = (size_t)(port - v) - (v6 ? 2 : 0);
+        if (hl == 0 || hl >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, v + (v6 ? 1 : 0), hl);
+        host[hl] = '\0';
+        port++;
+    } else
+        port = v;
+    if (!port[0] || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
+        atol(port) > 65535)
+        return -EINVAL;
+    memset(&c->exporter_addr, 0, sizeof(c->exporter_addr));
+    if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+        in4->sin_family = AF_INET;
+        in4->sin_port = htons((uint16_t)atol(port));
+        c->exporter_addrlen = sizeof(*in4);
+    } else if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)atol(port));
+        c->exporter_addrlen = sizeof(*in6);
+    } else
+        return -EINVAL;
+    return set_str(&c->exporter_listen, v);
+}
+
+#define ENV_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_"
+
+static int parse_exporter(config *c, const char *key, const char *v)
+{
+    long n;
+
+    if (strcmp(key, "listen") == 0)
+        return parse_listen(c, v);
+    if (strcmp(key, "top_pids") == 0) {
+        if (util_parse_long(v, &n) < 0 || n < 0 || n > 100000)
+            return -EINVAL;
+        c->exporter_top_pids = (unsigned)n;
+        return 0;
+    }
+    if (strcmp(key, "grace") == 0) {
+        int64_t s;
+        if (parse_duration(v, &s) < 0)
+            return -EINVAL;
+        c->exporter_grace_s = (double)s;
+        return 0;
+    }
+    if (strcmp(key, "job_env") == 0) {
+        char **names;
+        size_t k;
+        if (util_split_list(v, ',', &names, &k) < 0)
+            return -EINVAL;
+        for (size_t i = 0; i < k; i++) {
+            char *name = names[i] + strspn(names[i], " \t");
+            size_t len = strspn(name, ENV_NAME_CHARS);
+            if (len == 0 || name[len + strspn(name + len, " \t")] != '\0') {
+                util_strv_free(names, k);
+                return -EINVAL;
+            }
+            memmove(names[i], name, len);
+            names[i][len] = '\0';
+        }
+        util_strv_free(c->job_env, c->n_job_env);
+        c->job_env = names;
+        c->n_job_env = k;
+        return 0;
+    }
+    return -ENOENT;
+}
+
 /* Returns 0 when the key is known and the value good, -ENOENT for an
  * unknown key, -EINVAL for a bad value. */
 static int config_set(config *c, const char *section, const char *key, const char *v)
@@ -189,6 +277,8 @@ static int config_set(config *c, const char *section, const char *key, const cha
             return parse_duration(v, &c->minute_retention_s);
         return -ENOENT;
     }
+    if (strcmp(section, "exporter") == 0)
+        return parse_exporter(c, key, v);
     return -ENOENT;
 }
 

@@ -19,6 +19,7 @@
 #include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 /* ---- Configuration (config.c) -------------------------------------------- */
@@ -46,6 +47,14 @@ typedef struct config {
     char *track_cgroup; /* cgroup path prefix */
     /* [storage] */
     int64_t second_retention_s, minute_retention_s;
+    /* [exporter]: the Prometheus endpoint, off while listen is unset */
+    char *exporter_listen; /* as written, for messages */
+    struct sockaddr_storage exporter_addr;
+    socklen_t exporter_addrlen;
+    unsigned exporter_top_pids; /* per-pid series for the top N by energy; 0 */
+    double exporter_grace_s;    /* how long a gone process's pid series stays; 60 */
+    char **job_env;             /* environment variables that hold a job id */
+    size_t n_job_env;
     /* command line only */
     char *record_path, *replay_path;
     double replay_speed; /* 0 = as fast as possible */
@@ -74,7 +83,25 @@ typedef struct live_proc {
     double standalone_w; /* over the last second */
     double cpu;          /* CPU seconds per second over the last second */
     double total_j, total_standalone_j, total_cpu_s; /* since first seen */
+    char unit[LABELS_UNIT_MAX];                      /* systemd unit, from the cgroup */
+    char job[LABELS_JOB_MAX];                        /* batch job id, "" outside a job */
+    uint64_t exited_mono_ns;                         /* CLOCK_MONOTONIC of the exit; 0 alive */
 } live_proc;
+
+/* Upper bounds of the lateness and tick-duration histogram buckets, in
+ * microseconds; one more bucket counts everything above the last. */
+#define DAEMON_HIST_BOUNDS_US                                                                      \
+    {                                                                                              \
+        50, 100, 250, 500, 1000, 2500, 5000, 10000, 20000, 50000, 100000                           \
+    }
+#define DAEMON_HIST_N 11
+
+/* Counts since start (a Prometheus histogram): per bucket, not cumulative. */
+typedef struct daemon_hist {
+    uint64_t bucket[DAEMON_HIST_N + 1];
+    uint64_t count;
+    double sum_s;
+} daemon_hist;
 
 /* Everything `status` shows, refreshed once a second. */
 typedef struct daemon_status {
@@ -90,9 +117,55 @@ typedef struct daemon_status {
     bool proc_connector;
     char idle_source[64];
     double *event_ratio; /* mean running/enabled per event over the last second */
+    /* Since start, for counters: energies in joules. */
+    double total_measured_j, total_modeled_j, total_idle_j, total_unattributed_j;
+    double *zone_total_j; /* measured, per RAPL zone (sampler_rapl order) */
+    uint64_t exited;      /* tracked processes that ended */
+    daemon_hist lateness, tick_work;
 
     char power_fault[192]; /* a RAPL zone that stopped advancing, or "" */
 } daemon_status;
+
+/* ---- Totals by command, user, unit and job (groups.c) --------------------- */
+
+/* The energy of the processes of one command, user, unit and job, since
+ * the daemon started: every tick adds each process's share to its group,
+ * so the totals only ever grow (a sum recomputed from live and ended
+ * processes could shrink by a rounding error when a process ends, and
+ * Prometheus takes any decrease for a counter reset). */
+typedef struct group_total {
+    uid_t uid;
+    char comm[17];
+    char unit[LABELS_UNIT_MAX];
+    char job[LABELS_JOB_MAX];
+    double energy_j, standalone_j, cpu_s;
+    double power_w; /* of the live members, over the last second */
+} group_total;
+
+typedef struct groups {
+    group_total *v;
+    size_t n, cap;
+} groups;
+
+/* Index in g->v of the group of these labels, added (zeroed) if new. */
+int groups_find(groups *g, uid_t uid, const char *comm, const char *unit, const char *job,
+                size_t *idx);
+/* A copy of `src` that `dst` owns (dst's old contents are freed). */
+int groups_copy(groups *dst, const groups *src);
+void groups_free(groups *g);
+
+/* Recently ended processes kept for per-pid series: the `cap` with the most
+ * energy that ended less than `grace_s` ago. */
+typedef struct recent_exits {
+    live_proc *v;
+    size_t n, cap;
+} recent_exits;
+
+/* Keeps p (its exited_mono_ns set) if it is among the `cap` largest. */
+int recent_add(recent_exits *r, const live_proc *p);
+/* Forgets those that ended at or before `before_mono_ns`. */
+void recent_expire(recent_exits *r, uint64_t before_mono_ns);
+void recent_free(recent_exits *r);
 
 typedef struct snapshot {
     int refs;
@@ -100,6 +173,8 @@ typedef struct snapshot {
     daemon_status st;
     live_proc *procs;
     size_t n_procs;
+    groups groups;       /* totals of every process, live or ended, since start */
+    recent_exits recent; /* ended within the grace period (when top_pids > 0) */
 } snapshot;
 
 typedef struct sampler sampler;
@@ -154,5 +229,18 @@ void methods_publish(daemon_ctx *ctx);
 int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, int32_t *model_id,
                        char *err, size_t errlen);
 void methods_free(daemon_ctx *ctx);
+
+/* ---- Prometheus exporter (exporter.c, exposition.c) ----------------------- */
+
+typedef struct exporter exporter;
+
+/* Starts serving GET /metrics on [exporter] listen from libmicrohttpd's own
+ * thread; *out stays NULL when no listen address is configured. Errors
+ * (a bad address, a port in use) name the config key. */
+int exporter_start(daemon_ctx *ctx, exporter **out, char *err, size_t errlen);
+void exporter_stop(exporter *e);
+/* The Prometheus text exposition of `snap` (malloc'd in *out, *len bytes);
+ * reads the model's description under ctx->lock, nothing of the sampler. */
+int exposition_render(daemon_ctx *ctx, const snapshot *snap, char **out, size_t *len);
 
 #endif

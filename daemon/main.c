@@ -343,6 +343,7 @@ static int run(config *cfg)
 {
     daemon_ctx ctx = {.cfg = cfg};
     rpc_server *srv = NULL;
+    exporter *exp = NULL;
     model *m = NULL;
     int32_t model_id = 0;
     int fd = -1, sfd = -1, r;
@@ -392,6 +393,11 @@ static int run(config *cfg)
         log_error("rpc methods: %s", err);
         goto out;
     }
+    /* Before sampling starts: a port in use stops the daemon at once. */
+    if ((r = exporter_start(&ctx, &exp, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto out;
+    }
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
@@ -405,6 +411,7 @@ static int run(config *cfg)
     main_loop(&ctx, sfd);
     sd_notify(0, "STOPPING=1");
 out:
+    exporter_stop(exp);
     sampler_stop(ctx.smp);
     rpc_server_free(srv);
     methods_free(&ctx);

@@ -44,6 +44,9 @@ struct tracked {
     double sec_j, sec_standalone_j, sec_cpu_s;  /* the second being accumulated */
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
+    char unit[LABELS_UNIT_MAX], job[LABELS_JOB_MAX];
+    size_t group; /* in sampler.groups, when has_group */
+    bool has_group;
     /* A replayed process described before the first tick: its description
      * waits for the first tick's time (a replay must not use the wall clock,
      * or two replays of one file would store different rows). */
@@ -117,6 +120,14 @@ struct sampler {
 
     pthread_mutex_t snap_lock;
     snapshot *snap;
+
+    /* for the exporter: totals since start */
+    groups groups;
+    recent_exits recent;
+    uint64_t n_exited;
+    double total_measured_j, total_modeled_j, total_idle_j, total_unattr_j;
+    double *zone_total_j;
+    daemon_hist late_hist, work_hist;
 };
 
 /* ---- small helpers --------------------------------------------------------- */
@@ -134,6 +145,18 @@ static void ring_add(struct ring *r, double x)
     r->next = (r->next + 1) % r->cap;
     if (r->n < r->cap)
         r->n++;
+}
+
+static void hist_add(daemon_hist *h, double ns)
+{
+    static const double bounds_us[DAEMON_HIST_N] = DAEMON_HIST_BOUNDS_US;
+    size_t b = 0;
+
+    while (b < DAEMON_HIST_N && ns > bounds_us[b] * 1e3)
+        b++;
+    h->bucket[b]++;
+    h->count++;
+    h->sum_s += ns / 1e9;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -296,7 +319,46 @@ static void tracked_free(struct tracked *t)
     free(t);
 }
 
+static live_proc to_live(const struct tracked *t)
+{
+    live_proc p = {.pid = t->pid,
+                   .start_time = t->start,
+                   .uid = t->uid,
+                   .klass = t->klass,
+                   .power_w = t->last_w,
+                   .standalone_w = t->last_standalone_w,
+                   .cpu = t->last_cpu,
+                   .total_j = t->total_j,
+                   .total_standalone_j = t->total_standalone_j,
+                   .total_cpu_s = t->total_cpu_s};
+
+    memcpy(p.comm, t->comm, sizeof(p.comm));
+    memcpy(p.unit, t->unit, sizeof(p.unit));
+    memcpy(p.job, t->job, sizeof(p.job));
+    return p;
+}
+
+/* The group a process's energy goes to from now on: after an exec, what it
+ * used so far stays with its old command. */
+static void join_group(sampler *s, struct tracked *t)
+{
+    t->has_group = groups_find(&s->groups, t->uid, t->comm, t->unit, t->job, &t->group) == 0;
+    if (!t->has_group)
+        log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
+}
+
 static int64_t sampler_clock(sampler *s);
+
+/* A recording carries the job a replay cannot read from the environment. */
+static void record_proc(sampler *s, const procs_info *info, const struct tracked *t)
+{
+    procs_info rec = *info;
+    char from_cgroup[LABELS_JOB_MAX];
+
+    labels_job_cgroup(info->cgroup, from_cgroup);
+    snprintf(rec.job, sizeof(rec.job), "%s", from_cgroup[0] ? "" : t->job);
+    trace_write_proc(s->rec, &rec);
+}
 
 static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 {
@@ -330,6 +392,13 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     memcpy(t->comm, info->comm, sizeof(t->comm));
     t->cp = cp;
     t->klass = model_classify(s->m, 0);
+    labels_unit(info->cgroup, t->unit);
+    labels_job_cgroup(info->cgroup, t->job);
+    if (!t->job[0] && cp)
+        labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
+    else if (!t->job[0]) /* a replay: the recording's */
+        snprintf(t->job, sizeof(t->job), "%s", info->job);
+    join_group(s, t);
     s->procs[s->n++] = t;
     if (s->rep && s->last_ns == 0) {
         t->pending = *info;
@@ -347,7 +416,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
                           .uid = info->uid};
     store_push_proc_info(s->st, &pi);
     if (s->rec)
-        trace_write_proc(s->rec, info);
+        record_proc(s, info, t);
     return 0;
 }
 
@@ -443,6 +512,7 @@ static void refresh_comm(sampler *s, pid_t pid)
     }
     if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
         memcpy(t->comm, info.comm, sizeof(t->comm));
+        join_group(s, t);
         store_proc_info pi = {.t_ns = sampler_clock(s),
                               .pid = pid,
                               .start_time = t->start,
@@ -452,7 +522,7 @@ static void refresh_comm(sampler *s, pid_t pid)
                               .uid = info.uid};
         store_push_proc_info(s->st, &pi);
         if (s->rec)
-            trace_write_proc(s->rec, &info);
+            record_proc(s, &info, t);
     }
     procs_info_clear(&info);
 }
@@ -494,6 +564,11 @@ static void reap(sampler *s)
             s->procs[k++] = t;
             continue;
         }
+        live_proc p = to_live(t);
+        p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
+        if (recent_add(&s->recent, &p) < 0)
+            log_warning("out of memory: the exporter drops pid %d's series", (int)t->pid);
+        s->n_exited++;
         store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
         if (s->rec)
             trace_write_exit(s->rec, t->pid, t->start);
@@ -570,9 +645,12 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
         }
         if (kind == TRACE_PROC) {
             struct tracked *t = find_start(s, info.pid, info.start_ticks);
-            if (t)
-                memcpy(t->comm, info.comm, sizeof(t->comm));
-            else if (track_wanted(s, &info))
+            if (t) {
+                if (strcmp(t->comm, info.comm) != 0) {
+                    memcpy(t->comm, info.comm, sizeof(t->comm));
+                    join_group(s, t);
+                }
+            } else if (track_wanted(s, &info))
                 add_tracked(s, &info, NULL);
             continue;
         }
@@ -763,11 +841,23 @@ static void account(sampler *s, double dt)
         t->total_j += s->ap[i].attributed_j;
         t->total_standalone_j += s->ap[i].standalone_j;
         t->total_cpu_s += cpu;
+        if (t->has_group) {
+            group_total *g = &s->groups.v[t->group];
+            g->energy_j += s->ap[i].attributed_j;
+            g->standalone_j += s->ap[i].standalone_j;
+            g->cpu_s += cpu;
+        }
         s->sec_cpu_s += cpu;
         for (size_t e = 0; e < s->es->n; e++)
             s->sec_ratio_sum[e] += t->ratio[e];
         s->sec_ratio_n++;
     }
+    s->total_measured_j += at.measured ? at.host_j : 0;
+    s->total_modeled_j += at.modeled_host_j;
+    s->total_idle_j += at.idle_j;
+    s->total_unattr_j += at.unattributed_j;
+    for (size_t z = 0; z < s->power->n; z++)
+        s->zone_total_j[z] += s->zone_delta[z];
     s->sec_host_j += at.host_j;
     s->sec_modeled_j += at.modeled_host_j;
     s->sec_idle_j += at.idle_j;
@@ -785,6 +875,9 @@ void snapshot_unref(snapshot *snap)
         return;
     free(snap->procs);
     free(snap->st.event_ratio);
+    free(snap->st.zone_total_j);
+    groups_free(&snap->groups);
+    recent_free(&snap->recent);
     free(snap);
 }
 
@@ -881,6 +974,43 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
         st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
+    st->total_measured_j = s->total_measured_j;
+    st->total_modeled_j = s->total_modeled_j;
+    st->total_idle_j = s->total_idle_j;
+    st->total_unattributed_j = s->total_unattr_j;
+    st->exited = s->n_exited;
+    st->lateness = s->late_hist;
+    st->tick_work = s->work_hist;
+}
+
+/* What the exporter needs beyond status: the totals by command, user, unit
+ * and job (with the power of their live processes), and the recently ended
+ * processes with the most energy. */
+static int publish_exits(sampler *s, snapshot *snap)
+{
+    size_t nz = s->power->n;
+
+    for (size_t i = 0; i < s->groups.n; i++)
+        s->groups.v[i].power_w = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->has_group)
+            s->groups.v[s->procs[i]->group].power_w += s->procs[i]->last_w;
+
+    if (s->cfg->exporter_grace_s > 0) {
+        uint64_t now = util_now_ns(CLOCK_MONOTONIC),
+                 grace = (uint64_t)(s->cfg->exporter_grace_s * 1e9);
+        recent_expire(&s->recent, now > grace ? now - grace : 0);
+    } else
+        s->recent.n = 0;
+    if (!(snap->st.zone_total_j = calloc(nz + 1, sizeof(double))) ||
+        groups_copy(&snap->groups, &s->groups) < 0 ||
+        !(snap->recent.v = calloc(s->recent.n + 1, sizeof(live_proc))))
+        return -ENOMEM;
+    memcpy(snap->st.zone_total_j, s->zone_total_j, nz * sizeof(double));
+    if (s->recent.n)
+        memcpy(snap->recent.v, s->recent.v, s->recent.n * sizeof(live_proc));
+    snap->recent.n = snap->recent.cap = s->recent.n;
+    return 0;
 }
 
 static void publish(sampler *s)
@@ -900,23 +1030,11 @@ static void publish(sampler *s)
         t->last_standalone_w = t->sec_standalone_j / secs;
         t->last_cpu = t->sec_cpu_s / secs;
         if (snap && snap->procs)
-            snap->procs[snap->n_procs++] = (live_proc){t->pid,
-                                                       t->start,
-                                                       t->uid,
-                                                       {0},
-                                                       t->klass,
-                                                       t->last_w,
-                                                       t->last_standalone_w,
-                                                       t->last_cpu,
-                                                       t->total_j,
-                                                       t->total_standalone_j,
-                                                       t->total_cpu_s};
-        if (snap && snap->procs)
-            memcpy(snap->procs[snap->n_procs - 1].comm, t->comm, sizeof(t->comm));
+            snap->procs[snap->n_procs++] = to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
     update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs);
-    if (snap && snap->procs && snap->st.event_ratio) {
+    if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
         if (pthread_mutex_trylock(&s->snap_lock) == 0) {
@@ -1062,10 +1180,13 @@ static void *hardware_loop(void *arg)
         /* The deadline this wake-up serves is the latest one that passed. */
         s->next_deadline += (expirations - 1) * s->period_ns;
         ring_add(&s->lateness, (double)(woke - s->next_deadline));
+        hist_add(&s->late_hist, (double)(woke - s->next_deadline));
         s->next_deadline += s->period_ns;
         tick(s, woke - s->last_ns, woke);
         s->last_ns = woke;
-        ring_add(&s->tick_work, (double)(util_now_ns(CLOCK_MONOTONIC) - woke));
+        uint64_t work = util_now_ns(CLOCK_MONOTONIC) - woke;
+        ring_add(&s->tick_work, (double)work);
+        hist_add(&s->work_hist, (double)work);
     }
     close(tfd);
     return NULL;
@@ -1144,7 +1265,8 @@ static int alloc_scratch(sampler *s)
         return -ENOMEM;
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
-    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum)
+    s->zone_total_j = calloc(s->power->n + 1, sizeof(double));
+    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum || !s->zone_total_j)
         return -ENOMEM;
     if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
         return -ENOMEM;
@@ -1169,6 +1291,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     s->m = m;
     s->model_id = model_id;
     s->st = st;
+    s->recent.cap = c->exporter_top_pids;
     s->period_ns = (uint64_t)llround(1e9 / c->rate_hz);
     pthread_mutex_init(&s->pending_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
@@ -1225,6 +1348,9 @@ void sampler_free(sampler *s)
     free(s->zone_bad);
     free(s->zone_still_ns);
     free(s->sec_ratio_sum);
+    free(s->zone_total_j);
+    groups_free(&s->groups);
+    recent_free(&s->recent);
     free(s->lateness.v);
     free(s->tick_work.v);
     free(s->idle_power.v);

@@ -152,6 +152,8 @@ uint64_t rapl_wrap_delta(uint64_t prev, uint64_t now, uint64_t range);
  * Which processes exist, who they are, and when they come and go. A pid is
  * reused, so a process's identity is (boot id, pid, start time). */
 
+#define PROCS_JOB_MAX 64
+
 typedef struct procs_info {
     pid_t pid, ppid;
     uint64_t start_ticks; /* field 22 of /proc/PID/stat, clock ticks since boot */
@@ -160,6 +162,9 @@ typedef struct procs_info {
     char *cmdline; /* malloc'd, arguments joined by spaces ("" for kernel threads) */
     char *cgroup;  /* malloc'd, unified-hierarchy path ("/system.slice/x.service") */
     bool kernel_thread;
+    /* A batch job id the cgroup path does not show (from the environment):
+     * carried by records only, "" when none; procs_read_info leaves it. */
+    char job[PROCS_JOB_MAX];
 } procs_info;
 
 /* Reads /proc/PID/{stat,status,cmdline,cgroup}. -ESRCH when the process is
@@ -254,5 +259,29 @@ const trace_header *trace_reader_header(const trace_reader *r);
 int trace_read(trace_reader *r, trace_record_kind *kind, trace_tick *tick, procs_info *proc,
                char *err, size_t errlen);
 void trace_reader_close(trace_reader *r);
+
+/* ---- Labels of a process (labels.c) ---------------------------------------
+ * What a cluster groups energy by: the systemd unit and the batch job a
+ * process belongs to. Read once, when a process is first tracked. */
+
+#define LABELS_UNIT_MAX 128
+#define LABELS_JOB_MAX PROCS_JOB_MAX
+
+/* The systemd unit of a unified-hierarchy cgroup path: its first component
+ * that is not a slice ("/system.slice/ssh.service/x" -> "ssh.service",
+ * "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope" ->
+ * "user@1000.service"), or "" when there is none. Pure. */
+void labels_unit(const char *cgroup, char out[LABELS_UNIT_MAX]);
+/* The Slurm job id in a cgroup path (the component "job_<id>", as in
+ * "/system.slice/slurmstepd.scope/job_42/step_0"), or "". Pure. */
+void labels_job_cgroup(const char *cgroup, char out[LABELS_JOB_MAX]);
+/* The value of the first of `names` set in /proc/PID/environ, or "" when
+ * none is. -ESRCH when the process is gone, -EACCES when it may not be
+ * read. */
+int labels_job_environ(pid_t pid, char *const *names, size_t n_names, char out[LABELS_JOB_MAX]);
+/* The value of the first of `names` set in an environ block (NUL-separated
+ * NAME=VALUE strings, `len` bytes), or "". Pure. */
+void labels_job_env_block(const char *env, size_t len, char *const *names, size_t n_names,
+                          char out[LABELS_JOB_MAX]);
 
 #endif

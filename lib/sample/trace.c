@@ -304,6 +304,9 @@ int trace_write_proc(trace_writer *w, const procs_info *info)
     json_object_object_add(p, "cmdline",
                            json_object_new_string(info->cmdline ? info->cmdline : ""));
     json_object_object_add(p, "cgroup", json_object_new_string(info->cgroup ? info->cgroup : ""));
+    /* Optional, so that files without it (and readers before it) agree. */
+    if (info->job[0])
+        json_object_object_add(p, "job", json_object_new_string(info->job));
     json_object_object_add(o, "proc", p);
     return trace_emit_json(w, o);
 }
@@ -881,22 +884,25 @@ static int trace_parse_tick(trace_reader *r, json_object *o, trace_path *path, t
 static int trace_parse_proc(trace_reader *r, json_object *o, trace_path *path, procs_info *p,
                             char *err, size_t errlen)
 {
-    static const char *const keys[] = {"pid", "ppid", "start", "uid", "comm", "cmdline", "cgroup"};
+    static const char *const keys[] = {"pid",  "ppid",    "start",  "uid",
+                                       "comm", "cmdline", "cgroup", "job"};
     uint64_t pid, ppid, uid;
-    const char *comm, *cmdline, *cgroup;
+    const char *comm, *cmdline, *cgroup, *job = "";
     int e;
 
     if (!json_object_is_type(o, json_type_object))
         return trace_bad(r, path, err, errlen, "is not an object");
     memset(p, 0, sizeof(*p));
-    if ((e = trace_known_fields(r, o, path, keys, 7, err, errlen)) < 0 ||
+    if ((e = trace_known_fields(r, o, path, keys, 8, err, errlen)) < 0 ||
         (e = trace_u64(r, o, path, "pid", INT32_MAX, &pid, err, errlen)) < 0 ||
         (e = trace_u64(r, o, path, "ppid", INT32_MAX, &ppid, err, errlen)) < 0 ||
         (e = trace_u64(r, o, path, "start", UINT64_MAX, &p->start_ticks, err, errlen)) < 0 ||
         (e = trace_u64(r, o, path, "uid", UINT32_MAX - 1, &uid, err, errlen)) < 0 ||
         (e = trace_string(r, o, path, "comm", &comm, err, errlen)) < 0 ||
         (e = trace_string(r, o, path, "cmdline", &cmdline, err, errlen)) < 0 ||
-        (e = trace_string(r, o, path, "cgroup", &cgroup, err, errlen)) < 0)
+        (e = trace_string(r, o, path, "cgroup", &cgroup, err, errlen)) < 0 ||
+        (json_object_object_get_ex(o, "job", NULL) &&
+         (e = trace_string(r, o, path, "job", &job, err, errlen)) < 0))
         return e;
     if (pid == 0) {
         trace_push_key(path, "pid");
@@ -905,6 +911,10 @@ static int trace_parse_proc(trace_reader *r, json_object *o, trace_path *path, p
     if (strlen(comm) >= sizeof(p->comm)) {
         trace_push_key(path, "comm");
         return trace_bad(r, path, err, errlen, "is longer than %zu bytes", sizeof(p->comm) - 1);
+    }
+    if (strlen(job) >= sizeof(p->job)) {
+        trace_push_key(path, "job");
+        return trace_bad(r, path, err, errlen, "is longer than %zu bytes", sizeof(p->job) - 1);
     }
     free(r->cmdline);
     free(r->cgroup);
@@ -916,6 +926,7 @@ static int trace_parse_proc(trace_reader *r, json_object *o, trace_path *path, p
     p->ppid = (pid_t)ppid;
     p->uid = (uid_t)uid;
     strcpy(p->comm, comm);
+    strcpy(p->job, job);
     p->cmdline = r->cmdline;
     p->cgroup = r->cgroup;
     return 0;

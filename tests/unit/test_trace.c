@@ -124,6 +124,9 @@ static void make_record(gsl_rng *rng, expect *e, uint64_t *t, size_t ne, size_t 
         e->proc.cgroup = malloc(80);
         random_string(rng, e->proc.cmdline, 200);
         random_string(rng, e->proc.cgroup, 80);
+        /* The optional job: absent from half the records. */
+        if (gsl_rng_uniform_int(rng, 2))
+            random_string(rng, e->proc.job, sizeof(e->proc.job));
         return;
     }
     e->kind = TRACE_TICK;
@@ -173,6 +176,7 @@ static void check_record(const expect *e, trace_record_kind kind, const trace_ti
         assert_string_equal(p->comm, e->proc.comm);
         assert_string_equal(p->cmdline, e->proc.cmdline);
         assert_string_equal(p->cgroup, e->proc.cgroup);
+        assert_string_equal(p->job, e->proc.job);
     }
 }
 
@@ -406,6 +410,15 @@ static const bad_case bad_cases[] = {
      HEADER "\n{\"proc\":{\"pid\":1,\"ppid\":0,\"start\":2,\"uid\":0,"
             "\"comm\":\"a\\u0000b\",\"cmdline\":\"\",\"cgroup\":\"/\"}}\n",
      2, "\"a\\", 0, "proc.comm: contains a NUL", -EBADMSG},
+    {"proc job too long",
+     HEADER "\n{\"proc\":{\"pid\":1,\"ppid\":0,\"start\":2,\"uid\":0,\"comm\":\"a\","
+            "\"cmdline\":\"\",\"cgroup\":\"/\",\"job\":"
+            "\"0123456789012345678901234567890123456789012345678901234567890123\"}}\n",
+     2, "\"0123", 0, "proc.job: is longer than 63 bytes", -EBADMSG},
+    {"proc job not a string",
+     HEADER "\n{\"proc\":{\"pid\":1,\"ppid\":0,\"start\":2,\"uid\":0,\"comm\":\"a\","
+            "\"cmdline\":\"\",\"cgroup\":\"/\",\"job\":42}}\n",
+     2, "42}", 0, "proc.job: ", -EBADMSG},
     {"proc uid missing",
      HEADER "\n{\"proc\":{\"pid\":1,\"ppid\":0,\"start\":2,"
             "\"comm\":\"a\",\"cmdline\":\"\",\"cgroup\":\"/\"}}\n",

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Job ids from the environment, live and in a replay.
+
+A live wattprofd with `job_env = WPX_NOT_SET,WPX_JOB_ID` (the first one set
+wins) records while two burners run: one started with WPX_JOB_ID=4242, one
+without. The exporter shows job 4242's energy; the recording carries the job
+in the process's record (the cgroup path here has no Slurm job); a replay of
+it, with no environment to read, exports the same job with the same energy."""
+import json, os, re, subprocess, sys, tempfile, time, urllib.request
+
+sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
+import daemon_harness  # noqa: E402
+from daemon_harness import Daemon, check, finish  # noqa: E402
+
+tmp = tempfile.mkdtemp(prefix="wattprof-jobs-")
+burner = os.path.join(tmp, "wpxjob")
+os.symlink(os.environ["BURN"], burner)
+with open(f"{tmp}/d.conf", "w") as f:
+    f.write("[track]\ncomm = ^wpxjob$\n[exporter]\nlisten = 127.0.0.1:0\n"
+            "job_env = WPX_NOT_SET, WPX_JOB_ID\n")
+
+
+def url_of(d):
+    for _ in range(100):
+        m = re.search(r"serving (http://127\.0\.0\.1:\d+/metrics)", d.read_log())
+        if m:
+            return m.group(1)
+        time.sleep(0.05)
+    raise RuntimeError("no exporter address in the log:\n" + d.read_log())
+
+
+def jobs(url):
+    """Energy by job_id of the wpxjob command."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = re.match(r'wattprof_process_energy_joules_total\{command="wpxjob",.*job_id="([^"]*)"\} (\S+)',
+                     line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
+trace = f"{tmp}/run.trace"
+live = Daemon("--config", f"{tmp}/d.conf", "--record", trace, state=f"{tmp}/live")
+url = url_of(live)
+env = dict(os.environ, WPX_JOB_ID="4242")
+env.pop("WPX_NOT_SET", None)
+plain = dict(os.environ)
+plain.pop("WPX_JOB_ID", None)
+# They wait first, so the daemon finds them before they burn.
+ps = [subprocess.Popen([burner, "--wait", "1.2", "0.3"], env=env),
+      subprocess.Popen([burner, "--wait", "1.2", "0.2"], env=plain)]
+for p in ps:
+    p.wait()
+time.sleep(2.5)  # the exits reach a published snapshot
+got_live = jobs(url)
+check("live: job 4242 and the process in no job are exported apart",
+      sorted(got_live) == ["", "4242"] and got_live["4242"] > 0, str(got_live))
+check("live daemon stops cleanly", live.stop() == 0)
+records = [json.loads(ln)["proc"] for ln in open(trace) if ln.startswith('{"proc"')]
+check("the recording carries job 4242 in its process record, and no job for the other",
+      sorted(r.get("job", "") for r in records if r["comm"] == "wpxjob") == ["", "4242"],
+      str([(r["pid"], r.get("job")) for r in records]))
+
+rep = Daemon("--config", f"{tmp}/d.conf", "--replay", trace, "--speed", "max",
+             state=f"{tmp}/replay")
+rurl = url_of(rep)
+for _ in range(300):
+    if "finished after" in rep.read_log():
+        break
+    time.sleep(0.1)
+got_rep = jobs(rurl)
+check(f"replay: job 4242 has the live energy ({got_rep.get('4242', 0):.6f} J)",
+      sorted(got_rep) == ["", "4242"]
+      and abs(got_rep["4242"] - got_live["4242"]) <= 1e-9 * got_live["4242"], str(got_rep))
+check("replay stops cleanly", rep.stop() == 0)
+if not daemon_harness.failures:
+    subprocess.run(["rm", "-rf", tmp])
+finish()
