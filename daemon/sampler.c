@@ -25,9 +25,10 @@
 #define SAMPLER_MAX_EVENTS 64    /* proc events drained per tick */
 
 /* A RAPL zone this long without advancing is no measurement (200 ms: real
- * RAPL counters advance every millisecond or so), and this long is reported
- * in status. */
+ * RAPL counters advance every millisecond or so), nor is it for this long
+ * after it advances again, and this long is reported in status. */
 #define SAMPLER_STILL_NS 200000000ull
+#define SAMPLER_SETTLE_NS 100000000ull
 #define SAMPLER_STALL_NS 1000000000ull
 
 struct tracked {
@@ -75,10 +76,11 @@ struct sampler {
     int task_clock; /* index in es, or -1 */
     rapl *power;
     double *zone_delta;
-    double *zone_bad;        /* 1 for a zone whose delta this tick is no measurement */
-    uint64_t *zone_still_ns; /* since each zone last advanced */
-    int rapl_err;            /* rapl_read's latest result */
-    bool power_faulted;      /* a stall is being reported (logged once each way) */
+    double *zone_bad;         /* 1 for a zone whose delta this tick is no measurement */
+    uint64_t *zone_still_ns;  /* since each zone last advanced */
+    uint64_t *zone_settle_ns; /* left before an advancing zone measures again */
+    int rapl_err;             /* rapl_read's latest result */
+    bool power_faulted;       /* a stall is being reported (logged once each way) */
     procs_watch *watch;
     char boot_id[37];
     store *st;
@@ -782,20 +784,26 @@ static int64_t sampler_clock(sampler *s)
 
 /* Whether this tick's RAPL deltas measure the host. A target zone that has
  * not advanced for SAMPLER_STILL_NS (it vanished, or its counter stalled)
- * reads zero, and its first delta after the outage carries the whole
- * outage's energy into one tick. Neither is a measurement: such ticks fall
- * back to the model's host estimate, as on a machine without RAPL. Shorter
- * runs of zero (a counter updated less often than the ticks) are read as
- * they are: their energy shows up in the next delta. */
+ * reads zero, and once it advances again its deltas may carry the outage's
+ * energy (in one tick, or over a few when whatever feeds the counter
+ * catches up in steps). Neither is a measurement: such ticks, up to
+ * SAMPLER_SETTLE_NS after the zone advances again, fall back to the model's
+ * host estimate, as on a machine without RAPL. Shorter runs of zero (a
+ * counter updated less often than the ticks) are read as they are: their
+ * energy shows up in the next delta. */
 static bool power_usable(sampler *s, double dt)
 {
     for (size_t z = 0; z < s->power->n; z++) {
+        uint64_t dt_ns = (uint64_t)(dt * 1e9);
+        uint64_t *settle = &s->zone_settle_ns[z];
         bool was_still = s->zone_still_ns[z] >= SAMPLER_STILL_NS;
-        if (s->zone_delta[z] > 0)
+        if (s->zone_delta[z] > 0) {
             s->zone_still_ns[z] = 0;
-        else
-            s->zone_still_ns[z] += (uint64_t)(dt * 1e9);
-        s->zone_bad[z] = was_still || s->zone_still_ns[z] >= SAMPLER_STILL_NS;
+            *settle = was_still ? SAMPLER_SETTLE_NS : *settle > dt_ns ? *settle - dt_ns : 0;
+        } else {
+            s->zone_still_ns[z] += dt_ns;
+        }
+        s->zone_bad[z] = was_still || *settle > 0 || s->zone_still_ns[z] >= SAMPLER_STILL_NS;
     }
     return rapl_sum_domains(s->power, s->zone_bad, (const char *const *)s->m->target,
                             s->m->n_target) == 0;
@@ -1261,7 +1269,8 @@ static int alloc_scratch(sampler *s)
     s->zone_delta = calloc(s->power->n + 1, sizeof(double));
     s->zone_bad = calloc(s->power->n + 1, sizeof(double));
     s->zone_still_ns = calloc(s->power->n + 1, sizeof(uint64_t));
-    if (!s->zone_bad || !s->zone_still_ns)
+    s->zone_settle_ns = calloc(s->power->n + 1, sizeof(uint64_t));
+    if (!s->zone_bad || !s->zone_still_ns || !s->zone_settle_ns)
         return -ENOMEM;
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
@@ -1347,6 +1356,7 @@ void sampler_free(sampler *s)
     free(s->zone_delta);
     free(s->zone_bad);
     free(s->zone_still_ns);
+    free(s->zone_settle_ns);
     free(s->sec_ratio_sum);
     free(s->zone_total_j);
     groups_free(&s->groups);
