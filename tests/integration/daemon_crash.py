@@ -17,9 +17,12 @@ Checked after each restart:
   - every row of the write log is still there, byte for byte, and no row of
     an earlier round was lost or changed (the log accumulates);
   - no more than the last second was lost: the newest stored second is the
-    one before the kill's, or, when the kill came in the first 200 ms of a
+    one before the kill's, or, when the kill came in the first GRACE s of a
     second (before the store commits the previous second, 100 ms into the
-    next), the one before that;
+    next; 0.2 s, or 0.5 s on an overloaded host or under the sanitizers,
+    where that commit comes late), the one before that. The time lost, from
+    the end of the newest stored second to the kill, is printed: at most
+    1 + GRACE s;
   - process_energy rows of the burners exist for the seconds they ran.
 50 rounds with TEST_SLOW=1 (about 3 minutes); 8 otherwise."""
 import os, random, sqlite3, subprocess, sys, tempfile, time, shutil
@@ -30,6 +33,7 @@ import daemon_harness  # noqa: E402
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
 ROUNDS = 50 if os.environ.get("TEST_SLOW") == "1" else 8
+GRACE = 0.2 if os.environ.get("TEST_SLOW") == "1" and os.getloadavg()[0] <= os.cpu_count() else 0.5
 seed = int(os.environ.get("WATTPROF_CRASH_SEED", str(int(time.time()))))
 rng = random.Random(seed)
 print(f"note - {ROUNDS} rounds, seed {seed} (WATTPROF_CRASH_SEED={seed} repeats them); "
@@ -54,7 +58,7 @@ def rows(path, query, *args):
 
 
 log = {}  # the write log: second -> its host_attribution row, as first seen committed
-lost_total = 0
+lost_total, lost_most = 0, 0.0
 failures_before = daemon_harness.failures
 db = os.path.join(state, "wattprof.db")
 try:
@@ -65,8 +69,9 @@ try:
             after = {r[0]: r for r in rows(db, "SELECT * FROM host_attribution")}
             missing = [t for t in log if after.get(t) != log[t]]
             newest = max((t for t in after if t < int(killed_at)), default=0)
-            last_ok = int(killed_at) - (2 if killed_at % 1 < 0.2 else 1)
+            last_ok = int(killed_at) - (2 if killed_at % 1 < GRACE else 1)
             lost_total += max(0, last_ok - newest)
+            lost_most = max(lost_most, killed_at - (newest + 1))
             check(f"round {rnd - 1}: integrity_check after the restart", ok == "ok", ok)
             check(f"round {rnd - 1}: every second in the write log is kept, unchanged",
                   not missing, f"{len(missing)} of {len(log)} changed or gone: {missing[:5]}")
@@ -87,7 +92,8 @@ try:
     ok = rows(db, "PRAGMA integrity_check")[0][0]
     after = {r[0]: r for r in rows(db, "SELECT * FROM host_attribution")}
     newest = max((t for t in after if t < int(killed_at)), default=0)
-    last_ok = int(killed_at) - (2 if killed_at % 1 < 0.2 else 1)
+    last_ok = int(killed_at) - (2 if killed_at % 1 < GRACE else 1)
+    lost_most = max(lost_most, killed_at - (newest + 1))
     check(f"round {ROUNDS}: integrity_check after the restart", ok == "ok", ok)
     check(f"round {ROUNDS}: every second in the write log is kept, unchanged",
           all(after.get(t) == log[t] for t in log), f"{len(log)} seconds in the log")
@@ -101,7 +107,8 @@ try:
           ["achieved_hz"] >= 0)
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
     print(f"note - {ROUNDS} SIGKILLs, {len(log)} acknowledged seconds in the write log, "
-          f"{lost_total} seconds lost beyond the last one")
+          f"{lost_total} seconds lost beyond the last one; at most {lost_most:.2f} s of data lost "
+          f"at a kill (grace {GRACE} s)")
 finally:
     for b in burners:
         b.kill()
