@@ -2,7 +2,7 @@
  * an optional analytic mean expression. Prints the hyperparameters, the
  * log marginal likelihood and the leave-one-out errors of the GP and of its
  * mean function alone; optionally predicts another file and writes the
- * model as JSON. */
+ * model as JSON, which --model reads back to predict again. */
 #include "commands.h"
 #include "learn/learn.h"
 #include "util/util.h"
@@ -18,7 +18,7 @@
 #define EXIT_JITTER 3 /* fitted, but K needed jitter (see --allow-jitter) */
 
 struct gp_args {
-    const char *data, *target, *features, *kernel, *mean, *loocv, *predict, *out;
+    const char *data, *target, *features, *kernel, *mean, *loocv, *predict, *out, *model;
     bool ard, fit_mean, json, standardize, allow_jitter, optimize;
     long restarts, seed;
 };
@@ -42,7 +42,8 @@ static void usage(FILE *f)
             "usage: wattprof gp --data F --target y --features a,b,... [--kernel K] [--ard]\n"
             "                   [--mean EXPR|const] [--fit-mean] [--restarts N] [--seed S]\n"
             "                   [--loocv closed|refit|none] [--predict FILE] [--out MODEL.json]\n"
-            "                   [--no-standardize] [--no-optimize] [--allow-jitter] [--json]\n\n"
+            "                   [--no-standardize] [--no-optimize] [--allow-jitter] [--json]\n"
+            "       wattprof gp --model MODEL.json --predict FILE [--json]\n\n"
             "Gaussian-process regression of y on the features. K is a sum of products of\n"
             "rbf, matern12, matern32, matern52, linear, const and white (default\n"
             "matern32+white); --ard gives each feature its own length scale. EXPR is an\n"
@@ -50,7 +51,8 @@ static void usage(FILE *f)
             "used as the mean; --fit-mean fits its constants with the kernel.\n"
             "--no-optimize keeps every kernel hyperparameter at 1 (and the mean as written).\n"
             "Exit status 3 means K was singular (e.g. duplicated rows) and was fitted with\n"
-            "jitter.\n");
+            "jitter.\n"
+            "--model predicts FILE with a model written by --out, without refitting.\n");
 }
 
 static int parse_args(int argc, char **argv, struct gp_args *a)
@@ -71,6 +73,7 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
                                          {"no-standardize", no_argument, NULL, 'S'},
                                          {"allow-jitter", no_argument, NULL, 'J'},
                                          {"no-optimize", no_argument, NULL, 'N'},
+                                         {"model", required_argument, NULL, 'M'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     int c;
@@ -124,6 +127,9 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
         case 'N':
             a->optimize = false;
             break;
+        case 'M':
+            a->model = optarg;
+            break;
         case 'r':
             if (util_parse_long(optarg, &a->restarts) < 0 || a->restarts < 0) {
                 fprintf(stderr, "wattprof gp: --restarts: not a count: '%s'\n", optarg);
@@ -148,7 +154,11 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
         fprintf(stderr, "wattprof gp: unexpected argument '%s'\n", argv[optind]);
         return -EINVAL;
     }
-    if (!a->data || !a->target || !a->features) {
+    if (a->model && (!a->predict || a->data || a->out)) {
+        fprintf(stderr, "wattprof gp: --model takes --predict FILE, and no --data or --out\n");
+        return -EINVAL;
+    }
+    if (!a->model && (!a->data || !a->target || !a->features)) {
         fprintf(stderr, "wattprof gp: --data, --target and --features are required\n");
         return -EINVAL;
     }
@@ -222,6 +232,10 @@ static int fit(const struct gp_args *a, struct gp_run *r)
     size_t n = r->data.n;
     int e = gp_new(&cfg, (const char *const *)r->feat, r->d, &r->m, err, sizeof(err));
 
+    if (e == -ENOENT) { /* OpenBLAS or L-BFGS-B missing */
+        fprintf(stderr, "wattprof gp: %s\n", err);
+        return e;
+    }
     if (e < 0) {
         fprintf(stderr, "wattprof gp: %s: %s\n", strncmp(err, "kernel", 6) ? "--mean" : "--kernel",
                 err);
@@ -288,6 +302,34 @@ static int predict(const struct gp_args *a, struct gp_run *r)
     return e;
 }
 
+/* --model: the saved model and its feature names, for predict(). */
+static int load_model(const struct gp_args *a, struct gp_run *r)
+{
+    char *text, err[UTIL_ERRLEN];
+    const char *const *names;
+    size_t len;
+    int e = util_read_file(a->model, &text, &len);
+
+    if (e < 0) {
+        fprintf(stderr, "wattprof gp: --model: %s: %s\n", a->model, strerror(-e));
+        return e;
+    }
+    e = gp_from_json(text, a->model, &r->m, err, sizeof(err));
+    free(text);
+    if (e < 0) {
+        if (e != -ENOMEM)
+            fprintf(stderr, "wattprof gp: --model: %s\n", err);
+        return e;
+    }
+    names = gp_features(r->m, &r->d);
+    if (!(r->feat = calloc(r->d ? r->d : 1, sizeof(char *))))
+        return -ENOMEM;
+    for (size_t j = 0; j < r->d; j++)
+        if (!(r->feat[j] = strdup(names[j])))
+            return -ENOMEM;
+    return 0;
+}
+
 static json_object *metrics_json(const learn_metrics *m)
 {
     json_object *o = json_object_new_object();
@@ -306,6 +348,11 @@ static void print_json(const struct gp_args *a, const struct gp_run *r)
     char name[160];
 
     gp_get_params(r->m, theta);
+    if (a->model) { /* predictions only */
+        json_object_object_add(o, "model", json_object_new_string(a->model));
+        json_object_put(p);
+        goto predictions;
+    }
     json_object_object_add(o, "rows", json_object_new_uint64(r->data.n));
     json_object_object_add(o, "kernel", json_object_new_string(a->kernel));
     json_object_object_add(o, "mean", json_object_new_string(a->mean ? a->mean : "zero"));
@@ -327,6 +374,7 @@ static void print_json(const struct gp_args *a, const struct gp_run *r)
         json_object_object_add(o, "loocv", metrics_json(&r->gp_err));
         json_object_object_add(o, "mean_loocv", metrics_json(&r->mean_err));
     }
+predictions:
     if (r->pt) {
         json_object_object_add(o, "predictions", p = json_object_new_array());
         for (size_t i = 0; i < r->pt->n_rows; i++) {
@@ -350,6 +398,15 @@ static void print_metrics(const char *what, const learn_metrics *m)
         printf("%.2f %%\n", 100 * m->mape);
 }
 
+static void print_predictions(const struct gp_args *a, const struct gp_run *r)
+{
+    if (!r->pt)
+        return;
+    printf("predictions for %s:\nline,mean,std\n", a->predict);
+    for (size_t i = 0; i < r->pt->n_rows; i++)
+        printf("%d,%.10g,%.10g\n", r->pt->line[i], r->pmean[i], sqrt(r->pvar[i]));
+}
+
 static void print_text(const struct gp_args *a, const struct gp_run *r)
 {
     size_t np = gp_n_params(r->m);
@@ -371,11 +428,7 @@ static void print_text(const struct gp_args *a, const struct gp_run *r)
                       &r->gp_err);
         print_metrics("LOOCV of the mean function alone:", &r->mean_err);
     }
-    if (!r->pt)
-        return;
-    printf("predictions for %s:\nline,mean,std\n", a->predict);
-    for (size_t i = 0; i < r->pt->n_rows; i++)
-        printf("%d,%.10g,%.10g\n", r->pt->line[i], r->pmean[i], sqrt(r->pvar[i]));
+    print_predictions(a, r);
 }
 
 /* The model document with the target's name added. */
@@ -412,6 +465,19 @@ int cmd_gp(int argc, char **argv)
 
     if (e != 0)
         return e > 0 ? 0 : 2;
+    if (a.model) {
+        e = load_model(&a, &r);
+        if (e == 0)
+            e = predict(&a, &r);
+        if (e == 0 && a.json)
+            print_json(&a, &r);
+        else if (e == 0)
+            print_predictions(&a, &r);
+        else if (e == -ENOMEM)
+            fprintf(stderr, "wattprof gp: out of memory\n");
+        run_free(&r);
+        return e == 0 ? 0 : 1;
+    }
     e = load(&a, &r);
     if (e == 0)
         e = fit(&a, &r);

@@ -270,6 +270,15 @@ static int config_set(config *c, const char *section, const char *key, const cha
             return set_str(&c->track_cgroup, v);
         return -ENOENT;
     }
+    if (strcmp(section, "sampler") == 0) {
+        long n;
+        if (strcmp(key, "priority") != 0)
+            return -ENOENT;
+        if (util_parse_long(v, &n) < 0 || n < 0 || n > 99)
+            return -EINVAL;
+        c->sampler_priority = (int)n;
+        return 0;
+    }
     if (strcmp(section, "storage") == 0) {
         if (strcmp(key, "second_retention") == 0)
             return parse_duration(v, &c->second_retention_s);

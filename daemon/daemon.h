@@ -40,6 +40,8 @@ typedef struct config {
     unsigned max_clients;   /* 64 */
     double drift_threshold; /* relative error that is flagged; 0.10 */
     double rescan_s;        /* /proc rescan period; 5 (1 without the proc connector) */
+    int sampler_priority;   /* [sampler] priority: SCHED_FIFO priority of the sampling
+                               thread, 1..99; 0 = normal scheduling (the default) */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;
@@ -114,6 +116,8 @@ typedef struct daemon_status {
     bool drift_flagged;
     double untracked_cpu; /* host busy CPU not seen by any tracked process, s/s */
     size_t tracked;
+    double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
+    size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
     bool proc_connector;
     char idle_source[64];
     double *event_ratio; /* mean running/enabled per event over the last second */

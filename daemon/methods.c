@@ -279,6 +279,12 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
     if (!st->proc_connector && !ctx->cfg->replay_path)
         json_object_array_add(
             a, json_object_new_string("no proc connector: new processes are found by rescans"));
+    if (st->reads_unskippable) {
+        snprintf(line, sizeof(line),
+                 "%zu processes are read every tick: no context-switch buffer (locked memory?)",
+                 st->reads_unskippable);
+        json_object_array_add(a, json_object_new_string(line));
+    }
     if (ss->dropped) {
         snprintf(line, sizeof(line), "%llu records dropped: the storage queue was full",
                  (unsigned long long)ss->dropped);
@@ -293,7 +299,8 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
 {
     daemon_ctx *ctx = u;
     snapshot *snap = sampler_snapshot(ctx->smp);
-    daemon_status empty = {.host_measured_w = NAN, .drift = NAN, .untracked_cpu = NAN};
+    daemon_status empty = {
+        .host_measured_w = NAN, .drift = NAN, .untracked_cpu = NAN, .reads_skipped = NAN};
     const daemon_status *st = snap ? &snap->st : &empty;
     json_object *o, *db;
     store_stats ss;
@@ -330,6 +337,8 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     json_object_object_add(o, "drift", num_or_null(st->drift));
     json_object_object_add(o, "drift_flagged", json_object_new_boolean(st->drift_flagged));
     json_object_object_add(o, "tracked", json_object_new_int((int)st->tracked));
+    json_object_object_add(o, "reads_skipped", num_or_null(st->reads_skipped));
+    json_object_object_add(o, "reads_unskippable", json_object_new_int((int)st->reads_unskippable));
     json_object_object_add(o, "host", host_json(st));
     json_object_object_add(db, "path", json_object_new_string(ctx->cfg->db_path));
     json_object_object_add(db, "size_bytes", json_object_new_int64(ss.db_bytes));

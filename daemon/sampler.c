@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,8 @@ struct sampler {
     size_t sec_ratio_n;
     uint64_t host_busy_prev;
     struct ring lateness, tick_work, idle_power, drift;
+    uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
+    bool skip_warned;                /* the log said once why some are never skipped */
     double idle_w;
     char idle_source[64];
 
@@ -422,6 +425,19 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     return 0;
 }
 
+/* Once: a process whose counters must be read every tick, and why. */
+static void warn_unskippable(sampler *s, pid_t pid, const counters_proc *cp)
+{
+    int r = counters_skip_error(cp);
+
+    if (r == 0 || r == -ESRCH || s->skip_warned)
+        return;
+    s->skip_warned = true;
+    log_warning("pid %d and others like it are read every tick: no context-switch buffer (%s%s)",
+                (int)pid, strerror(-r),
+                r == -EPERM ? ": locked memory; raise LimitMEMLOCK= or perf_event_mlock_kb" : "");
+}
+
 /* Starts tracking `pid` if the config wants it. A process that is already
  * gone, or that we may not watch, is skipped quietly: it is the normal fate
  * of short-lived processes and shows up as unattributed CPU. */
@@ -436,7 +452,9 @@ static void track_untracked_pid(sampler *s, pid_t pid)
     if (procs_read_info(pid, &info) < 0)
         return;
     if (track_wanted(s, &info)) {
-        int r = counters_open(s->es, pid, 0, &cp, err, sizeof(err));
+        int r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
+        if (r == 0)
+            warn_unskippable(s, pid, cp);
         if (r == 0 && add_tracked(s, &info, cp) < 0)
             counters_close(cp);
         else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
@@ -590,6 +608,8 @@ static int read_hardware(sampler *s)
         struct tracked *t = s->procs[i];
         int r = counters_read(t->cp, &s->d);
         t->has_delta = r == 0;
+        s->sec_reads++;
+        s->sec_skipped += r == 0 && s->d.skipped;
         if (r < 0) {
             t->gone = true;
             continue;
@@ -977,6 +997,11 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     if (isfinite(busy))
         s->host_busy_prev = (uint64_t)(busy * 1e3);
     st->tracked = s->n;
+    st->reads_skipped = s->sec_reads ? (double)s->sec_skipped / (double)s->sec_reads : NAN;
+    st->reads_unskippable = 0;
+    for (size_t i = 0; i < s->n; i++)
+        st->reads_unskippable += s->procs[i]->cp && counters_skip_error(s->procs[i]->cp) < 0;
+    s->sec_reads = s->sec_skipped = 0;
     st->proc_connector = s->watch != NULL;
     power_fault(s, st->power_fault, sizeof(st->power_fault));
     snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
@@ -1159,12 +1184,32 @@ static void *replay_loop(void *arg)
     return NULL;
 }
 
+/* [sampler] priority: on a busy machine a normal thread can wait a few ms
+ * in the run queue after its timer fires; a real-time one does not. Only
+ * this thread: the store writer and the socket stay ordinary. */
+static void set_priority(const sampler *s)
+{
+    struct sched_param sp = {.sched_priority = s->cfg->sampler_priority};
+    int r;
+
+    if (sp.sched_priority == 0)
+        return;
+    r = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+    if (r != 0)
+        log_warning("[sampler] priority %d: %s; the sampling thread keeps normal scheduling "
+                    "(it needs CAP_SYS_NICE or LimitRTPRIO=)",
+                    sp.sched_priority, strerror(r));
+    else
+        log_info("sampling thread: SCHED_FIFO priority %d", sp.sched_priority);
+}
+
 static void *hardware_loop(void *arg)
 {
     sampler *s = arg;
     int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     struct itimerspec its = {0};
 
+    set_priority(s);
     if (tfd < 0) {
         log_error("timerfd_create: %s", strerror(errno));
         return NULL;

@@ -9,7 +9,10 @@ the list of answers) on stdout.
       -> {"lml": ..., "mean": [...], "var": [...], "seconds": fit + predict}  (optimizer=None)
   {"mode": "fit", "kernel": ..., "ard": bool, "x": ..., "y": ..., "restarts": N, "seed": S,
    "xs": optional points to predict}
-      -> {"lml": ..., "theta": [...], "mean": [...], "std": [...], "seconds": fit + predict}
+      -> {"lml": ..., "theta": [...], "mean": [...], "std": [...], "seconds": fit + predict,
+          "evaluations": calls of the log marginal likelihood with its gradient}
+Every answer also names the BLAS numpy runs on ("blas": threadpoolctl's
+"internal_api/num_threads" of each, or "reference" when it knows none).
 "standardize": true scales the features as wattprof does (mean 0, population sd 1).
 Kernels: rbf, matern12, matern32, matern52, each with its own variance
 (ConstantKernel * base), optionally "+white" (WhiteKernel). Rows of x are
@@ -23,6 +26,23 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern, WhiteKernel
 
 NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+
+
+class CountingGPR(GaussianProcessRegressor):
+    """Counts the optimiser's evaluations (the likelihood with its gradient),
+    which is what the two sides' optimisers are compared on."""
+
+    def log_marginal_likelihood(self, theta=None, eval_gradient=False, clone_kernel=True):
+        if eval_gradient:
+            self.evaluations_ = getattr(self, "evaluations_", 0) + 1
+        return super().log_marginal_likelihood(theta, eval_gradient, clone_kernel)
+
+
+def blas():
+    from threadpoolctl import threadpool_info
+    found = [f"{i['internal_api']}/{i['num_threads']}" for i in threadpool_info()
+             if i["user_api"] == "blas"]
+    return ",".join(found) or "reference"
 
 
 def kernel(spec, d, ard, variance=1.0, length_scale=None, noise=1.0):
@@ -64,13 +84,15 @@ def answer(q):
     else:
         k = kernel(q["kernel"], x.shape[1], q.get("ard", False))
         t = time.perf_counter()
-        gp = GaussianProcessRegressor(kernel=k, alpha=0.0, n_restarts_optimizer=q["restarts"],
-                                      random_state=q["seed"]).fit(x, y)
-        out = {"lml": gp.log_marginal_likelihood_value_, "theta": gp.kernel_.theta.tolist()}
+        gp = CountingGPR(kernel=k, alpha=0.0, n_restarts_optimizer=q["restarts"],
+                         random_state=q["seed"]).fit(x, y)
+        out = {"lml": gp.log_marginal_likelihood_value_, "theta": gp.kernel_.theta.tolist(),
+               "evaluations": getattr(gp, "evaluations_", 0)}
         if len(xs):
             mean, std = gp.predict(xs, return_std=True)
             out["mean"], out["std"] = mean.tolist(), std.tolist()
         out["seconds"] = time.perf_counter() - t
+    out["blas"] = blas()
     return out
 
 

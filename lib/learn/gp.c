@@ -5,7 +5,11 @@
  *
  * Everything goes through one Cholesky factor of K = k(X, X) (+ jitter):
  * alpha = K^-1 (y - m(X)) gives the mean, L^-1 k(X, x*) the variance, and
- * K^-1 itself the gradient (R&W 5.9) and the closed-form leave-one-out. */
+ * K^-1 itself the gradient (R&W 5.9) and the closed-form leave-one-out.
+ *
+ * The O(n^3) steps, the factorisation, the inverse and the solves for the
+ * predictive variance, are OpenBLAS's (gp_lapack.c); the O(n^2) rest
+ * stays with GSL. */
 #include "learn/gp_internal.h"
 #include "util/util.h"
 
@@ -48,6 +52,8 @@ int gp_new(const gp_config *cfg, const char *const *features, size_t d, gp_model
     }
     r = gp_kernel_parse(m->kernel_spec, d, cfg->ard, &m->k, err, errlen);
     if (r == 0)
+        r = gp_lapack_open(&m->la, err, errlen);
+    if (r == 0)
         r = gp_meanfn_new(cfg->mean, features, d, cfg->fit_mean, &m->mean, err, errlen);
     if (r < 0)
         goto fail;
@@ -77,6 +83,7 @@ void gp_free(gp_model *m)
         return;
     drop_data(m);
     gp_kernel_free(m->k);
+    gp_lapack_close(&m->la);
     gp_meanfn_free(m->mean);
     if (m->features)
         util_strv_free(m->features, m->d);
@@ -101,6 +108,8 @@ gp_model *gp_clone(const gp_model *m)
     c->shift = malloc((m->d ? m->d : 1) * sizeof(double));
     c->scale = malloc((m->d ? m->d : 1) * sizeof(double));
     c->k = gp_kernel_clone(m->k);
+    if (gp_lapack_open(&c->la, NULL, 0) < 0)
+        goto fail;
     c->mean = gp_meanfn_clone(m->mean);
     if (!c->kernel_spec || !c->features || !c->shift || !c->scale || !c->k || !c->mean)
         goto fail;
@@ -200,16 +209,15 @@ double *gp_scaled_rows(const gp_model *m, const double *const *cols, size_t n)
     return X;
 }
 
-/* Cholesky factor of K in place, adding jitter to its diagonal while K is
- * numerically singular. GSL reports a matrix that is not positive definite
- * through its process-wide error handler, which aborts by default, so the
- * handler is off for the call. */
-static int cholesky(double *K, size_t n, double *jitter)
+/* Cholesky factor of K in place (lower triangle), adding jitter to its
+ * diagonal while K is not positive definite or is numerically singular.
+ * dpotrf leaves the upper triangle, K itself, alone, and GSL's rcond reads
+ * K's norm from there. */
+static int cholesky(const gp_model *m, double *K, size_t n, double *jitter)
 {
     gsl_matrix_view A = gsl_matrix_view_array(K, n, n);
     double *diag = malloc(n * sizeof(double)), mean = 0, rcond = 0, jit = 0;
     gsl_vector *work = gsl_vector_alloc(3 * n);
-    gsl_error_handler_t *old;
     int r = -EDOM;
 
     if (!diag || !work) {
@@ -219,9 +227,8 @@ static int cholesky(double *K, size_t n, double *jitter)
     }
     for (size_t i = 0; i < n; i++)
         mean += (diag[i] = K[i * n + i]) / (double)n;
-    old = gsl_set_error_handler_off();
     for (;;) {
-        if (gsl_linalg_cholesky_decomp1(&A.matrix) == 0 &&
+        if (gp_lapack_cholesky(&m->la, K, n) == 0 &&
             gsl_linalg_cholesky_rcond(&A.matrix, &rcond, work) == 0 && rcond >= GP_RCOND_MIN) {
             r = 0;
             break;
@@ -229,14 +236,12 @@ static int cholesky(double *K, size_t n, double *jitter)
         jit = jit == 0 ? GP_JITTER_FIRST * mean : jit * 10;
         if (!(mean > 0) || jit > GP_JITTER_LAST * mean)
             break;
-        /* decomp1 leaves the upper triangle alone: restore the lower one */
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n; i++) { /* restore the lower triangle from the upper */
             for (size_t j = 0; j < i; j++)
                 K[i * n + j] = K[j * n + i];
             K[i * n + i] = diag[i] + jit;
         }
     }
-    gsl_set_error_handler(old);
     *jitter = jit;
     free(diag);
     gsl_vector_free(work);
@@ -289,7 +294,7 @@ static int factorise(const gp_model *m, struct gp_work *w, bool want_jac)
         w->r[i] = w->y[i] - w->r[i];
     r = gp_kernel_matrix(m->k, w->X, n, w->X, n, true, w->K);
     if (r == 0)
-        r = cholesky(w->K, n, &w->jitter);
+        r = cholesky(m, w->K, n, &w->jitter);
     if (r < 0)
         return r;
     gsl_matrix_view L = gsl_matrix_view_array(w->K, n, n);
@@ -304,20 +309,6 @@ static int factorise(const gp_model *m, struct gp_work *w, bool want_jac)
     return 0;
 }
 
-/* K^-1 from the factor in w->K, into a new n x n buffer. */
-static double *inverse(const struct gp_work *w)
-{
-    size_t n = w->n;
-    double *inv = malloc(n * n * sizeof(double));
-
-    if (!inv)
-        return NULL;
-    memcpy(inv, w->K, n * n * sizeof(double));
-    gsl_matrix_view V = gsl_matrix_view_array(inv, n, n);
-    gsl_linalg_cholesky_invert(&V.matrix);
-    return inv;
-}
-
 int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad)
 {
     size_t n = w->n, nk = gp_kernel_n_params(m->k), nm = gp_meanfn_n_params(m->mean);
@@ -325,10 +316,13 @@ int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad)
 
     if (r < 0 || !grad)
         return r;
-    /* dL/dtheta = 1/2 tr((alpha alpha' - K^-1) dK/dtheta) */
-    free(w->W);
-    if (!(w->W = inverse(w)))
+    /* dL/dtheta = 1/2 tr((alpha alpha' - K^-1) dK/dtheta); W stays
+     * allocated between evaluations, as fresh pages of n^2 doubles cost
+     * page faults every time. */
+    if (!w->W && !(w->W = malloc(n * n * sizeof(double))))
         return -ENOMEM;
+    if ((r = gp_lapack_inverse(&m->la, w->K, n, w->W)) < 0)
+        return r;
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
             w->W[a * n + b] = w->alpha[a] * w->alpha[b] - w->W[a * n + b];
@@ -404,6 +398,59 @@ int gp_condition(gp_model *m, const gp_data *data, char *err, size_t errlen)
     return 0;
 }
 
+/* y = m(X) + (K + jitter I) alpha, the targets the saved weights came from
+ * (gp_loo_closed needs them); K is still whole here. */
+static int restore_targets(gp_model *m, const double *K, const double *const *cols)
+{
+    size_t n = m->n;
+    int r = gp_meanfn_eval(m->mean, cols, n, m->y, NULL);
+
+    for (size_t i = 0; r == 0 && i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            m->y[i] += K[i * n + j] * m->alpha[j];
+    return r;
+}
+
+int gp_restore(gp_model *m, const double *raw, size_t n, const double *alpha, double jitter,
+               double lml)
+{
+    size_t d = m->d;
+    const double *cols[d ? d : 1];
+    int r;
+
+    drop_data(m);
+    for (size_t j = 0; j < d; j++)
+        cols[j] = raw + j * n;
+    m->X = gp_scaled_rows(m, cols, n);
+    m->raw = malloc(n * (d ? d : 1) * sizeof(double));
+    m->y = malloc(n * sizeof(double));
+    m->L = malloc(n * n * sizeof(double));
+    m->alpha = malloc(n * sizeof(double));
+    if (!m->X || !m->raw || !m->y || !m->L || !m->alpha) {
+        drop_data(m);
+        return -ENOMEM;
+    }
+    memcpy(m->raw, raw, n * d * sizeof(double));
+    memcpy(m->alpha, alpha, n * sizeof(double));
+    m->n = n;
+    for (size_t j = 0; j < d; j++)
+        cols[j] = m->raw + j * n;
+    r = gp_kernel_matrix(m->k, m->X, n, m->X, n, true, m->L);
+    for (size_t i = 0; r == 0 && i < n; i++)
+        m->L[i * n + i] += jitter;
+    if (r == 0)
+        r = restore_targets(m, m->L, cols);
+    if (r == 0)
+        r = gp_lapack_cholesky(&m->la, m->L, n);
+    if (r < 0) {
+        drop_data(m);
+        return r;
+    }
+    m->jitter = jitter;
+    m->lml = lml;
+    return 0;
+}
+
 double gp_log_marginal_likelihood(const gp_model *m)
 {
     return m->lml;
@@ -442,9 +489,7 @@ static int predict_block(const gp_model *m, const double *Xs, size_t b, double *
     if (!var)
         return 0;
     /* V = Ks L^-T; var = k(x, x) - |row of V|^2 */
-    gsl_matrix_view V = gsl_matrix_view_array(Ks, b, n);
-    gsl_matrix_const_view L = gsl_matrix_const_view_array(m->L, n, n);
-    gsl_blas_dtrsm(CblasRight, CblasLower, CblasTrans, CblasNonUnit, 1.0, &L.matrix, &V.matrix);
+    gp_lapack_solve_lt(&m->la, m->L, n, Ks, b);
     gp_kernel_diag(m->k, Xs, b, var);
     for (size_t i = 0; i < b; i++) {
         for (size_t j = 0; j < n; j++)
@@ -483,13 +528,17 @@ int gp_predict(const gp_model *m, const double *const *cols, size_t n, double *m
 int gp_loo_closed(const gp_model *m, double *mean, double *var)
 {
     size_t n = m->n;
-    struct gp_work w = {.K = m->L, .n = n};
     double *inv;
+    int r;
 
     if (!m->L)
         return -EINVAL;
-    if (!(inv = inverse(&w)))
+    if (!(inv = malloc(n * n * sizeof(double))))
         return -ENOMEM;
+    if ((r = gp_lapack_inverse(&m->la, m->L, n, inv)) < 0) {
+        free(inv);
+        return r;
+    }
     for (size_t i = 0; i < n; i++) {
         double kii = inv[i * n + i];
         mean[i] = m->y[i] - m->alpha[i] / kii;

@@ -5,6 +5,7 @@
 #define WATTPROF_GP_INTERNAL_H
 
 #include "learn/gp_kernel.h"
+#include "learn/gp_lapack.h"
 #include "learn/gp_mean.h"
 #include "learn/learn.h"
 
@@ -16,6 +17,7 @@ struct gp_model {
     bool mean_ready; /* the mean's starting point was fitted to y already */
     gp_kernel *k;
     gp_meanfn *mean;
+    struct gp_lapack la;
     double *shift, *scale; /* kernel input = (x - shift) / scale, per feature */
     /* conditioned state (gp_condition) */
     size_t n;
@@ -47,6 +49,12 @@ void gp_work_free(struct gp_work *w);
 /* lml (and grad, when not NULL) at m's current hyperparameters; -EDOM when
  * K cannot be factorised or the mean is not finite. */
 int gp_evaluate(const gp_model *m, struct gp_work *w, double *grad);
+/* Conditions m (its hyperparameters and scaling set) on a saved state
+ * instead of data: raw is d x n column-major, alpha the saved weights, and
+ * K gets the saved jitter on its diagonal, so that L and the predictions
+ * are those of the model that was saved. */
+int gp_restore(gp_model *m, const double *raw, size_t n, const double *alpha, double jitter,
+               double lml);
 /* n rows of scaled kernel inputs from raw columns (malloc'd). */
 double *gp_scaled_rows(const gp_model *m, const double *const *cols, size_t n);
 

@@ -572,6 +572,13 @@ int gp_mean_loo(const gp_model *m, const gp_data *data, double *out);
 /* The conditioned model as JSON ("wattprof-gp/1": kernel, scaling,
  * hyperparameters, mean, training points and weights); malloc'd text. */
 char *gp_to_json(const gp_model *m);
+/* A model from a "wattprof-gp/1" document (gp_to_json's, as `wattprof gp
+ * --out` writes it), conditioned as the written one was, so that it
+ * predicts the same. origin names the document in errors ("M.json: ...");
+ * -EINVAL for a document that is not such a model. */
+int gp_from_json(const char *text, const char *origin, gp_model **out, char *err, size_t errlen);
+/* The model's feature names, in column order; *d gets their count. */
+const char *const *gp_features(const gp_model *m, size_t *d);
 
 /* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
  * means all ones. *rss gets the weighted sum. The constants are left as they

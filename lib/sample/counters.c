@@ -9,7 +9,12 @@
  *
  * A process's threads that exist before opening are not inherited, so a
  * set of groups is opened per existing thread and their deltas are summed;
- * threads created later are inherited (inherit + inherit_thread). */
+ * threads created later are inherited (inherit + inherit_thread).
+ *
+ * With COUNTERS_SKIP_IDLE a runwatch (runwatch.c) says when no thread has
+ * been on a CPU since the previous read; the read() is then skipped and the
+ * delta is the zero it would have returned. */
+#include "sample/runwatch.h"
 #include "sample/sample.h"
 #include "util/util.h"
 
@@ -47,6 +52,8 @@ struct counters_proc {
     size_t buf_words;
     double *total_scaled, *total_ratio;
     uint64_t *total_enabled, *total_running; /* per event */
+    runwatch *rw;                            /* NULL: read every time */
+    int rw_error;                            /* why there is no runwatch under COUNTERS_SKIP_IDLE */
 };
 
 static int counters_layout(counters_proc *p)
@@ -186,6 +193,10 @@ int counters_open(const sample_eventset *es, pid_t pid, unsigned flags, counters
         counters_close(p);
         return r;
     }
+    /* Opened after the counters: what ran before the first look is in the
+     * first read anyway, since a buffer without records means "unknown". */
+    if (flags & COUNTERS_SKIP_IDLE)
+        p->rw_error = runwatch_open(pid, &p->rw);
     *out = p;
     return 0;
 }
@@ -196,6 +207,7 @@ void counters_close(counters_proc *p)
         return;
     if (p->pidfd >= 0)
         close(p->pidfd);
+    runwatch_close(p->rw);
     for (size_t i = 0; i < p->n_g; i++) {
         struct counters_group *grp = &p->g[i];
         for (size_t m = 0; grp->fds && m < grp->n; m++)
@@ -221,6 +233,7 @@ int counters_delta_new(const sample_eventset *es, counters_delta *d)
     d->scaled = calloc(es->n, sizeof(double));
     d->ratio = calloc(es->n, sizeof(double));
     d->enabled_ns = 0;
+    d->skipped = false;
     if (!d->scaled || !d->ratio) {
         counters_delta_free(d);
         return -ENOMEM;
@@ -270,15 +283,38 @@ static int counters_read_group(counters_proc *p, struct counters_group *grp, dou
     return 0;
 }
 
+/* Whether the read can be skipped; a broken watch is dropped for good. */
+static bool counters_unchanged(counters_proc *p)
+{
+    int r;
+
+    if (!p->rw)
+        return false;
+    r = runwatch_look(p->rw);
+    if (r < 0) {
+        p->rw_error = r;
+        runwatch_close(p->rw);
+        p->rw = NULL;
+    }
+    return r == 1;
+}
+
 int counters_read(counters_proc *p, counters_delta *d)
 {
     const size_t n = p->es->n;
-    uint64_t en[n], run[n];
+    uint64_t en[n], run[n], en_sum = 0;
 
     memset(en, 0, sizeof(en));
     memset(run, 0, sizeof(run));
     memset(d->scaled, 0, n * sizeof(double));
     d->enabled_ns = 0;
+    d->skipped = counters_unchanged(p);
+    if (d->skipped) {
+        /* What the read would have returned: nothing enabled, nothing run. */
+        for (size_t ev = 0; ev < n; ev++)
+            d->ratio[ev] = 1.0;
+        return 0;
+    }
     for (size_t i = 0; i < p->n_g; i++) {
         int r = counters_read_group(p, &p->g[i], d->scaled, en, run, &d->enabled_ns);
         if (r < 0)
@@ -294,8 +330,16 @@ int counters_read(counters_proc *p, counters_delta *d)
         p->total_ratio[ev] = p->total_enabled[ev]
                                  ? (double)p->total_running[ev] / (double)p->total_enabled[ev]
                                  : 1.0;
+        en_sum += en[ev];
     }
+    if (p->rw)
+        runwatch_settle(p->rw, en_sum != 0);
     return 0;
+}
+
+int counters_skip_error(const counters_proc *p)
+{
+    return p->rw ? 0 : p->rw_error;
 }
 
 void counters_totals(const counters_proc *p, const double **scaled, const double **ratio)

@@ -63,6 +63,12 @@ enum {
     COUNTERS_CHILDREN = 1u << 0,
     /* Start disabled; enable when the task calls exec (for fork+exec). */
     COUNTERS_ENABLE_ON_EXEC = 1u << 1,
+    /* Skip the read() while no thread of the process has been on a CPU
+     * since the previous read (its delta is then exactly zero). Costs one
+     * perf ring buffer (8 KiB of locked memory) and one fd per thread; when
+     * they cannot be had the process is read every time and
+     * counters_skip_error says why. Not with COUNTERS_CHILDREN. */
+    COUNTERS_SKIP_IDLE = 1u << 2,
 };
 
 typedef struct counters_proc counters_proc;
@@ -81,6 +87,7 @@ typedef struct counters_delta {
     double *ratio;       /* running/enabled over the interval, 1 = never multiplexed,
                             0 = not counted at all in the interval */
     uint64_t enabled_ns; /* time enabled over the interval (leader of group 0) */
+    bool skipped;        /* COUNTERS_SKIP_IDLE avoided the read(): nothing ran */
 } counters_delta;
 
 /* Allocates a delta for `es` (free with counters_delta_free). */
@@ -104,6 +111,11 @@ void counters_scale_group(const uint64_t *prev, const uint64_t *now, const size_
 /* False once the process has exited (a pidfd, so a reused pid is not
  * mistaken for it). */
 bool counters_alive(const counters_proc *p);
+
+/* 0 when COUNTERS_SKIP_IDLE is in effect for `p`; otherwise the -errno of
+ * why every counters_read does a read() (-EPERM: the locked-memory budget
+ * for perf ring buffers is spent), or 0 when the flag was not given. */
+int counters_skip_error(const counters_proc *p);
 
 /* Totals since opening: scaled counts and the overall running/enabled ratio. */
 void counters_totals(const counters_proc *p, const double **scaled, const double **ratio);

@@ -32,7 +32,10 @@ done
 
 "$python" - "$work/results.jsonl" "$repeats" "$seconds" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "tests/bench")
+from benchjson import Summary, spread
 rows = [json.loads(l) for l in open(sys.argv[1])]
+sm = Summary()
 print(f"50 Hz, medians of {sys.argv[2]} runs of {sys.argv[3]} s\n")
 print("| processes | writer CPU % of a core (store / per-tick / ratio) | push per tick µs p50, p99 (store / per-tick) | DB MiB per hour (store / per-tick / ratio) | dropped |")
 print("|---|---|---|---|---|")
@@ -45,4 +48,11 @@ for n in sorted({r["processes"] for r in rows}):
           f"| {med('store', n, 'push_us_p50'):.1f}, {med('store', n, 'push_us_p99'):.1f} / "
           f"{med('per-tick', n, 'push_us_p50'):.1f}, {med('per-tick', n, 'push_us_p99'):.1f} "
           f"| {ds:.0f} / {dp:.0f} / {dp / ds:.1f}x | {int(med('store', n, 'dropped'))} |")
+    if n == 200:
+        vals = lambda mode, k: [r[k] for r in rows if r["mode"] == mode and r["processes"] == n]
+        sm.figure("store writer at 200 processes, 50 Hz: CPU, % of a core",
+                  spread(vals("store", "writer_cpu_pct")), spread(vals("per-tick", "writer_cpu_pct")),
+                  "per-tick rows, one transaction a second", f"{cp / cs:.1f}× less",
+                  note=f"DB growth {ds:.0f} MiB/h (per-tick {dp:.0f} MiB/h)")
+sm.emit()
 PY

@@ -41,7 +41,10 @@ echo "took $(( $(date +%s) - start )) s; load average $(cut -d' ' -f1-3 /proc/lo
 
 $py - "$out/results.jsonl" "${LINEAR_ROWS:-1000000}" "${FOREST_ROWS:-100000}" <<'PY'
 import json, statistics, sys
+sys.path.insert(0, "tests/bench")
+from benchjson import Summary, spread
 rows = [json.loads(l) for l in open(sys.argv[1])]
+sm = Summary()
 def med(engine, side, key):
     return statistics.median(r["result"][key] for r in rows if r["engine"] == engine and r["side"] == side)
 print()
@@ -61,4 +64,10 @@ for e in ["ols", "ridge", "forest"]:
     print(f"{e}: scikit-learn / wattprof: wall {s['fit_s'] / w['fit_s']:.1f}x, CPU "
           f"{s['cpu_s'] / w['cpu_s']:.1f}x, memory above the loaded data "
           f"{s['rss_peak_mb'] - s['rss_loaded_mb']:.0f} MB vs {w['rss_peak_mb'] - w['rss_loaded_mb']:.0f} MB")
+    vals = lambda side: [r["result"]["fit_s"] for r in rows if r["engine"] == e and r["side"] == side]
+    size = f"{lin:,} x 44" if e != "forest" else f"{fo:,} x 22, 100 trees, 2 threads"
+    sm.figure(f"{e} fit, {size}: wall s", spread(vals("wattprof")), spread(vals("scikit-learn")),
+              "scikit-learn", f"{s['fit_s'] / w['fit_s']:.1f}× faster",
+              note=f"R² {med(e, 'wattprof', 'r2'):.4f} vs {med(e, 'scikit-learn', 'r2'):.4f}")
+sm.emit()
 PY

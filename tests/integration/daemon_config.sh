@@ -27,4 +27,21 @@ for v in 36600d 90d 1.5h; do
   expect_fail "minute_retention = $v loads" 1 "--record and --replay cannot be combined" \
     run_with minute_retention "$v"
 done
+
+# [sampler] priority: a SCHED_FIFO priority, 0 (off) to 99.
+run_sampler() {
+  printf '[sampler]\n%s = %s\n' "$1" "$2" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+for v in 100 -1 x 1.5 ""; do
+  expect_fail "[sampler] priority = '$v'" 1 "c.conf:2: bad value '$v' for 'priority' in [sampler]" \
+    run_sampler priority "$v"
+done
+expect_fail "[sampler] nice = 1" 1 "c.conf:2: unknown key 'nice' in section [sampler]" \
+  run_sampler nice 1
+for v in 0 1 99; do
+  expect_fail "[sampler] priority = $v loads" 1 "--record and --replay cannot be combined" \
+    run_sampler priority "$v"
+done
 finish

@@ -49,7 +49,15 @@ pids+=("$burner")
 
 # hardened NAME CAPS: wattprofd as nobody with CAPS (comma-separated, may be
 # empty) in a mount namespace of its own where /sys and /proc/sys are
-# read-only; leaves its GetStatus and ListProcesses in $work/NAME.json.
+# read-only, with the unit's LimitMEMLOCK= (or $MEMLOCK bytes); leaves its
+# GetStatus and ListProcesses in $work/NAME.json.
+# (Without CAP_SYS_RESOURCE, as in some containers, capped at our hard limit.)
+unit_memlock=$(sed -n 's/^LimitMEMLOCK=\([0-9]*\)M$/\1/p' "$SRCDIR/systemd/wattprofd.service.in")
+unit_memlock=$((unit_memlock << 20))
+hard_memlock=$(ulimit -H -l)
+if [ "$hard_memlock" != unlimited ] && [ $((hard_memlock << 10)) -lt $unit_memlock ]; then
+  unit_memlock=$((hard_memlock << 10))
+fi
 hardened() {
   local name=$1 caps=$2 state=$work/$1 pid
   mkdir -p "$state" && chown $nobody "$state"
@@ -68,7 +76,7 @@ hardened() {
        [ -w /proc/sys/kernel/perf_event_paranoid ] || [ -w "$ROSYS/kernel/mm/transparent_hugepage/enabled" ]; then
       echo "/sys or /proc/sys is still writable"; exit 3
     fi
-    exec "$@"' - setpriv --reuid=$nobody --regid=$nobody --clear-groups --no-new-privs \
+    exec "$@"' - prlimit --memlock="${MEMLOCK:-$unit_memlock}" setpriv --reuid=$nobody --regid=$nobody --clear-groups --no-new-privs \
     "${capargs[@]}" "$wattprofd" --config "$work/empty.conf" --state-dir "$state" \
     --socket "$state/sock" >"$state/log" 2>&1 &
   pid=$!
@@ -137,6 +145,28 @@ if check "as nobody with CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN and rea
       test "$(q full 'any("proc connector" in w for w in s["warnings"])')" = False
   fi
   check "it sees processes of several users" test "$(q full 'len({x["uid"] for x in p}) >= 2')" = True
+  check "with RLIMIT_MEMLOCK $((unit_memlock >> 20)) MiB every process has its context-switch buffer" \
+    test "$(q full 's["reads_unskippable"]')" = 0
+  check "idle processes' reads are skipped: $(q full 's["reads_skipped"]')" \
+    test "$(q full '(s["reads_skipped"] or 0) > 0')" = True
+fi
+
+# ---- Without locked memory: processes are read every tick, and it says so ----
+# nobody's perf_event_mlock_kb budget holds a few hundred threads' buffers.
+MEMLOCK=0 hardened no-memlock +perfmon,+dac_read_search,+net_admin
+rc=$?
+check "with RLIMIT_MEMLOCK 0 it still starts" test $rc = 0
+if [ $rc = 0 ]; then
+  n=$(q no-memlock 's["reads_unskippable"]')
+  if [ "$n" = 0 ]; then
+    skip_note "locked memory: perf_event_mlock_kb covered every thread of this host"
+  else
+    check "GetStatus warns of the $n processes read every tick" \
+      test "$(q no-memlock 'any("read every tick" in w for w in s["warnings"])')" = True
+    check "the log says it once, with the reason" \
+      test "$(grep -c "read every tick: no context-switch buffer (Operation not permitted: locked memory" \
+        "$work/no-memlock/log")" = 1
+  fi
 fi
 
 # ---- Without CAP_DAC_READ_SEARCH: no RAPL, said why --------------------------

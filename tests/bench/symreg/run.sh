@@ -89,15 +89,18 @@ PY
   done
 done
 
-"$python" - "$seeds" "$gens" "$pop" "$threads" <<'PY'
+"$python" - "$seeds" "$gens" "$pop" "$threads" "$here/.." <<'PY'
 import json, statistics as st, sys
-seeds, gens, pop, threads = map(int, sys.argv[1:])
+seeds, gens, pop, threads = map(int, sys.argv[1:5])
+sys.path.insert(0, sys.argv[5])
+from benchjson import Summary, spread
+sm = Summary()
 print(f"population {pop}, {gens} generations, {seeds} seeds; wattprof on 1 and {threads} threads")
 print()
 print("| problem | tool | evaluations/s (median) | wall s (median) | test error median | test error best |")
 print("|---|---|---|---|---|---|")
 for name, metric in (("memory", "MAPE"), ("nguyen7", "RMSE"), ("koza1", "RMSE")):
-    rows = {}
+    rows, eps_of = {}, {}
     for tool in ("c1", "cn", "deap"):
         runs = [json.load(open(f"{name}-{s}.{tool}.json")) for s in range(1, seeds + 1)]
         if tool == "deap":
@@ -109,6 +112,7 @@ for name, metric in (("memory", "MAPE"), ("nguyen7", "RMSE"), ("koza1", "RMSE"))
             wall = [r["seconds"] for r in runs]
             test = [r["test"]["mape" if metric == "MAPE" else "rmse"] for r in runs]
         rows[tool] = (st.median(eps), st.median(wall), st.median(test), min(test))
+        eps_of[tool] = eps
     label = {"c1": "wattprof, 1 thread", "cn": f"wattprof, {threads} threads", "deap": "DEAP"}
     for tool, (eps, wall, med, best) in rows.items():
         print(f"| {name} ({metric}) | {label[tool]} | {eps:.0f} | {wall:.2f} | {med:.3g} | {best:.3g} |")
@@ -116,4 +120,9 @@ for name, metric in (("memory", "MAPE"), ("nguyen7", "RMSE"), ("koza1", "RMSE"))
     print(f"| {name} | ratio wattprof 1 thread / DEAP | {rows['c1'][0] / d[0]:.1f}x | "
           f"{d[1] / rows['c1'][1]:.1f}x faster | "
           f"{'better' if rows['c1'][2] < d[2] else 'equal' if rows['c1'][2] == d[2] else 'worse'} | |")
+    sm.figure(f"symbolic regression, {name}: evaluations/s, 1 thread", spread(eps_of["c1"], 0),
+              spread(eps_of["deap"], 0), "DEAP, same problem and loop",
+              f"{rows['c1'][0] / d[0]:.1f}×",
+              note=f"test {metric} median {rows['c1'][2]:.3g} vs DEAP {d[2]:.3g}")
+sm.emit()
 PY
