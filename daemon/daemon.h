@@ -126,6 +126,8 @@ typedef struct daemon_status {
     double *zone_total_j; /* measured, per RAPL zone (sampler_rapl order) */
     uint64_t exited;      /* tracked processes that ended */
     daemon_hist lateness, tick_work;
+
+    char power_fault[192]; /* a RAPL zone that stopped advancing, or "" */
 } daemon_status;
 
 /* ---- Totals by command, user, unit and job (groups.c) --------------------- */

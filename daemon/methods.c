@@ -260,6 +260,8 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
 
     if (sampler_rapl(ctx->smp)->n == 0)
         json_object_array_add(a, json_object_new_string(sampler_rapl(ctx->smp)->state));
+    if (st->power_fault[0])
+        json_object_array_add(a, json_object_new_string(st->power_fault));
     if (st->drift_flagged) {
         snprintf(line, sizeof(line), "model drift %.1f %% is over the %.0f %% threshold",
                  st->drift * 100, ctx->cfg->drift_threshold * 100);

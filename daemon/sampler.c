@@ -25,6 +25,13 @@
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
 #define SAMPLER_MAX_EVENTS 64    /* proc events drained per tick */
 
+/* A RAPL zone this long without advancing is no measurement (200 ms: real
+ * RAPL counters advance every millisecond or so), nor is it for this long
+ * after it advances again, and this long is reported in status. */
+#define SAMPLER_STILL_NS 200000000ull
+#define SAMPLER_SETTLE_NS 100000000ull
+#define SAMPLER_STALL_NS 1000000000ull
+
 struct tracked {
     pid_t pid;
     uint64_t start;
@@ -70,6 +77,11 @@ struct sampler {
     int task_clock; /* index in es, or -1 */
     rapl *power;
     double *zone_delta;
+    double *zone_bad;         /* 1 for a zone whose delta this tick is no measurement */
+    uint64_t *zone_still_ns;  /* since each zone last advanced */
+    uint64_t *zone_settle_ns; /* left before an advancing zone measures again */
+    int rapl_err;             /* rapl_read's latest result */
+    bool power_faulted;       /* a stall is being reported (logged once each way) */
     procs_watch *watch;
     char boot_id[37];
     store *st;
@@ -94,11 +106,14 @@ struct sampler {
     double rescan_s;       /* the config's, or 1 s without the proc connector */
     uint64_t replay_t0, replay_wall0;
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
+    int64_t wall_offset;   /* realtime - monotonic for live ticks; only grows */
+    bool wall_behind;      /* CLOCK_REALTIME is behind it (logged once) */
 
     /* per-second accumulation */
     uint64_t second_start_ns;
     unsigned second_ticks;
     double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
+    bool sec_fallback; /* a tick of this second had RAPL but no measurement */
     double *sec_ratio_sum;
     size_t sec_ratio_n;
     uint64_t host_busy_prev;
@@ -483,6 +498,16 @@ static void rescan(sampler *s)
     pid_t *pids, *known;
     size_t n, n_known;
 
+    /* Exits the connector missed (or all of them without it) come first: a
+     * pid reused since then is a new process, to be tracked in this scan,
+     * not taken for the one that exited. Without the connector, execs too,
+     * so commands get their new names. */
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
+            s->procs[i]->gone = true;
+        else if (!s->watch)
+            refresh_comm(s, s->procs[i]->pid);
+    }
     if (procs_list(&pids, &n) < 0)
         return;
     known = tracked_sorted(s, &n_known);
@@ -494,14 +519,6 @@ static void rescan(sampler *s)
     }
     free(known);
     free(pids);
-    /* Exits the connector missed (or all of them without it); without it,
-     * execs too, so commands get their new names. */
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
-            s->procs[i]->gone = true;
-        else if (!s->watch)
-            refresh_comm(s, s->procs[i]->pid);
-    }
 }
 
 static void refresh_comm(sampler *s, pid_t pid)
@@ -585,7 +602,7 @@ static void reap(sampler *s)
 /* Hardware: counters of every tracked process and the RAPL zones. */
 static int read_hardware(sampler *s)
 {
-    if (s->power->n > 0 && rapl_read(s->power, s->zone_delta) < 0)
+    if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
         memset(s->zone_delta, 0, s->power->n * sizeof(double));
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
@@ -734,7 +751,8 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
                           s->model_id};
     store_push_host(s->st, &ht);
     for (size_t z = 0; z < s->power->n; z++)
-        store_push_domain(s->st, t_ns, s->power->zone[z].domain, s->zone_delta[z], NAN);
+        store_push_domain(s->st, t_ns, s->power->zone[z].domain,
+                          at->measured ? s->zone_delta[z] : NAN, NAN);
     /* The trainer's input: per-class sums of event rates. */
     memset(s->class_rates, 0, MODEL_MAX_CLASSES * ne * sizeof(double));
     for (size_t i = 0; i < n_active; i++)
@@ -754,6 +772,27 @@ static int64_t replay_time(sampler *s)
     return (int64_t)s->last_ns + s->replay_offset;
 }
 
+/* Wall-clock time of a live tick read at CLOCK_MONOTONIC mono: the
+ * monotonic time plus the largest realtime offset seen. NTP slews both
+ * clocks alike, so the offset moves only when CLOCK_REALTIME is stepped:
+ * a step forward is followed, a step back is not (until a restart), or
+ * later ticks would be stored in seconds already written, and stored
+ * time would run backwards. */
+static int64_t live_time(sampler *s, uint64_t mono)
+{
+    int64_t off = realtime_ns() - (int64_t)util_now_ns(CLOCK_MONOTONIC);
+
+    bool behind = s->wall_offset && off < s->wall_offset - 1000000000;
+
+    if (behind && !s->wall_behind)
+        log_warning("CLOCK_REALTIME stepped back %.1f s: stored times keep running forward",
+                    (double)(s->wall_offset - off) / 1e9);
+    s->wall_behind = behind;
+    if (off > s->wall_offset)
+        s->wall_offset = off;
+    return (int64_t)mono + s->wall_offset;
+}
+
 /* Now, for stored rows: the wall clock, or a replay's own timeline. */
 static int64_t sampler_clock(sampler *s)
 {
@@ -761,6 +800,33 @@ static int64_t sampler_clock(sampler *s)
         return replay_time(s);
     /* Inside a tick: its own time, so that records are pushed in order. */
     return s->woke_realtime ? s->woke_realtime : realtime_ns();
+}
+
+/* Whether this tick's RAPL deltas measure the host. A target zone that has
+ * not advanced for SAMPLER_STILL_NS (it vanished, or its counter stalled)
+ * reads zero, and once it advances again its deltas may carry the outage's
+ * energy (in one tick, or over a few when whatever feeds the counter
+ * catches up in steps). Neither is a measurement: such ticks, up to
+ * SAMPLER_SETTLE_NS after the zone advances again, fall back to the model's
+ * host estimate, as on a machine without RAPL. Shorter runs of zero (a
+ * counter updated less often than the ticks) are read as they are: their
+ * energy shows up in the next delta. */
+static bool power_usable(sampler *s, double dt)
+{
+    for (size_t z = 0; z < s->power->n; z++) {
+        uint64_t dt_ns = (uint64_t)(dt * 1e9);
+        uint64_t *settle = &s->zone_settle_ns[z];
+        bool was_still = s->zone_still_ns[z] >= SAMPLER_STILL_NS;
+        if (s->zone_delta[z] > 0) {
+            s->zone_still_ns[z] = 0;
+            *settle = was_still ? SAMPLER_SETTLE_NS : *settle > dt_ns ? *settle - dt_ns : 0;
+        } else {
+            s->zone_still_ns[z] += dt_ns;
+        }
+        s->zone_bad[z] = was_still || *settle > 0 || s->zone_still_ns[z] >= SAMPLER_STILL_NS;
+    }
+    return rapl_sum_domains(s->power, s->zone_bad, (const char *const *)s->m->target,
+                            s->m->n_target) == 0;
 }
 
 /* Attributes one tick of length dt over the processes with deltas. */
@@ -785,10 +851,12 @@ static void account(sampler *s, double dt)
         s->ap[n_active] = (attrib_proc){.rates = rates, .klass = t->klass};
         active[n_active++] = t;
     }
-    if (s->power->n > 0) {
+    if (s->power->n > 0 && power_usable(s, dt)) {
         at.measured = true;
         at.host_j = rapl_sum_domains(s->power, s->zone_delta, (const char *const *)s->m->target,
                                      s->m->n_target);
+    } else if (s->power->n > 0) {
+        s->sec_fallback = true;
     }
     if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0)
         return;
@@ -872,6 +940,29 @@ static void update_idle(sampler *s, double host_w)
              s->idle_power.n);
 }
 
+/* Describes the first zone that has not advanced for SAMPLER_STALL_NS, and
+ * logs when a stall starts and ends. */
+static void power_fault(sampler *s, char *out, size_t len)
+{
+    out[0] = '\0';
+    for (size_t z = 0; z < s->power->n && !out[0]; z++) {
+        if (s->zone_still_ns[z] < SAMPLER_STALL_NS)
+            continue;
+        rapl_zone *zn = &s->power->zone[z];
+        snprintf(out, len,
+                 "RAPL zone %s (%s) has not advanced for %.1f s%s%s: host energy "
+                 "comes from the model",
+                 zn->id, zn->name, (double)s->zone_still_ns[z] / 1e9,
+                 s->rapl_err < 0 ? ", reading it fails: " : "",
+                 s->rapl_err < 0 ? strerror(-s->rapl_err) : "");
+    }
+    if (out[0] && !s->power_faulted)
+        log_warning("%s", out);
+    else if (!out[0] && s->power_faulted)
+        log_info("RAPL zones advance again: host energy is measured");
+    s->power_faulted = out[0] != '\0';
+}
+
 static void fill_status(sampler *s, daemon_status *st, double secs)
 {
     double busy = s->rep ? NAN : host_busy_s();
@@ -883,7 +974,9 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
     st->tick_p50_us = ring_percentile(&s->tick_work, 50) / 1e3;
     st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
-    st->host_measured_w = s->power->n ? s->sec_host_j / s->sec_dt : NAN;
+    /* A second the model filled in is no measurement: not shown as one, and
+     * it neither judges the model (drift) nor sets the idle percentile. */
+    st->host_measured_w = s->power->n && !s->sec_fallback ? s->sec_host_j / s->sec_dt : NAN;
     st->host_modeled_w = s->sec_modeled_j / s->sec_dt;
     st->idle_w = s->sec_idle_j / s->sec_dt;
     st->unattributed_w = s->sec_unattr_j / s->sec_dt;
@@ -893,7 +986,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     if (s->model_changed) {
         s->drift.n = s->drift.next = 0;
         s->model_changed = false;
-    } else if (s->power->n && st->host_measured_w > 0)
+    } else if (isfinite(st->host_measured_w) && st->host_measured_w > 0)
         ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
     st->drift = ring_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
@@ -910,6 +1003,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
         st->reads_unskippable += s->procs[i]->cp && counters_skip_error(s->procs[i]->cp) < 0;
     s->sec_reads = s->sec_skipped = 0;
     st->proc_connector = s->watch != NULL;
+    power_fault(s, st->power_fault, sizeof(st->power_fault));
     snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
         st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
@@ -972,7 +1066,7 @@ static void publish(sampler *s)
             snap->procs[snap->n_procs++] = to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    update_idle(s, s->sec_host_j / secs);
+    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs);
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -985,6 +1079,7 @@ static void publish(sampler *s)
     }
     snapshot_unref(snap);
     s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = 0;
+    s->sec_fallback = false;
     s->sec_cpu_s = s->sec_dt = 0;
     s->second_ticks = 0;
     s->sec_ratio_n = 0;
@@ -1025,7 +1120,7 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
          * reads: a rescan before it can take long, and RAPL and the
          * counters must cover the interval the tick's row says. */
         uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-        s->woke_realtime = realtime_ns();
+        s->woke_realtime = live_time(s, now);
         dt_ns = now - s->last_read_ns;
         s->last_read_ns = now;
         read_hardware(s);
@@ -1052,13 +1147,32 @@ static int replay_pace(sampler *s)
     return 0;
 }
 
+/* A replay has no deadline: at --speed max it would outrun the store's
+ * writer and have records dropped, so it waits for room for a tick's records
+ * (one per process and zone, calibration, new and exited processes). */
+static void replay_wait_store(sampler *s, size_t capacity)
+{
+    size_t need = 2 * (s->n + s->power->n) + MODEL_MAX_CLASSES * (s->m->n_events / 5 + 1) + 64;
+    struct timespec ms = {0, 1000000};
+
+    if (need > capacity / 2)
+        need = capacity / 2;
+    while (store_push_room(s->st) < need && !atomic_load(&s->stop))
+        nanosleep(&ms, NULL);
+}
+
 static void *replay_loop(void *arg)
 {
     sampler *s = arg;
     uint64_t dt_ns;
+    store_stats ss;
 
+    store_get_stats(s->st, &ss);
     s->replay_wall0 = util_now_ns(CLOCK_MONOTONIC);
-    while (!atomic_load(&s->stop) && read_replay(s, &dt_ns) == 1) {
+    while (!atomic_load(&s->stop)) {
+        replay_wait_store(s, ss.queue_capacity);
+        if (read_replay(s, &dt_ns) != 1)
+            break;
         replay_pace(s);
         tick(s, dt_ns, s->last_ns);
     }
@@ -1198,6 +1312,11 @@ static int alloc_scratch(sampler *s)
     size_t ne = s->m->n_events;
 
     s->zone_delta = calloc(s->power->n + 1, sizeof(double));
+    s->zone_bad = calloc(s->power->n + 1, sizeof(double));
+    s->zone_still_ns = calloc(s->power->n + 1, sizeof(uint64_t));
+    s->zone_settle_ns = calloc(s->power->n + 1, sizeof(uint64_t));
+    if (!s->zone_bad || !s->zone_still_ns || !s->zone_settle_ns)
+        return -ENOMEM;
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
     s->zone_total_j = calloc(s->power->n + 1, sizeof(double));
@@ -1280,6 +1399,9 @@ void sampler_free(sampler *s)
     free(s->ap);
     free(s->class_rates);
     free(s->zone_delta);
+    free(s->zone_bad);
+    free(s->zone_still_ns);
+    free(s->zone_settle_ns);
     free(s->sec_ratio_sum);
     free(s->zone_total_j);
     groups_free(&s->groups);

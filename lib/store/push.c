@@ -51,6 +51,11 @@ static bool bad_time(int64_t t_ns)
     return t_ns < 0;
 }
 
+size_t store_push_room(store *s)
+{
+    return ring_room(&s->queue);
+}
+
 int store_push_proc(store *s, const store_proc_tick *t)
 {
     store_item *it;

@@ -48,6 +48,14 @@ void ring_publish(ring *q, size_t n)
     atomic_store_explicit(&q->head, head + n, memory_order_release);
 }
 
+size_t ring_room(ring *q)
+{
+    size_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
+    size_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+
+    return q->mask + 1 - (head - tail);
+}
+
 size_t ring_readable(ring *q, size_t *first)
 {
     size_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);

@@ -79,6 +79,8 @@ void ring_free(ring *q);
  * ring_publish(n). *used is how many records wait, these n included. */
 bool ring_reserve(ring *q, size_t n, size_t *first, size_t *used);
 void ring_publish(ring *q, size_t n);
+/* Producer: how many records are free now. */
+size_t ring_room(ring *q);
 /* The record at position i (any position; wraps). */
 static inline store_item *ring_slot(ring *q, size_t i)
 {

@@ -192,6 +192,11 @@ typedef struct store_proc_tick {
 } store_proc_tick;
 int store_push_proc(store *s, const store_proc_tick *t);
 
+/* How many queue records are free now. A producer that may wait (a replay,
+ * which has no deadline) waits for room before a tick rather than have its
+ * records dropped; the live sampler never waits. */
+size_t store_push_room(store *s);
+
 /* The host's split of one tick: host_j = idle_j + attributed_j +
  * unattributed_j. Push one every tick, even when no process ran: a record of
  * a new second is what completes the previous ones. */

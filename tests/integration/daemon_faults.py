@@ -314,14 +314,16 @@ else:
     d = Daemon("--config", conf, "--db", db, state=os.path.join(work, "state-full"))
     time.sleep(2.5)
     filler = os.path.join(small, "filler")
-    with open(filler, "wb") as f:
+    with open(filler, "wb", buffering=0) as f:  # unbuffered: closing has nothing to flush
         try:
             while True:
                 f.write(b"\0" * 65536)
                 f.flush()
         except OSError:
             pass
+    filled_at = time.time()
     # The WAL may still have room for a while: keep going until a commit fails.
+    # Meanwhile the writer keeps the rows in memory: none may be lost.
     err = wait_for(lambda: db_error(d), timeout=30)
     check("disk full: GetStatus shows the error", bool(err), str(err))
     healthy(d, "with a full disk")
@@ -331,7 +333,15 @@ else:
     now = int(time.time())
     check("... and the seconds held meanwhile are written",
           wait_for(lambda: newest_row(db) >= now - 1), str(newest_row(db)))
+    full_s = time.time() - filled_at
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    secs = [r[0] for r in con.execute("SELECT t FROM host_attribution ORDER BY t")]
+    con.close()
+    gaps = [(a, b) for a, b in zip(secs, secs[1:]) if b != a + 1]
+    check("no second lost to the full disk: every second from start to stop is stored",
+          len(secs) >= full_s and not gaps,
+          f"{len(secs)} seconds over a run with {full_s:.1f} s since the disk filled; gaps {gaps}")
     subprocess.run(["umount", small])
 
 # ---- SIGKILL mid-run ------------------------------------------------------------

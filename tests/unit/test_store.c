@@ -489,10 +489,14 @@ static void test_push_never_blocks_when_full(void **state)
     /* A calibration tick that needs 3 records is refused whole when 2 are free. */
     double rates[12] = {0};
     s = open_store(f->path, &c);
+    assert_int_equal(store_push_room(s), 16); /* what a replay waits on */
     for (int k = 0; k < 14; k++)
         assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_push_room(s), 2);
     assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 12), -EAGAIN);
+    assert_int_equal(store_push_room(s), 2);
     assert_int_equal(store_push_calibration(s, T0 * NS, 0.02, 1, 0, rates, 10), 0);
+    assert_int_equal(store_push_room(s), 0);
     store_get_stats(s, &st);
     assert_int_equal(st.pushed, 16);
     assert_int_equal(st.dropped, 3);
