@@ -9,11 +9,15 @@ import os, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
-idle = os.path.join(os.environ["BUILDDIR"], "tests", "bench_idle_proc")
 state = tempfile.mkdtemp(prefix="wattprofd-track-")
+# A name of this run's own (comm is 15 bytes at most), so that another copy
+# of this test or a benchmark on the same host cannot match the regex.
+NAME = f"wptrk{os.getpid()}"[:15]
+idle = os.path.join(state, NAME)
+os.symlink(os.path.join(os.environ["BUILDDIR"], "tests", "bench_idle_proc"), idle)
 conf = os.path.join(state, "wattprofd.conf")
 with open(conf, "w") as f:
-    f.write("[track]\ncomm = ^bench_idle_proc$\n")
+    f.write(f"[track]\ncomm = ^{NAME}$\n")
 
 others = [subprocess.Popen(["sleep", "60"]) for _ in range(3)]
 early = [subprocess.Popen([idle, "50"]) for _ in range(4)]
@@ -42,7 +46,7 @@ n, pids, procs = tracked_pids(7)
 check("3 started later are tracked too, and nothing else", n == 7 and
       pids == {p.pid for p in early + late}, f"tracked {n}: {sorted(pids)}")
 check("every tracked process matches the regex",
-      all(p["comm"] == "bench_idle_proc" for p in procs), str({p["comm"] for p in procs}))
+      all(p["comm"] == NAME for p in procs), str({p["comm"] for p in procs}))
 for p in early[:2]:
     p.kill()
     p.wait()
