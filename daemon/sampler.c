@@ -104,7 +104,7 @@ struct sampler {
     uint64_t host_busy_prev;
     struct ring lateness, tick_work, idle_power, drift;
     uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
-    uint64_t procs_missed;           /* forked, but gone before their counters were open */
+    uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
     uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
     bool skip_warned;                /* the log said once why some are never skipped */
     double idle_w;
@@ -426,8 +426,9 @@ static void warn_unskippable(sampler *s, pid_t pid, const counters_proc *cp)
 }
 
 /* Starts tracking `pid` if the config wants it. A process that is already
- * gone, or that we may not watch, is skipped quietly: it is the normal fate
- * of short-lived processes and shows up as unattributed CPU. */
+ * gone, or that we may not watch, is skipped without a log line: it is the
+ * normal fate of short-lived processes and shows up as unattributed CPU.
+ * The error says why, for the fork handler's count of misses. */
 static int track_untracked_pid(sampler *s, pid_t pid)
 {
     procs_info info = {0};
@@ -436,23 +437,24 @@ static int track_untracked_pid(sampler *s, pid_t pid)
     int r;
 
     if ((r = procs_read_stat(pid, &info)) < 0 || !track_wanted_stat(s, &info))
-        return r == -ESRCH ? r : 0;
+        return r;
     if ((r = procs_read_info(pid, &info)) < 0)
-        return r == -ESRCH ? r : 0;
+        return r;
     if (track_wanted(s, &info)) {
         r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
         if (r == 0)
             warn_unskippable(s, pid, cp);
-        if (r == 0 && add_tracked(s, &info, cp) < 0)
+        if (r == 0 && (r = add_tracked(s, &info, cp)) < 0)
             counters_close(cp);
         else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
             log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
     }
     procs_info_clear(&info);
-    return r == -ESRCH ? r : 0;
+    return r;
 }
 
-/* -ESRCH when the process was gone before its counters could be opened. */
+/* 0 when the process is tracked or the config does not want it; else why
+ * it could not be (-ESRCH: gone before its counters were open). */
 static int track_pid(sampler *s, pid_t pid)
 {
     return find(s, pid) ? 0 : track_untracked_pid(s, pid);
@@ -567,7 +569,7 @@ static void proc_event(sampler *s, const procs_event *ev)
     case PROCS_EV_FORK:
         /* Only a fork counts a miss: the other events of a process that
          * was already missed would count it again. */
-        if (track_pid(s, ev->pid) == -ESRCH)
+        if (track_pid(s, ev->pid) < 0)
             s->procs_missed++;
         break;
     case PROCS_EV_EXEC:

@@ -10,10 +10,13 @@ handled events once per 20 ms tick and missed about three in four.
 What it could not open it counts: GetStatus's procs_missed covers every
 child missing from the database (it counts the host's other processes too,
 so it can only be larger), unless the kernel dropped events, which
-connector_overruns then says.
+connector_overruns then says. To see that, the daemon is then stopped
+(SIGSTOP) while 8,000 processes come and go, more events than the kernel
+queues for it: after SIGCONT it must count the overrun, say so in its log,
+and go on finding new processes.
 
 Needs the proc connector (root, initial namespaces): skips otherwise."""
-import json, os, subprocess, sys, tempfile, time
+import json, os, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, finish  # noqa: E402
@@ -43,6 +46,24 @@ try:
     started = json.loads(out)["started"]
     time.sleep(1.5)  # the last exits read by a tick and written
     st = d.call("io.wattprof.Monitor.GetStatus")["status"]
+
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        subprocess.run([spawner, "4000", "2", "0"], capture_output=True, timeout=60, check=True)
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    # wakes every 20 ms: ListProcesses shows processes that ran
+    late = subprocess.Popen([os.path.join(os.environ["BUILDDIR"], "tests", "bench_idle_proc"), "20"])
+    deadline = time.monotonic() + 10
+    while True:
+        st2 = d.call("io.wattprof.Monitor.GetStatus")["status"]
+        procs = d.call("io.wattprof.Monitor.ListProcesses", {"window_s": 60})["processes"]
+        found = any(p["pid"] == late.pid for p in procs)
+        if (found and st2["connector_overruns"] > 0) or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    late.kill()
+    late.wait()
 finally:
     rc = d.stop()
 check("wattprofd exits 0", rc == 0, d.read_log()[-2000:])
@@ -63,4 +84,8 @@ if st["connector_overruns"] == 0:
           f"{st['procs_missed'] - missed0} counted, {started - seen} absent")
 else:
     print(f"connector overran {st['connector_overruns']} times: misses beyond procs_missed")
+check("an overrun while the daemon was stopped is counted", st2["connector_overruns"] >= 1,
+      str(st2["connector_overruns"]))
+check("and logged", "proc connector overrun" in d.read_log(), d.read_log()[-1000:])
+check("a process started after the overrun is tracked", found, str(late.pid))
 finish()
