@@ -119,6 +119,10 @@ typedef struct daemon_status {
     double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
     size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
     bool proc_connector;
+    /* With the proc connector, since start: processes that exited before
+     * their counters could be opened (not stored), and times the kernel
+     * dropped process events (each answered by a rescan). */
+    uint64_t procs_missed, connector_overruns;
     char idle_source[64];
     double *event_ratio; /* mean running/enabled per event over the last second */
     /* Since start, for counters: energies in joules. */

@@ -339,6 +339,12 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     json_object_object_add(o, "tracked", json_object_new_int((int)st->tracked));
     json_object_object_add(o, "reads_skipped", num_or_null(st->reads_skipped));
     json_object_object_add(o, "reads_unskippable", json_object_new_int((int)st->reads_unskippable));
+    json_object_object_add(o, "procs_missed",
+                           st->proc_connector ? json_object_new_int64((int64_t)st->procs_missed)
+                                              : NULL);
+    json_object_object_add(
+        o, "connector_overruns",
+        st->proc_connector ? json_object_new_int64((int64_t)st->connector_overruns) : NULL);
     json_object_object_add(o, "host", host_json(st));
     json_object_object_add(db, "path", json_object_new_string(ctx->cfg->db_path));
     json_object_object_add(db, "size_bytes", json_object_new_int64(ss.db_bytes));

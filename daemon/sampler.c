@@ -23,7 +23,7 @@
 
 #define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
-#define SAMPLER_MAX_EVENTS 64    /* proc events drained per tick */
+#define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
 
 /* A RAPL zone this long without advancing is no measurement (200 ms: real
  * RAPL counters advance every millisecond or so), nor is it for this long
@@ -119,6 +119,8 @@ struct sampler {
     uint64_t host_busy_prev;
     struct ring lateness, tick_work, idle_power, drift;
     uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
+    uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
+    uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
     bool skip_warned;                /* the log said once why some are never skipped */
     double idle_w;
     char idle_source[64];
@@ -439,34 +441,38 @@ static void warn_unskippable(sampler *s, pid_t pid, const counters_proc *cp)
 }
 
 /* Starts tracking `pid` if the config wants it. A process that is already
- * gone, or that we may not watch, is skipped quietly: it is the normal fate
- * of short-lived processes and shows up as unattributed CPU. */
-static void track_untracked_pid(sampler *s, pid_t pid)
+ * gone, or that we may not watch, is skipped without a log line: it is the
+ * normal fate of short-lived processes and shows up as unattributed CPU.
+ * The error says why, for the fork handler's count of misses. */
+static int track_untracked_pid(sampler *s, pid_t pid)
 {
     procs_info info = {0};
     counters_proc *cp = NULL;
     char err[UTIL_ERRLEN];
+    int r;
 
-    if (procs_read_stat(pid, &info) < 0 || !track_wanted_stat(s, &info))
-        return;
-    if (procs_read_info(pid, &info) < 0)
-        return;
+    if ((r = procs_read_stat(pid, &info)) < 0 || !track_wanted_stat(s, &info))
+        return r;
+    if ((r = procs_read_info(pid, &info)) < 0)
+        return r;
     if (track_wanted(s, &info)) {
-        int r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
+        r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
         if (r == 0)
             warn_unskippable(s, pid, cp);
-        if (r == 0 && add_tracked(s, &info, cp) < 0)
+        if (r == 0 && (r = add_tracked(s, &info, cp)) < 0)
             counters_close(cp);
         else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
             log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
     }
     procs_info_clear(&info);
+    return r;
 }
 
-static void track_pid(sampler *s, pid_t pid)
+/* 0 when the process is tracked or the config does not want it; else why
+ * it could not be (-ESRCH: gone before its counters were open). */
+static int track_pid(sampler *s, pid_t pid)
 {
-    if (!find(s, pid))
-        track_untracked_pid(s, pid);
+    return find(s, pid) ? 0 : track_untracked_pid(s, pid);
 }
 
 static void refresh_comm(sampler *s, pid_t pid);
@@ -521,6 +527,26 @@ static void rescan(sampler *s)
     free(pids);
 }
 
+/* A tracked process's new name: stored, recorded, and its energy from now
+ * on goes to the new command's group. */
+static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info)
+{
+    if (strcmp(t->comm, info->comm) == 0)
+        return;
+    memcpy(t->comm, info->comm, sizeof(t->comm));
+    join_group(s, t);
+    store_proc_info pi = {.t_ns = sampler_clock(s),
+                          .pid = t->pid,
+                          .start_time = t->start,
+                          .comm = info->comm,
+                          .cmdline = info->cmdline,
+                          .cgroup = info->cgroup,
+                          .uid = info->uid};
+    store_push_proc_info(s->st, &pi);
+    if (s->rec)
+        record_proc(s, info, t);
+}
+
 static void refresh_comm(sampler *s, pid_t pid)
 {
     struct tracked *t = find(s, pid);
@@ -530,24 +556,68 @@ static void refresh_comm(sampler *s, pid_t pid)
         track_pid(s, pid); /* an exec may make a process match [track] */
         return;
     }
-    if (procs_read_info(pid, &info) == 0 && strcmp(t->comm, info.comm) != 0) {
-        memcpy(t->comm, info.comm, sizeof(t->comm));
-        join_group(s, t);
-        store_proc_info pi = {.t_ns = sampler_clock(s),
-                              .pid = pid,
-                              .start_time = t->start,
-                              .comm = info.comm,
-                              .cmdline = info.cmdline,
-                              .cgroup = info.cgroup,
-                              .uid = info.uid};
-        store_push_proc_info(s->st, &pi);
-        if (s->rec)
-            record_proc(s, &info, t);
-    }
+    if (procs_read_info(pid, &info) == 0)
+        rename_tracked(s, t, &info);
     procs_info_clear(&info);
 }
 
-static void drain_proc_events(sampler *s)
+/* PR_SET_NAME: the event carries the name, because a process that renames
+ * itself and exits at once has no /proc entry left to read it from. */
+static void comm_event(sampler *s, const procs_event *ev)
+{
+    struct tracked *t = find(s, ev->pid);
+    procs_info info = {.pid = ev->pid};
+
+    if (!t) {
+        track_pid(s, ev->pid); /* the new name may match [track] comm */
+        return;
+    }
+    info.start_ticks = t->start;
+    info.uid = t->uid;
+    snprintf(info.comm, sizeof(info.comm), "%s", ev->comm);
+    rename_tracked(s, t, &info);
+}
+
+static void proc_event(sampler *s, const procs_event *ev)
+{
+    struct tracked *t;
+
+    switch (ev->kind) {
+    case PROCS_EV_FORK:
+        /* Only a fork counts a miss: the other events of a process that
+         * was already missed would count it again. */
+        if (track_pid(s, ev->pid) < 0)
+            s->procs_missed++;
+        break;
+    case PROCS_EV_EXEC:
+        refresh_comm(s, ev->pid);
+        break;
+    case PROCS_EV_COMM:
+        comm_event(s, ev);
+        break;
+    case PROCS_EV_EXIT:
+        /* The kernel keeps the final counts until the counters close: the
+         * next tick reads them once more, then reap() closes them. */
+        if ((t = find(s, ev->pid)))
+            t->gone = true;
+        break;
+    }
+}
+
+/* The kernel dropped events (its queue overflowed): rescan at the next
+ * tick to find the processes they told of, and count it for GetStatus. */
+static void connector_overrun(sampler *s)
+{
+    if (s->connector_overruns++ == 0)
+        log_warning("proc connector overrun: process events were lost; rescanning /proc "
+                    "(GetStatus counts these)");
+    s->next_rescan_ns = 0;
+}
+
+/* Handles waiting proc events until none is left or until `until_ns`
+ * (CLOCK_MONOTONIC) has passed, so that a flood of them cannot push a tick
+ * past its deadline; what is left waits for the next call. */
+static void drain_proc_events(sampler *s, uint64_t until_ns)
 {
     procs_event ev[SAMPLER_MAX_EVENTS];
     size_t n;
@@ -557,20 +627,13 @@ static void drain_proc_events(sampler *s)
         return;
     do {
         r = procs_watch_read(s->watch, ev, SAMPLER_MAX_EVENTS, &n);
-        if (r == -ENOBUFS) {
-            s->next_rescan_ns = 0; /* the kernel dropped events: rescan now */
-            continue;
-        }
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-            struct tracked *t;
-            if (ev[i].kind == PROCS_EV_FORK)
-                track_pid(s, ev[i].pid);
-            else if (ev[i].kind == PROCS_EV_EXEC)
-                refresh_comm(s, ev[i].pid);
-            else if ((t = find(s, ev[i].pid)))
-                t->gone = true; /* read once more this tick, then close */
-        }
-    } while (r >= 0 && n == SAMPLER_MAX_EVENTS);
+        for (size_t i = 0; i < n; i++)
+            proc_event(s, &ev[i]);
+        if (r == -ENOBUFS)
+            connector_overrun(s);
+        else if (r < 0)
+            return;
+    } while ((r == -ENOBUFS || n == SAMPLER_MAX_EVENTS) && util_now_ns(CLOCK_MONOTONIC) < until_ns);
 }
 
 /* Drops processes that exited, after their final tick was accounted. */
@@ -1004,6 +1067,8 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     s->sec_reads = s->sec_skipped = 0;
     st->proc_connector = s->watch != NULL;
     power_fault(s, st->power_fault, sizeof(st->power_fault));
+    st->procs_missed = s->procs_missed;
+    st->connector_overruns = s->connector_overruns;
     snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
         st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
@@ -1111,7 +1176,7 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
 {
     take_pending_model(s);
     if (!s->rep) {
-        drain_proc_events(s);
+        drain_proc_events(s, woke + s->period_ns / 4);
         if (woke >= s->next_rescan_ns) {
             rescan(s);
             s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
@@ -1225,9 +1290,18 @@ static void *hardware_loop(void *arg)
     its.it_interval.tv_nsec = (long)(s->period_ns % 1000000000ull);
     timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
     while (!atomic_load(&s->stop)) {
-        struct pollfd pfd = {.fd = tfd, .events = POLLIN};
+        /* Process events are handled as they come, between ticks: a child
+         * that lives 5 ms must have its counters open before it exits. */
+        struct pollfd pfd[2] = {{.fd = tfd, .events = POLLIN},
+                                {.fd = s->watch ? procs_watch_fd(s->watch) : -1, .events = POLLIN}};
         uint64_t expirations;
-        if (poll(&pfd, 1, 200) <= 0 || read(tfd, &expirations, sizeof(expirations)) < 0)
+        if (poll(pfd, 2, 200) <= 0)
+            continue;
+        if (!(pfd[0].revents & POLLIN)) {
+            drain_proc_events(s, s->next_deadline - s->period_ns / 10);
+            continue;
+        }
+        if (read(tfd, &expirations, sizeof(expirations)) < 0)
             continue;
         uint64_t woke = util_now_ns(CLOCK_MONOTONIC);
         /* The deadline this wake-up serves is the latest one that passed. */

@@ -514,6 +514,14 @@ static bool procs_convert(const struct proc_event *ev, procs_event *out)
                              .parent = ev->event_data.exit.parent_tgid,
                              .exit_code = (int)ev->event_data.exit.exit_code};
         return true;
+    case PROC_EVENT_COMM:
+        /* A child that renames itself and exits within a tick is known by
+         * its new name only from this event: /proc is gone by then. */
+        if (ev->event_data.comm.process_pid != ev->event_data.comm.process_tgid)
+            return false; /* a thread's name; the process keeps its leader's */
+        *out = (procs_event){.kind = PROCS_EV_COMM, .pid = ev->event_data.comm.process_tgid};
+        memcpy(out->comm, ev->event_data.comm.comm, sizeof(out->comm) - 1);
+        return true;
     default:
         return false;
     }

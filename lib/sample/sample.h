@@ -195,6 +195,7 @@ typedef enum procs_event_kind {
     PROCS_EV_FORK, /* a new process (not a new thread) */
     PROCS_EV_EXEC,
     PROCS_EV_EXIT, /* the whole process (thread-group leader) exited */
+    PROCS_EV_COMM, /* the process's leader renamed itself (prctl PR_SET_NAME) */
 } procs_event_kind;
 
 typedef struct procs_event {
@@ -202,6 +203,7 @@ typedef struct procs_event {
     pid_t pid;
     pid_t parent;  /* PROCS_EV_FORK: the parent process */
     int exit_code; /* PROCS_EV_EXIT: wait status */
+    char comm[16]; /* PROCS_EV_COMM: the new name, NUL-terminated */
 } procs_event;
 
 typedef struct procs_watch procs_watch;

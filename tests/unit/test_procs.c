@@ -285,7 +285,7 @@ static void test_connector(void **state)
             assert_int_equal(ev[i].parent, getpid());
         } else if (ev[i].kind == PROCS_EV_EXEC) {
             exec_i = (int)i;
-        } else {
+        } else if (ev[i].kind == PROCS_EV_EXIT) {
             exit_i = (int)i;
             assert_int_equal(ev[i].exit_code, status);
         }
@@ -293,6 +293,60 @@ static void test_connector(void **state)
     print_message("%zu events; child %d: fork #%d exec #%d exit #%d; thread %d silent\n", n,
                   (int)pid, fork_i, exec_i, exit_i, (int)tid);
     assert_true(fork_i >= 0 && exec_i > fork_i && exit_i > exec_i);
+    procs_watch_close(w);
+    free(ev);
+}
+
+/* A child that renames itself and exits at once: the connector's comm
+ * event carries the new name, which /proc can no longer tell; a thread's
+ * rename is not the process's and is dropped. */
+static void *rename_thread(void *arg)
+{
+    (void)arg;
+    prctl(PR_SET_NAME, "wp_thread_name");
+    return NULL;
+}
+
+static void test_connector_comm(void **state)
+{
+    enum { CAP = 4096 };
+    procs_watch *w;
+    char err[UTIL_ERRLEN];
+    procs_event *ev = calloc(CAP, sizeof(*ev));
+    bool found;
+    int status;
+
+    (void)state;
+    assert_non_null(ev);
+    int r = procs_watch_open(&w, err, sizeof(err));
+    if (r == -EPERM) {
+        print_message("skipped: %s\n", err);
+        free(ev);
+        skip();
+    }
+    assert_int_equal(r, 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, rename_thread, NULL) == 0)
+            pthread_join(th, NULL);
+        prctl(PR_SET_NAME, "wp_renamed_kid");
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    size_t n = collect_until(w, ev, CAP, 0, PROCS_EV_EXIT, pid, &found);
+    assert_true(found);
+    int renames = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ev[i].kind != PROCS_EV_COMM)
+            continue;
+        assert_string_not_equal(ev[i].comm, "wp_thread_name");
+        if (ev[i].pid == pid) {
+            assert_string_equal(ev[i].comm, "wp_renamed_kid");
+            renames++;
+        }
+    }
+    assert_int_equal(renames, 1);
     procs_watch_close(w);
     free(ev);
 }
@@ -447,7 +501,7 @@ int main(void)
         cmocka_unit_test(test_kernel_thread),     cmocka_unit_test(test_list_and_boot_id),
         cmocka_unit_test(test_connector),         cmocka_unit_test(test_connector_drain),
         cmocka_unit_test(test_connector_overrun), cmocka_unit_test(test_connector_unprivileged),
-        cmocka_unit_test(test_read_stat_agrees),
+        cmocka_unit_test(test_read_stat_agrees),  cmocka_unit_test(test_connector_comm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
