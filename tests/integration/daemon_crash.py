@@ -33,7 +33,15 @@ import daemon_harness  # noqa: E402
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
 ROUNDS = 50 if os.environ.get("TEST_SLOW") == "1" else 8
-GRACE = 0.2 if os.environ.get("TEST_SLOW") == "1" and os.getloadavg()[0] <= os.cpu_count() else 0.5
+# Under the sanitizers (TEST_SLOW=0) the writer's commit of the previous
+# second was seen as late as 0.8 s into the next at load 11: the grace is then
+# the whole second, and the note below still prints the worst loss measured.
+if os.environ.get("TEST_SLOW") == "0":
+    GRACE = 1.0
+elif os.getloadavg()[0] <= os.cpu_count():
+    GRACE = 0.2
+else:
+    GRACE = 0.5
 seed = int(os.environ.get("WATTPROF_CRASH_SEED", str(int(time.time()))))
 rng = random.Random(seed)
 print(f"note - {ROUNDS} rounds, seed {seed} (WATTPROF_CRASH_SEED={seed} repeats them); "
