@@ -834,6 +834,12 @@ static void test_list_processes(void **state)
     assert_string_equal(p[0].comm, "burn");
     assert_string_equal(p[1].comm, "idle");
     store_processes_free(p, n);
+    /* The same order again, without the regex: the reader reuses its
+     * statement, and the last call's filter is not left bound to it. */
+    q.comm_regex = NULL;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    store_processes_free(p, n);
 
     /* A window that holds only the reused pid's old identity. */
     q.comm_regex = NULL;
