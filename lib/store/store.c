@@ -209,9 +209,32 @@ static int request(store *s, int64_t now_s)
     return r;
 }
 
+/* True when a successful flush began within max_age_ns of now: its commit
+ * covers all but the last max_age_ns of pushes, so a reader can share it. */
+static bool recently_flushed(store *s, int64_t max_age_ns)
+{
+    int64_t now = (int64_t)util_now_ns(CLOCK_MONOTONIC);
+    bool recent;
+
+    pthread_mutex_lock(&s->lock);
+    recent = max_age_ns > 0 && s->flushed_ns > 0 && now - s->flushed_ns <= max_age_ns;
+    s->stats.flushes++;
+    if (recent)
+        s->stats.flushes_shared++;
+    pthread_mutex_unlock(&s->lock);
+    return recent;
+}
+
+int store_flush_within(store *s, unsigned max_age_ms)
+{
+    if (recently_flushed(s, (int64_t)max_age_ms * 1000000))
+        return 0;
+    return request(s, 0);
+}
+
 int store_flush(store *s)
 {
-    return request(s, 0);
+    return store_flush_within(s, 0);
 }
 
 int store_maintain(store *s, int64_t now_s)

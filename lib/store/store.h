@@ -138,6 +138,14 @@ int store_close(store *s);
  * call it. */
 int store_flush(store *s);
 
+/* Like store_flush, but returns at once (0) when a flush that began at most
+ * max_age_ms ago has already committed everything pushed before it: what the
+ * caller sees then misses at most the last max_age_ms of pushes.  Under many
+ * queries this bounds the writer to about one extra commit per max_age_ms
+ * instead of one per query.  max_age_ms 0 is store_flush. Counted in
+ * store_stats.flushes and flushes_shared. */
+int store_flush_within(store *s, unsigned max_age_ms);
+
 /* Runs one rollup-and-retention step now, in the writer thread, with `now_s`
  * (Unix seconds) as the present, after committing what is queued; waits for
  * it. Returns 0 when all is done, 1 when more per-second rows are due (a step
@@ -161,6 +169,9 @@ typedef struct store_stats {
                              step, 0 again after a successful commit */
     char error_text[512]; /* one line for people while error != 0 */
     int64_t db_bytes;     /* database file plus its WAL, as on disk */
+
+    uint64_t flushes;        /* store_flush(_within) calls */
+    uint64_t flushes_shared; /* ... answered by an earlier flush, no commit */
 } store_stats;
 
 /* Snapshot of the writer's health; safe from any thread (for GetStatus). */

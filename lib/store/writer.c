@@ -241,12 +241,13 @@ void *writer_main(void *arg)
     uint64_t done = 0;
 
     for (;;) {
-        int64_t mnow;
-        bool stop, asked;
+        int64_t mnow, drained_at;
+        bool stop, asked, committed;
         uint64_t req;
         int r = 0;
 
         wait_for_work(s, now + drain_ns, &stop, &req, &mnow);
+        drained_at = now_ns(CLOCK_MONOTONIC); /* what a flush covers */
         drain(s);
         asked = req != done;
         now = now_ns(CLOCK_MONOTONIC);
@@ -257,6 +258,7 @@ void *writer_main(void *arg)
                 last_commit = now;
             }
         }
+        committed = r == 0;
         if (!stop && (mnow > 0 || now >= next_maint)) {
             int m = maintain(s, mnow > 0 ? mnow : maintain_clock(s));
             if (mnow > 0) /* asked by store_maintain; else only in stats */
@@ -268,6 +270,8 @@ void *writer_main(void *arg)
             pthread_mutex_lock(&s->lock);
             s->done_seq = done = req;
             s->req_result = r;
+            /* after a failure the next flush asks again, and sees why */
+            s->flushed_ns = committed ? drained_at : 0;
             pthread_cond_broadcast(&s->done);
             pthread_mutex_unlock(&s->lock);
         }

@@ -438,6 +438,90 @@ static void test_writer_one_transaction_per_second(void **state)
     sqlite3_close(db);
 }
 
+static double pid_energy(sqlite3 *db)
+{
+    return raw_num(db, "SELECT coalesce(sum(attributed_j), 0) FROM process_energy");
+}
+
+static uint64_t commits(store *s, uint64_t *shared)
+{
+    store_stats st;
+
+    store_get_stats(s, &st);
+    if (shared)
+        *shared = st.flushes_shared;
+    return st.commits;
+}
+
+/* store_flush_within shares a recent flush instead of committing again: what
+ * it misses is only what was pushed since that flush, and once max_age_ms
+ * has passed it commits again. */
+static void test_flush_within_shares_recent_flush(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    uint64_t shared;
+    sqlite3 *db;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    db = raw_open(f->path);
+    assert_int_equal(push_proc(s, T0 * NS, 100, 1, 1.0, 1.0, 0.02, 0, 0), 0);
+    assert_int_equal(store_flush_within(s, 60000), 0); /* none before: commits */
+    assert_int_equal(commits(s, &shared), 1);
+    assert_int_equal(shared, 0);
+    assert_float_equal(pid_energy(db), 1.0, 1e-12);
+
+    assert_int_equal(push_proc(s, T0 * NS + 20000000, 100, 1, 2.0, 2.0, 0.02, 0, 0), 0);
+    assert_int_equal(store_flush_within(s, 60000), 0); /* shares the first */
+    assert_int_equal(commits(s, &shared), 1);
+    assert_int_equal(shared, 1);
+    assert_float_equal(pid_energy(db), 1.0, 1e-12); /* the new push is not seen yet */
+
+    assert_int_equal(store_flush(s), 0); /* max_age 0: always up to date */
+    assert_int_equal(commits(s, NULL), 2);
+    assert_float_equal(pid_energy(db), 3.0, 1e-12);
+
+    assert_int_equal(push_proc(s, T0 * NS + 40000000, 100, 1, 4.0, 4.0, 0.02, 0, 0), 0);
+    sleep_ms(150);
+    assert_int_equal(store_flush_within(s, 100), 0); /* the last is too old */
+    assert_int_equal(commits(s, NULL), 3);
+    assert_float_equal(pid_energy(db), 7.0, 1e-12);
+    assert_int_equal(store_close(s), 0);
+    sqlite3_close(db);
+}
+
+/* Many callers flushing with a push between each (queries under load) cost
+ * about one commit per max_age_ms, not one each. */
+static void test_flush_within_bounds_commits(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    uint64_t before, after, shared;
+    double start, took;
+    int calls = 200;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(push_proc(s, T0 * NS, 100, 1, 1.0, 1.0, 0.02, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    before = commits(s, NULL);
+    start = now_s();
+    for (int k = 1; k <= calls; k++) {
+        assert_int_equal(push_proc(s, T0 * NS + k * 1000000LL, 100, 1, 1.0, 1.0, 0.001, 0, 0), 0);
+        assert_int_equal(store_flush_within(s, 250), 0);
+        sleep_ms(5);
+    }
+    took = now_s() - start;
+    after = commits(s, &shared);
+    /* one per 250 ms, and one more for a flush that straddles the end */
+    assert_true(after - before <= (uint64_t)(took / 0.25) + 2);
+    assert_true(shared >= (uint64_t)calls - (after - before));
+    assert_int_equal(store_close(s), 0);
+}
+
 /* With the writer asleep, a tiny queue fills: pushes return -EAGAIN at once,
  * the drops are counted, and what was accepted is still written on close. */
 static void test_push_never_blocks_when_full(void **state)
@@ -753,6 +837,12 @@ static void test_list_processes(void **state)
     assert_int_equal(n, 2);
     assert_string_equal(p[0].comm, "burn");
     assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+    /* The same order again, without the regex: the reader reuses its
+     * statement, and the last call's filter is not left bound to it. */
+    q.comm_regex = NULL;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
     store_processes_free(p, n);
 
     /* A window that holds only the reused pid's old identity. */
@@ -1398,6 +1488,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_config_and_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_writer_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_one_transaction_per_second, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_within_shares_recent_flush, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_flush_within_bounds_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_never_blocks_when_full, setup, teardown),
         cmocka_unit_test_setup_teardown(test_push_rejects_bad_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_flush_on_close, setup, teardown),
