@@ -367,6 +367,22 @@ static void record_proc(sampler *s, const procs_info *info, const struct tracked
     trace_write_proc(s->rec, &rec);
 }
 
+/* A tracked process's description (new, or renamed) to the store, and to the
+ * recording. */
+static void describe_tracked(sampler *s, const struct tracked *t, const procs_info *info)
+{
+    store_proc_info pi = {.t_ns = sampler_clock(s),
+                          .pid = t->pid,
+                          .start_time = t->start,
+                          .comm = info->comm,
+                          .cmdline = info->cmdline,
+                          .cgroup = info->cgroup,
+                          .uid = info->uid};
+    store_push_proc_info(s->st, &pi);
+    if (s->rec)
+        record_proc(s, info, t);
+}
+
 static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
 {
     struct tracked *t = calloc(1, sizeof(*t));
@@ -414,16 +430,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
         t->info_pending = true;
         return 0;
     }
-    store_proc_info pi = {.t_ns = sampler_clock(s),
-                          .pid = info->pid,
-                          .start_time = info->start_ticks,
-                          .comm = info->comm,
-                          .cmdline = info->cmdline,
-                          .cgroup = info->cgroup,
-                          .uid = info->uid};
-    store_push_proc_info(s->st, &pi);
-    if (s->rec)
-        record_proc(s, info, t);
+    describe_tracked(s, t, info);
     return 0;
 }
 
@@ -535,16 +542,7 @@ static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info
         return;
     memcpy(t->comm, info->comm, sizeof(t->comm));
     join_group(s, t);
-    store_proc_info pi = {.t_ns = sampler_clock(s),
-                          .pid = t->pid,
-                          .start_time = t->start,
-                          .comm = info->comm,
-                          .cmdline = info->cmdline,
-                          .cgroup = info->cgroup,
-                          .uid = info->uid};
-    store_push_proc_info(s->st, &pi);
-    if (s->rec)
-        record_proc(s, info, t);
+    describe_tracked(s, t, info);
 }
 
 static void refresh_comm(sampler *s, pid_t pid)
