@@ -26,6 +26,22 @@ def finish():
     sys.exit(0)
 
 
+
+def fake_meter_model(path, idle_w, per_cpu_w):
+    """Writes to `path` the built-in cputime model calibrated to a fake meter
+    of IDLE_W plus PER_CPU_W per busy core of task-clock (the generic model's
+    idle would be the 5th percentile of the seconds measured so far, which in
+    a short run are mostly busy ones). Returns `path`."""
+    src = os.path.join(os.environ["SRCDIR"], "models", "cputime.json")
+    with open(src) as f:
+        model = json.load(f)
+    model.update(name="fake-meter", idle_power_w=idle_w,
+                 training={"rows": 3600, "cv_mape": 0.01, "created": "2026-11-30T00:00:00Z"})
+    model["classes"]["models"][0].update(intercept=idle_w, coef=[per_cpu_w, 0, 0, 0])
+    with open(path, "w") as f:
+        json.dump(model, f)
+    return path
+
 class Daemon:
     def __init__(self, *args, state=None):
         self.dir = state or tempfile.mkdtemp(prefix="wattprofd-test-")

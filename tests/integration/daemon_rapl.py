@@ -29,7 +29,7 @@ if "FAKE_POWERCAP" not in os.environ:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import varlink_peer  # noqa: E402
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
 
 burn = os.environ["BURN"]
 work = tempfile.mkdtemp(prefix="wattprofd-rapl-")
@@ -65,16 +65,8 @@ while not os.path.exists(truth) and time.monotonic() < deadline:
 conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
     f.write("[track]\ncomm = ^wpburn$\n")
-# A model calibrated to this meter: IDLE W plus K W per busy core of
-# task-clock. (The generic model's idle would be the 5th percentile of the
-# seconds measured so far, which in a 20 s run are mostly busy ones.)
-model = json.load(open(os.path.join(SRCDIR, "models", "cputime.json")))
-model.update(name="fake-meter", idle_power_w=IDLE_W,
-             training={"rows": 3600, "cv_mape": 0.01, "created": "2026-11-30T00:00:00Z"})
-model["classes"]["models"][0].update(intercept=IDLE_W, coef=[PER_CPU_W, 0, 0, 0])
-model_path = os.path.join(work, "model.json")
-with open(model_path, "w") as f:
-    json.dump(model, f)
+# A model calibrated to this meter: IDLE W plus K W per busy core.
+model_path = fake_meter_model(os.path.join(work, "model.json"), IDLE_W, PER_CPU_W)
 d = Daemon("--config", conf, "--model", model_path, "--rate", "50", "--record", trace,
            state=os.path.join(work, "live"))
 os.chmod(d.dir, 0o755)

@@ -26,7 +26,7 @@ Checked, through the independent Varlink client and the SQLite file:
     <= 1.5 x POWER_W x its duration): the jump after a stall is not a
     measurement;
   - sampling holds its rate throughout."""
-import json, os, shutil, signal, subprocess, sys, tempfile, time
+import os, shutil, signal, subprocess, sys, tempfile, time
 
 SRCDIR = os.environ["SRCDIR"]
 BUILDDIR = os.environ["BUILDDIR"]
@@ -40,7 +40,7 @@ if "FAKE_POWERCAP" not in os.environ:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-rapl-fault-")
 zone = os.path.join(os.environ["FAKE_POWERCAP"], "intel-rapl:0")
@@ -58,13 +58,8 @@ shutil.copy(os.environ["BURN"], wpburn)
 conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
     f.write("[track]\ncomm = ^wpburn$\n")
-model = json.load(open(os.path.join(SRCDIR, "models", "cputime.json")))
-model.update(name="fake-meter", idle_power_w=IDLE_W,
-             training={"rows": 3600, "cv_mape": 0.01, "created": "2026-11-30T00:00:00Z"})
-model["classes"]["models"][0].update(intercept=IDLE_W, coef=[PER_CPU_W, 0, 0, 0])
-model_path = os.path.join(work, "model.json")
-with open(model_path, "w") as f:
-    json.dump(model, f)
+# A model calibrated to this meter: IDLE W plus K W per busy core.
+model_path = fake_meter_model(os.path.join(work, "model.json"), IDLE_W, PER_CPU_W)
 burner = subprocess.Popen([wpburn, "--duty", "0.5", "600"])
 d = Daemon("--config", conf, "--model", model_path, "--rate", "50", state=os.path.join(work, "d"))
 
