@@ -354,3 +354,8 @@ bool counters_alive(const counters_proc *p)
     struct pollfd pfd = {.fd = p->pidfd, .events = POLLIN};
     return poll(&pfd, 1, 0) == 0;
 }
+
+const __u64 *counters_quiet_word(const counters_proc *p, __u64 *value)
+{
+    return p->rw ? runwatch_quiet_word(p->rw, value) : NULL;
+}

@@ -4,6 +4,7 @@
 #ifndef WATTPROF_SAMPLE_RUNWATCH_H
 #define WATTPROF_SAMPLE_RUNWATCH_H
 
+#include <linux/types.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -28,5 +29,12 @@ int runwatch_look(runwatch *w);
  * which no time passed and no record arrived proves every thread we knew
  * nothing about is off the CPU. */
 void runwatch_settle(runwatch *w, bool time_passed);
+
+/* The one word a caller may watch instead of looking: when the process has a
+ * single thread and the latest look found it off the CPU, returns its ring's
+ * data_head and sets *value to what it held then; for as long as an atomic
+ * load of it still gives *value, a look would return 1 and change nothing.
+ * NULL otherwise (several threads, one on the CPU or not yet known). */
+const __u64 *runwatch_quiet_word(const runwatch *w, __u64 *value);
 
 #endif

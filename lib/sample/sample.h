@@ -100,6 +100,16 @@ void counters_delta_free(counters_delta *d);
  * an exiting process's last partial interval is read before closing. */
 int counters_read(counters_proc *p, counters_delta *d);
 
+/* For a caller that reads many processes every tick and wants to touch as
+ * little memory as possible for those that slept: after a counters_read,
+ * returns a word of shared memory and sets *value to its content then; for
+ * as long as an atomic load of the word still gives *value, the next
+ * counters_read would be skipped with a zero delta and change nothing, so
+ * the caller may leave it out (and take the word again after the next read
+ * it does make). NULL when there is no such word: no COUNTERS_SKIP_IDLE
+ * watch, several threads, or a thread on the CPU or not yet known off it. */
+const __u64 *counters_quiet_word(const counters_proc *p, __u64 *value);
+
 /* The pure core of counters_read: adds one group's change between two raw
  * PERF_FORMAT_GROUP readings {nr, time_enabled, time_running, value[nr]} to
  * per-event sums. Member m counts event[m]; its delta is scaled by
