@@ -40,9 +40,15 @@ struct tracked {
     counters_proc *cp; /* NULL in a replay */
     double *delta;     /* this tick's scaled deltas, event-set order */
     double *ratio;
-    bool has_delta, gone;
+    bool has_delta;       /* in this tick's active list */
+    uint64_t active_tick; /* sampler.tick_no of the latest tick it ran in */
+    bool gone;
     double class_stat;
     int klass;
+    /* Standalone energy of the ticks it slept through is booked lazily:
+     * sampler.idle_sum[idle_klass] minus idle_mark (settle_idle). */
+    int idle_klass;
+    double idle_mark;
     double sec_j, sec_standalone_j, sec_cpu_s;  /* the second being accumulated */
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
@@ -91,6 +97,20 @@ struct sampler {
 
     struct tracked **procs;
     size_t n, cap;
+    /* Beside procs[i]: the word that proves it slept (counters_quiet_word).
+     * A tick checks these, one dense array, before touching anything else
+     * of a process: most of a host's processes sleep through most ticks. */
+    struct quiet {
+        const __u64 *word;
+        __u64 value;
+    } *quiet;
+    struct tracked **active; /* the processes this tick has deltas for */
+    size_t n_active, n_idle;
+    uint64_t tick_no; /* ticks accounted */
+    bool reap_pending; /* some process is marked gone */
+    /* Per class, p_k(0)*dt summed over every tick since start: what a
+     * process that did not run is booked as standalone energy. */
+    double idle_sum[MODEL_MAX_CLASSES];
     counters_delta d;
     double *rates; /* n x model events */
     attrib_proc *ap;
@@ -345,10 +365,40 @@ static live_proc to_live(const struct tracked *t)
     return p;
 }
 
+/* The class a tick without events books a process in: its own, or in
+ * rate mode the class of a zero rate. */
+static int idle_class(const sampler *s, const struct tracked *t)
+{
+    if (s->m->class_event >= 0 && s->m->class_mode == MODEL_CLASS_RATE)
+        return model_classify(s->m, 0);
+    return t->klass;
+}
+
+/* Starts counting t's idle ticks from now. */
+static void mark_idle(sampler *s, struct tracked *t)
+{
+    t->idle_klass = idle_class(s, t);
+    t->idle_mark = s->idle_sum[t->idle_klass];
+}
+
+/* Books the standalone energy of the ticks t slept through since its mark
+ * (p_k(0)*dt each, exactly what a tick with zero rates would have booked). */
+static void settle_idle(sampler *s, struct tracked *t)
+{
+    double j = s->idle_sum[t->idle_klass] - t->idle_mark;
+
+    t->sec_standalone_j += j;
+    t->total_standalone_j += j;
+    if (t->has_group)
+        s->groups.v[t->group].standalone_j += j;
+    t->idle_mark = s->idle_sum[t->idle_klass];
+}
+
 /* The group a process's energy goes to from now on: after an exec, what it
  * used so far stays with its old command. */
 static void join_group(sampler *s, struct tracked *t)
 {
+    settle_idle(s, t);
     t->has_group = groups_find(&s->groups, t->uid, t->comm, t->unit, t->job, &t->group) == 0;
     if (!t->has_group)
         log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
@@ -397,13 +447,19 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
         struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
         double *rates = realloc(s->rates, ncap * (s->m->n_events + 1) * sizeof(double));
         attrib_proc *ap = realloc(s->ap, ncap * sizeof(*ap));
+        struct quiet *q = realloc(s->quiet, ncap * sizeof(*q));
+        struct tracked **act = realloc(s->active, ncap * sizeof(*act));
         if (n)
             s->procs = n;
         if (rates)
             s->rates = rates;
         if (ap)
             s->ap = ap;
-        if (!n || !rates || !ap) {
+        if (q)
+            s->quiet = q;
+        if (act)
+            s->active = act;
+        if (!n || !rates || !ap || !q || !act) {
             tracked_free(t);
             return -ENOMEM;
         }
@@ -415,6 +471,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     memcpy(t->comm, info->comm, sizeof(t->comm));
     t->cp = cp;
     t->klass = model_classify(s->m, 0);
+    mark_idle(s, t);
     labels_unit(info->cgroup, t->unit);
     labels_job_cgroup(info->cgroup, t->job);
     if (!t->job[0] && cp)
@@ -422,6 +479,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     else if (!t->job[0]) /* a replay: the recording's */
         snprintf(t->job, sizeof(t->job), "%s", info->job);
     join_group(s, t);
+    s->quiet[s->n].word = NULL;
     s->procs[s->n++] = t;
     if (s->rep && s->last_ns == 0) {
         t->pending = *info;
@@ -517,7 +575,7 @@ static void rescan(sampler *s)
      * so commands get their new names. */
     for (size_t i = 0; i < s->n; i++) {
         if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
-            s->procs[i]->gone = true;
+            s->procs[i]->gone = s->reap_pending = true;
         else if (!s->watch)
             refresh_comm(s, s->procs[i]->pid);
     }
@@ -597,7 +655,7 @@ static void proc_event(sampler *s, const procs_event *ev)
         /* The kernel keeps the final counts until the counters close: the
          * next tick reads them once more, then reap() closes them. */
         if ((t = find(s, ev->pid)))
-            t->gone = true;
+            t->gone = s->reap_pending = true;
         break;
     }
 }
@@ -639,12 +697,17 @@ static void reap(sampler *s)
 {
     size_t k = 0;
 
+    if (!s->reap_pending)
+        return;
+    s->reap_pending = false;
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
         if (!t->gone) {
+            s->quiet[k] = s->quiet[i];
             s->procs[k++] = t;
             continue;
         }
+        settle_idle(s, t);
         live_proc p = to_live(t);
         p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
         if (recent_add(&s->recent, &p) < 0)
@@ -661,23 +724,62 @@ static void reap(sampler *s)
 /* ---- one tick ---------------------------------------------------------------- */
 
 /* Hardware: counters of every tracked process and the RAPL zones. */
+static void clear_active(sampler *s)
+{
+    for (size_t i = 0; i < s->n_active; i++)
+        s->active[i]->has_delta = false;
+    s->n_active = 0;
+}
+
+/* Whether procs[i] provably slept since its previous read. A process
+ * marked gone is read once more whatever its word says. */
+static bool slept(const sampler *s, size_t i, bool check_gone)
+{
+    const struct quiet *q = &s->quiet[i];
+
+    return q->word && __atomic_load_n(q->word, __ATOMIC_ACQUIRE) == q->value &&
+           !(check_gone && s->procs[i]->gone);
+}
+
+/* One process's counters: into the active list when it ran. */
+static void read_proc(sampler *s, size_t i)
+{
+    struct tracked *t = s->procs[i];
+    int r = counters_read(t->cp, &s->d);
+
+    if (r < 0) {
+        t->gone = s->reap_pending = true;
+        s->quiet[i].word = NULL;
+        return;
+    }
+    s->quiet[i].word = counters_quiet_word(t->cp, &s->quiet[i].value);
+    if (s->d.skipped) {
+        s->n_idle++;
+        return;
+    }
+    memcpy(t->delta, s->d.scaled, s->es->n * sizeof(double));
+    memcpy(t->ratio, s->d.ratio, s->es->n * sizeof(double));
+    t->has_delta = true;
+    s->active[s->n_active++] = t;
+}
+
+/* Hardware: counters of every tracked process and the RAPL zones. */
 static int read_hardware(sampler *s)
 {
+    bool check_gone = s->reap_pending;
+
     if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
         memset(s->zone_delta, 0, s->power->n * sizeof(double));
+    clear_active(s);
+    s->n_idle = 0;
     for (size_t i = 0; i < s->n; i++) {
-        struct tracked *t = s->procs[i];
-        int r = counters_read(t->cp, &s->d);
-        t->has_delta = r == 0;
-        s->sec_reads++;
-        s->sec_skipped += r == 0 && s->d.skipped;
-        if (r < 0) {
-            t->gone = true;
-            continue;
-        }
-        memcpy(t->delta, s->d.scaled, s->es->n * sizeof(double));
-        memcpy(t->ratio, s->d.ratio, s->es->n * sizeof(double));
+        if (slept(s, i, check_gone))
+            s->n_idle++;
+        else
+            read_proc(s, i);
     }
+    s->sec_reads += s->n;
+    s->sec_skipped += s->n_idle;
     return 0;
 }
 
@@ -740,21 +842,24 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
         if (kind == TRACE_EXIT) {
             struct tracked *t = find_start(s, info.pid, info.start_ticks);
             if (t) {
-                t->gone = true;
+                t->gone = s->reap_pending = true;
                 reap(s);
             }
             continue;
         }
-        for (size_t i = 0; i < s->n; i++)
-            s->procs[i]->has_delta = false;
+        /* A tracked process the tick does not list slept through it. */
+        clear_active(s);
         for (size_t k = 0; k < tick.n_procs; k++) {
             struct tracked *t = find_start(s, tick.procs[k].pid, tick.procs[k].start_ticks);
             if (!t)
                 continue;
             memcpy(t->delta, tick.procs[k].scaled, s->es->n * sizeof(double));
             memcpy(t->ratio, tick.procs[k].ratio, s->es->n * sizeof(double));
+            if (!t->has_delta)
+                s->active[s->n_active++] = t;
             t->has_delta = true;
         }
+        s->n_idle = s->n - s->n_active;
         memcpy(s->zone_delta, tick.energy_j, s->power->n * sizeof(double));
         if (s->replay_t0 == 0)
             s->replay_t0 = tick.mono_ns - tick.dt_ns;
@@ -767,13 +872,14 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
 
 static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
 {
-    trace_proc_delta pd[s->n ? s->n : 1];
+    trace_proc_delta pd[s->n_active ? s->n_active : 1];
     size_t k = 0;
 
-    for (size_t i = 0; i < s->n; i++)
-        if (s->procs[i]->has_delta)
-            pd[k++] = (trace_proc_delta){s->procs[i]->pid, s->procs[i]->start, s->procs[i]->delta,
-                                         s->procs[i]->ratio};
+    /* Processes that slept are left out: a replay books them as idle. */
+    for (size_t i = 0; i < s->n_active; i++) {
+        const struct tracked *t = s->active[i];
+        pd[k++] = (trace_proc_delta){t->pid, t->start, t->delta, t->ratio};
+    }
     trace_tick t = {now, dt_ns, s->zone_delta, pd, k};
     trace_write_tick(s->rec, &t);
 }
@@ -890,27 +996,63 @@ static bool power_usable(sampler *s, double dt)
                             s->m->n_target) == 0;
 }
 
-/* Attributes one tick of length dt over the processes with deltas. */
+/* Books this tick's p_k(0)*dt to every class: the processes that slept
+ * through it get theirs when they are next settled. */
+static void add_idle_tick(sampler *s, double dt)
+{
+    size_t ne = s->m->n_events;
+    double zero[ne ? ne : 1];
+
+    memset(zero, 0, sizeof(zero));
+    for (size_t k = 0; k < s->m->n_classes; k++)
+        s->idle_sum[k] += model_power(s->m, (int)k, zero) * dt;
+}
+
+/* Adds an active process's share of the tick to its totals and group. */
+static void book(sampler *s, struct tracked *t, const attrib_proc *ap)
+{
+    double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
+
+    t->sec_j += ap->attributed_j;
+    t->sec_standalone_j += ap->standalone_j;
+    t->sec_cpu_s += cpu;
+    t->total_j += ap->attributed_j;
+    t->total_standalone_j += ap->standalone_j;
+    t->total_cpu_s += cpu;
+    if (t->has_group) {
+        group_total *g = &s->groups.v[t->group];
+        g->energy_j += ap->attributed_j;
+        g->standalone_j += ap->standalone_j;
+        g->cpu_s += cpu;
+    }
+    s->sec_cpu_s += cpu;
+    for (size_t e = 0; e < s->es->n; e++)
+        s->sec_ratio_sum[e] += t->ratio[e];
+    s->sec_ratio_n++;
+}
+
+/* Attributes one tick of length dt over the processes with deltas; those
+ * that slept had zero rates, so no dynamic power and no share, and their
+ * standalone p_k(0)*dt is booked lazily (settle_idle). */
 static void account(sampler *s, double dt)
 {
-    size_t ne = s->m->n_events, n_active = 0;
-    struct tracked *active[s->n ? s->n : 1];
+    size_t ne = s->m->n_events, n_active = s->n_active;
+    struct tracked **active = s->active;
     attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
     /* A replay keeps the recording's own timeline. */
     /* A live tick is stamped when it read the hardware: the same instant
      * as its recording's, so a replay keys it to the same second. */
     int64_t t_ns = sampler_clock(s);
 
-    for (size_t i = 0; i < s->n; i++) {
-        struct tracked *t = s->procs[i];
-        if (!t->has_delta)
-            continue;
-        double *rates = s->rates + n_active * ne;
+    s->tick_no++;
+    for (size_t i = 0; i < n_active; i++) {
+        struct tracked *t = active[i];
+        double *rates = s->rates + i * ne;
         for (size_t j = 0; j < ne; j++)
             rates[j] = t->delta[s->model_map[j]] / dt;
+        settle_idle(s, t);
         class_of(s, t, rates);
-        s->ap[n_active] = (attrib_proc){.rates = rates, .klass = t->klass};
-        active[n_active++] = t;
+        s->ap[i] = (attrib_proc){.rates = rates, .klass = t->klass};
     }
     if (s->power->n > 0 && power_usable(s, dt)) {
         at.measured = true;
@@ -919,28 +1061,20 @@ static void account(sampler *s, double dt)
     } else if (s->power->n > 0) {
         s->sec_fallback = true;
     }
-    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0)
+    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0) {
+        clear_active(s);
         return;
-    for (size_t i = 0; i < n_active; i++) {
-        struct tracked *t = active[i];
-        double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
-        t->sec_j += s->ap[i].attributed_j;
-        t->sec_standalone_j += s->ap[i].standalone_j;
-        t->sec_cpu_s += cpu;
-        t->total_j += s->ap[i].attributed_j;
-        t->total_standalone_j += s->ap[i].standalone_j;
-        t->total_cpu_s += cpu;
-        if (t->has_group) {
-            group_total *g = &s->groups.v[t->group];
-            g->energy_j += s->ap[i].attributed_j;
-            g->standalone_j += s->ap[i].standalone_j;
-            g->cpu_s += cpu;
-        }
-        s->sec_cpu_s += cpu;
-        for (size_t e = 0; e < s->es->n; e++)
-            s->sec_ratio_sum[e] += t->ratio[e];
-        s->sec_ratio_n++;
     }
+    add_idle_tick(s, dt);
+    for (size_t i = 0; i < n_active; i++) {
+        book(s, active[i], &s->ap[i]);
+        active[i]->active_tick = s->tick_no;
+        mark_idle(s, active[i]); /* after add_idle_tick: this tick was not idle */
+    }
+    /* A process that slept was fully counted: ratio 1 for every event. */
+    for (size_t e = 0; e < s->es->n; e++)
+        s->sec_ratio_sum[e] += (double)s->n_idle;
+    s->sec_ratio_n += s->n_idle;
     s->total_measured_j += at.measured ? at.host_j : 0;
     s->total_modeled_j += at.modeled_host_j;
     s->total_idle_j += at.idle_j;
@@ -954,6 +1088,7 @@ static void account(sampler *s, double dt)
     s->sec_dt += dt;
     s->second_ticks++;
     push_tick(s, t_ns, &at, n_active, active);
+    clear_active(s);
 }
 
 /* ---- once a second ------------------------------------------------------------ */
@@ -1122,6 +1257,9 @@ static void publish(sampler *s)
     }
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
+        settle_idle(s, t);
+        if (t->active_tick != s->tick_no) /* slept through the latest tick */
+            t->klass = idle_class(s, t);
         t->last_w = t->sec_j / secs;
         t->last_standalone_w = t->sec_standalone_j / secs;
         t->last_cpu = t->sec_cpu_s / secs;
@@ -1156,6 +1294,9 @@ static void take_pending_model(sampler *s)
     if (pthread_mutex_trylock(&s->pending_lock) != 0)
         return;
     if (s->pending) {
+        /* What the old model booked for sleeping processes is theirs. */
+        for (size_t i = 0; i < s->n; i++)
+            settle_idle(s, s->procs[i]);
         model_free(s->m);
         free(s->model_map);
         s->m = s->pending;
@@ -1164,8 +1305,12 @@ static void take_pending_model(sampler *s)
         s->pending = NULL;
         s->pending_map = NULL;
         s->model_changed = true;
-        for (size_t i = 0; i < s->n; i++)
-            s->procs[i]->class_stat = 0;
+        for (size_t i = 0; i < s->n; i++) {
+            struct tracked *t = s->procs[i];
+            t->class_stat = 0;
+            t->klass = model_classify(s->m, 0);
+            mark_idle(s, t);
+        }
     }
     pthread_mutex_unlock(&s->pending_lock);
 }
@@ -1467,6 +1612,8 @@ void sampler_free(sampler *s)
     for (size_t i = 0; i < s->n; i++)
         tracked_free(s->procs[i]);
     free(s->procs);
+    free(s->quiet);
+    free(s->active);
     free(s->rates);
     free(s->ap);
     free(s->class_rates);
