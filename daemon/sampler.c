@@ -10,6 +10,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <poll.h>
 #include <sched.h>
@@ -186,14 +187,9 @@ static void hist_add(daemon_hist *h, double ns)
     h->sum_s += ns / 1e9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Percentile (0..100) of what the ring holds, by sorting a copy. Called
- * once a second, never per tick. */
+/* Percentile (0..100) of what the ring holds: the k-th smallest of a copy,
+ * by selection (linear time; a sort of the minute's 3,000 lateness values
+ * cost more than a tick). Called once a second, never per tick. */
 static double ring_percentile(const struct ring *r, double pct)
 {
     double tmp[r->n ? r->n : 1];
@@ -201,8 +197,7 @@ static double ring_percentile(const struct ring *r, double pct)
     if (r->n == 0)
         return NAN;
     memcpy(tmp, r->v, r->n * sizeof(double));
-    qsort(tmp, r->n, sizeof(double), cmp_double);
-    return tmp[(size_t)llround(pct / 100.0 * (double)(r->n - 1))];
+    return gsl_stats_select(tmp, 1, r->n, (size_t)llround(pct / 100.0 * (double)(r->n - 1)));
 }
 
 static double ring_mean(const struct ring *r)
