@@ -195,15 +195,16 @@ void runwatch_close(runwatch *w)
     free(w);
 }
 
-/* Copies `len` bytes at ring position `pos`, across the wrap. */
+/* Copies `len` bytes at ring position `pos`, across the wrap (the data
+ * area's size is a power of two, and len never exceeds it). */
 static void runwatch_copy(const struct runwatch_thread *th, uint64_t pos, void *dst, size_t len)
 {
     const unsigned char *data = (const unsigned char *)th->page + th->page->data_offset;
     uint64_t size = th->page->data_size;
-    unsigned char *out = dst;
+    size_t at = (size_t)(pos & (size - 1)), first = len < size - at ? len : (size_t)(size - at);
 
-    for (size_t i = 0; i < len; i++)
-        out[i] = data[(pos + i) % size];
+    memcpy(dst, data + at, first);
+    memcpy((unsigned char *)dst + first, data, len - first);
 }
 
 /* One record: updates the thread's state; *new_thread when it cloned a
