@@ -35,9 +35,14 @@ static const char *const statements[ST_COUNT] = {
                 " last_seen = max(last_seen, excluded.last_seen), class = excluded.class,"
                 " attributed_j = attributed_j + excluded.attributed_j,"
                 " standalone_j = standalone_j + excluded.standalone_j,"
-                " cpu_s = cpu_s + excluded.cpu_s RETURNING id",
+                " cpu_s = cpu_s + excluded.cpu_s",
+    /* The process's id by its unique key, not by RETURNING on ST_PROC: a
+     * RETURNING clause opens a temporary b-tree on every step (a pager and
+     * a 64 KiB page buffer, malloc'ed and freed), which was most of the
+     * writer's CPU at 200 processes. */
     [ST_ENERGY] = "INSERT INTO process_energy (process_id, t, attributed_j, standalone_j, cpu_s,"
-                  " class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                  " class, model_id) VALUES ((SELECT id FROM processes WHERE boot_id = ?1"
+                  " AND pid = ?2 AND start_time = ?3), ?4, ?5, ?6, ?7, ?8, ?9)"
                   " ON CONFLICT (process_id, t) DO UPDATE SET"
                   " attributed_j = attributed_j + excluded.attributed_j,"
                   " standalone_j = standalone_j + excluded.standalone_j,"
@@ -272,10 +277,10 @@ static int write_events(store *s)
     return rc;
 }
 
-/* Adds one second to the process row (created when new); *id gets its row
- * id. Seconds are added one by one, in time order, so the totals' rounding
- * is the same however seconds were grouped into commits. */
-static int write_process(store *s, const agg_proc *p, const agg_sec *e, int64_t *id)
+/* Adds one second to the process row (created when new), then its
+ * per-second row. Seconds are added one by one, in time order, so the
+ * totals' rounding is the same however seconds were grouped into commits. */
+static int write_second(store *s, const agg_proc *p, const agg_sec *e)
 {
     sqlite3_stmt *st = s->stmt[ST_PROC];
     int rc;
@@ -287,40 +292,31 @@ static int write_process(store *s, const agg_proc *p, const agg_sec *e, int64_t 
     sqlite3_bind_double(st, 7, e->attributed_j);
     sqlite3_bind_double(st, 8, e->standalone_j);
     sqlite3_bind_double(st, 9, e->cpu_s);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
-        rc = SQLITE_OK;
-    }
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    return rc;
+    rc = run(st);
+    if (rc != SQLITE_OK)
+        return rc;
+    st = s->stmt[ST_ENERGY];
+    bind_identity(s, st, p->pid, p->start_time);
+    sqlite3_bind_int64(st, 4, e->t);
+    sqlite3_bind_double(st, 5, e->attributed_j);
+    sqlite3_bind_double(st, 6, e->standalone_j);
+    sqlite3_bind_double(st, 7, e->cpu_s);
+    sqlite3_bind_int(st, 8, e->klass);
+    bind_model(st, 9, e->model_id);
+    return run(st);
 }
 
 static int write_procs(store *s, int64_t until, uint64_t *rows)
 {
-    sqlite3_stmt *st = s->stmt[ST_ENERGY];
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_proc && rc == SQLITE_OK; i++) {
         const agg_proc *p = &s->acc.proc[i];
 
         for (size_t k = 0; k < p->n_sec && rc == SQLITE_OK; k++) {
-            const agg_sec *e = &p->sec[k];
-            int64_t id = 0;
-            if (e->t >= until)
+            if (p->sec[k].t >= until)
                 continue;
-            rc = write_process(s, p, e, &id);
-            if (rc != SQLITE_OK)
-                break;
-            sqlite3_bind_int64(st, 1, id);
-            sqlite3_bind_int64(st, 2, e->t);
-            sqlite3_bind_double(st, 3, e->attributed_j);
-            sqlite3_bind_double(st, 4, e->standalone_j);
-            sqlite3_bind_double(st, 5, e->cpu_s);
-            sqlite3_bind_int(st, 6, e->klass);
-            bind_model(st, 7, e->model_id);
-            rc = run(st);
+            rc = write_second(s, p, &p->sec[k]);
             (*rows)++;
         }
     }
