@@ -1416,6 +1416,50 @@ static void test_directory_removed_then_back(void **state)
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM models WHERE id = 1"), 1);
 }
 
+/* The writer remembers each process's row id between commits, as a hint:
+ * when the row under that id is no longer the process's (renumbered, and the
+ * id taken by another process), its seconds still go to its own row and the
+ * other row is untouched. */
+static void test_row_id_hint_checked(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    sqlite3 *db;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.5, 0.1, 0, 0), 0);
+    assert_int_equal(push_proc(s, T0 * NS, 2, 2, 2.0, 2.5, 0.2, 1, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 1) * NS, 1, 1, 0.0, 0.0, 0.0, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE id IN (1, 2)"), 2);
+    raw_exec(db, "BEGIN; UPDATE processes SET id = id + 100;"
+                 " UPDATE process_energy SET process_id = process_id + 100;"
+                 " INSERT INTO processes (id, boot_id, pid, start_time, first_seen, last_seen)"
+                 " VALUES (1, 'test-boot', 99, 99, 5, 5), (2, 'test-boot', 98, 98, 5, 5); COMMIT");
+    assert_int_equal(push_proc(s, (T0 + 2) * NS, 1, 1, 4.0, 4.5, 0.4, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 2) * NS, 2, 2, 8.0, 8.5, 0.8, 1, 0), 0);
+    assert_int_equal(store_close(s), 0);
+
+    assert_float_equal(raw_num(db, "SELECT attributed_j FROM processes WHERE pid = 1"), 5.0, 1e-12);
+    assert_float_equal(raw_num(db, "SELECT attributed_j FROM processes WHERE pid = 2"), 10.0,
+                       1e-12);
+    assert_int_equal(raw_num(db, "SELECT last_seen FROM processes WHERE pid = 2"), T0 + 2);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE id IN (1, 2)"
+                                 " AND attributed_j = 0 AND last_seen = 5"),
+                     2);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy e JOIN processes p"
+                                 " ON p.id = e.process_id WHERE p.pid IN (1, 2)"),
+                     5);
+    assert_float_equal(raw_num(db, "SELECT e.standalone_j FROM process_energy e JOIN processes p"
+                                   " ON p.id = e.process_id WHERE p.pid = 2 AND e.t = 1700000002"),
+                       8.5, 1e-12);
+    sqlite3_close(db);
+}
+
 /* Past max_pending_rows the rows held for a broken database are given up,
  * counted, and the writer goes on with what comes next. */
 static void test_pending_rows_bounded(void **state)
@@ -1505,6 +1549,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_directory_removed_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_rows_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_row_id_hint_checked, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
