@@ -21,10 +21,12 @@ void agg_init(agg *a)
     a->oldest = INT64_MAX;
 }
 
-/* Grows *v (of *cap elements of size `size`) to hold at least `need`. */
+/* Grows *v (of *cap elements of size `size`) to hold at least `need`.
+ * Small at first: a process's seconds are mostly one or two, and idle
+ * processes keep theirs for AGG_IDLE_S. */
 static int grow(void **v, size_t *cap, size_t need, size_t size)
 {
-    size_t ncap = *cap ? *cap : 16;
+    size_t ncap = *cap ? *cap : 4;
     void *n;
 
     if (need <= *cap)

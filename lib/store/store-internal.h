@@ -109,7 +109,7 @@ typedef struct agg_proc {
                        hint the writer checks against the row's key */
 } agg_proc;
 
-#define AGG_IDLE_S 60
+#define AGG_IDLE_S 10
 
 typedef struct agg_domain {
     int64_t t;
