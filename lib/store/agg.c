@@ -21,10 +21,12 @@ void agg_init(agg *a)
     a->oldest = INT64_MAX;
 }
 
-/* Grows *v (of *cap elements of size `size`) to hold at least `need`. */
+/* Grows *v (of *cap elements of size `size`) to hold at least `need`.
+ * Small at first: a process's seconds are mostly one or two, and idle
+ * processes keep theirs for AGG_IDLE_S. */
 static int grow(void **v, size_t *cap, size_t need, size_t size)
 {
-    size_t ncap = *cap ? *cap : 16;
+    size_t ncap = *cap ? *cap : 4;
     void *n;
 
     if (need <= *cap)
@@ -91,6 +93,8 @@ static agg_proc *proc_get(agg *a, int32_t pid, uint64_t start_time)
     p->pid = pid;
     p->start_time = start_time;
     p->n_sec = 0;
+    p->last_t = -1;
+    p->row_id = 0;
     a->index[h] = ++a->n_proc;
     return p;
 }
@@ -116,6 +120,8 @@ static int add_proc(agg *a, const store_item *it, int64_t t)
         e->t = t;
         a->rows++;
     }
+    if (t > p->last_t)
+        p->last_t = t;
     e->attributed_j += it->u.proc.attributed_j;
     e->standalone_j += it->u.proc.standalone_j;
     e->cpu_s += it->u.proc.cpu_s;
@@ -305,8 +311,10 @@ static void clear_events(agg *a)
     a->n_event = 0;
 }
 
-/* Keeps the process seconds at or after `until`; processes left with none
- * move to the end with their buffers, for reuse. */
+/* Keeps the process seconds at or after `until`. Processes left with none
+ * stay while recently active, so the writer keeps knowing their row ids
+ * between seconds; those idle longer move to the end with their buffers,
+ * for reuse. */
 static void clear_procs(agg *a, int64_t until)
 {
     size_t kept = 0;
@@ -322,7 +330,7 @@ static void clear_procs(agg *a, int64_t until)
         a->rows += n;
         for (size_t k = 0; k < n; k++)
             a->oldest = p->sec[k].t < a->oldest ? p->sec[k].t : a->oldest;
-        if (n == 0)
+        if (n == 0 && p->last_t + AGG_IDLE_S <= a->watermark)
             continue;
         tmp = a->proc[kept];
         a->proc[kept++] = *p;

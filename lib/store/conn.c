@@ -17,6 +17,8 @@
 
 enum {
     ST_PROC,
+    ST_PROC_UPDATE,
+    ST_PROC_ID,
     ST_ENERGY,
     ST_INFO,
     ST_EXIT,
@@ -35,7 +37,19 @@ static const char *const statements[ST_COUNT] = {
                 " last_seen = max(last_seen, excluded.last_seen), class = excluded.class,"
                 " attributed_j = attributed_j + excluded.attributed_j,"
                 " standalone_j = standalone_j + excluded.standalone_j,"
-                " cpu_s = cpu_s + excluded.cpu_s RETURNING id",
+                " cpu_s = cpu_s + excluded.cpu_s",
+    /* A process already written: its row by id, checked against its key
+     * (the id is the writer's hint, and a rolled-back or deleted row's id
+     * can come back for another process). Cheaper than the upsert's probe
+     * of the unique index. */
+    [ST_PROC_UPDATE] = "UPDATE processes SET first_seen = min(first_seen, ?4),"
+                       " last_seen = max(last_seen, ?5), class = ?6,"
+                       " attributed_j = attributed_j + ?7, standalone_j = standalone_j + ?8,"
+                       " cpu_s = cpu_s + ?9"
+                       " WHERE id = ?10 AND pid = ?2 AND start_time = ?3 AND boot_id = ?1",
+    /* Not RETURNING on ST_PROC: that opens a temporary b-tree (a pager and a
+     * 64 KiB page, malloc'ed and freed) on every step. */
+    [ST_PROC_ID] = "SELECT id FROM processes WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
     [ST_ENERGY] = "INSERT INTO process_energy (process_id, t, attributed_j, standalone_j, cpu_s,"
                   " class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
                   " ON CONFLICT (process_id, t) DO UPDATE SET"
@@ -272,55 +286,91 @@ static int write_events(store *s)
     return rc;
 }
 
-/* Adds one second to the process row (created when new); *id gets its row
- * id. Seconds are added one by one, in time order, so the totals' rounding
- * is the same however seconds were grouped into commits. */
-static int write_process(store *s, const agg_proc *p, const agg_sec *e, int64_t *id)
+static void bind_second(sqlite3_stmt *st, const agg_sec *e)
 {
-    sqlite3_stmt *st = s->stmt[ST_PROC];
-    int rc;
-
-    bind_identity(s, st, p->pid, p->start_time);
     sqlite3_bind_int64(st, 4, e->t);
     sqlite3_bind_int64(st, 5, e->t);
     sqlite3_bind_int(st, 6, e->klass);
     sqlite3_bind_double(st, 7, e->attributed_j);
     sqlite3_bind_double(st, 8, e->standalone_j);
     sqlite3_bind_double(st, 9, e->cpu_s);
+}
+
+/* Adds one second to the process row by its known id; *done is false when
+ * that id is not (or no longer) this process's row. */
+static int update_process(store *s, const agg_proc *p, const agg_sec *e, bool *done)
+{
+    sqlite3_stmt *st = s->stmt[ST_PROC_UPDATE];
+    int rc;
+
+    bind_identity(s, st, p->pid, p->start_time);
+    bind_second(st, e);
+    sqlite3_bind_int64(st, 10, p->row_id);
+    rc = run(st);
+    *done = rc == SQLITE_OK && sqlite3_changes(s->db) == 1;
+    return rc;
+}
+
+/* Adds one second to the process row, created when new, and learns its id. */
+static int upsert_process(store *s, agg_proc *p, const agg_sec *e)
+{
+    sqlite3_stmt *st = s->stmt[ST_PROC];
+    int rc;
+
+    bind_identity(s, st, p->pid, p->start_time);
+    bind_second(st, e);
+    rc = run(st);
+    if (rc != SQLITE_OK)
+        return rc;
+    st = s->stmt[ST_PROC_ID];
+    bind_identity(s, st, p->pid, p->start_time);
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
+        p->row_id = sqlite3_column_int64(st, 0);
         rc = SQLITE_OK;
     }
     sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
     return rc;
+}
+
+/* Adds one second to the process row, then writes its per-second row.
+ * Seconds are added one by one, in time order, so the totals' rounding is
+ * the same however seconds were grouped into commits. */
+static int write_second(store *s, agg_proc *p, const agg_sec *e)
+{
+    sqlite3_stmt *st = s->stmt[ST_ENERGY];
+    bool done = false;
+    int rc = SQLITE_OK;
+
+    if (p->row_id > 0)
+        rc = update_process(s, p, e, &done);
+    if (rc == SQLITE_OK && !done)
+        rc = upsert_process(s, p, e);
+    if (rc != SQLITE_OK) {
+        p->row_id = 0;
+        return rc;
+    }
+    sqlite3_bind_int64(st, 1, p->row_id);
+    sqlite3_bind_int64(st, 2, e->t);
+    sqlite3_bind_double(st, 3, e->attributed_j);
+    sqlite3_bind_double(st, 4, e->standalone_j);
+    sqlite3_bind_double(st, 5, e->cpu_s);
+    sqlite3_bind_int(st, 6, e->klass);
+    bind_model(st, 7, e->model_id);
+    return run(st);
 }
 
 static int write_procs(store *s, int64_t until, uint64_t *rows)
 {
-    sqlite3_stmt *st = s->stmt[ST_ENERGY];
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_proc && rc == SQLITE_OK; i++) {
-        const agg_proc *p = &s->acc.proc[i];
+        agg_proc *p = &s->acc.proc[i];
 
         for (size_t k = 0; k < p->n_sec && rc == SQLITE_OK; k++) {
-            const agg_sec *e = &p->sec[k];
-            int64_t id = 0;
-            if (e->t >= until)
+            if (p->sec[k].t >= until)
                 continue;
-            rc = write_process(s, p, e, &id);
-            if (rc != SQLITE_OK)
-                break;
-            sqlite3_bind_int64(st, 1, id);
-            sqlite3_bind_int64(st, 2, e->t);
-            sqlite3_bind_double(st, 3, e->attributed_j);
-            sqlite3_bind_double(st, 4, e->standalone_j);
-            sqlite3_bind_double(st, 5, e->cpu_s);
-            sqlite3_bind_int(st, 6, e->klass);
-            bind_model(st, 7, e->model_id);
-            rc = run(st);
+            rc = write_second(s, p, &p->sec[k]);
             (*rows)++;
         }
     }

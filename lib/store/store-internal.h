@@ -104,7 +104,12 @@ typedef struct agg_proc {
     uint64_t start_time;
     agg_sec *sec; /* in time order */
     size_t n_sec, cap_sec;
+    int64_t last_t; /* newest second with a tick */
+    int64_t row_id; /* its processes.id as last written, 0 = not known; a
+                       hint the writer checks against the row's key */
 } agg_proc;
+
+#define AGG_IDLE_S 10
 
 typedef struct agg_domain {
     int64_t t;
@@ -165,7 +170,9 @@ void agg_free(agg *a);
  * record out (the caller counts it lost). */
 int agg_add(agg *a, store_item *it);
 /* Forgets what a commit wrote: every row of a second before `until`, every
- * calibration second before `calib_until`, and the process events. */
+ * calibration second before `calib_until`, and the process events. A
+ * process left with no rows keeps its slot (and row id) while it had a
+ * tick in the last AGG_IDLE_S seconds before the watermark. */
 void agg_clear(agg *a, int64_t until, int64_t calib_until);
 /* Frees and forgets all rows. */
 void agg_discard(agg *a);

@@ -10,8 +10,11 @@
  *            single-producer queue and returns at once; it never takes a lock,
  *            never touches the disk and never waits.  When the queue is full
  *            the record is dropped and counted (store_get_stats).  The writer
- *            drains the queue every drain_interval_ms and sums the deltas into
- *            per-second rows in memory.  The sampler pushes in time order, so
+ *            drains the queue and sums the deltas into per-second rows in
+ *            memory: live, when the wall-clock second ends and whenever the
+ *            queue may be a third full; else, and until the next second's
+ *            first record is in, every drain_interval_ms (store_stats.drains
+ *            counts them).  The sampler pushes in time order, so
  *            the first record of second t+1 shows that second t is complete:
  *            the writer then commits every complete second in one transaction
  *            — one transaction per second while sampling live (at most one
@@ -93,7 +96,9 @@ typedef enum store_clock {
 typedef struct store_config {
     size_t queue_capacity;           /* records the queue holds (rounded up to a
                                         power of two); default 16384, 72 bytes each */
-    unsigned drain_interval_ms;      /* how often the writer empties the queue; 100 */
+    unsigned drain_interval_ms;      /* how often the writer empties the queue
+                                        while a second waits for its commit
+                                        (see above); 100 */
     unsigned min_commit_gap_ms;      /* least time between two commits (bounds
                                         the rate when replaying fast); 500 */
     unsigned maintain_interval_s;    /* rollup and retention runs; 60 */
@@ -172,6 +177,7 @@ typedef struct store_stats {
 
     uint64_t flushes;        /* store_flush(_within) calls */
     uint64_t flushes_shared; /* ... answered by an earlier flush, no commit */
+    uint64_t drains;         /* times the writer emptied the queue */
 } store_stats;
 
 /* Snapshot of the writer's health; safe from any thread (for GetStatus). */

@@ -1,9 +1,9 @@
 /* writer: the thread that owns the database connection, and when it
  * commits.
  *
- * It empties the queue every drain interval into per-second accumulators
- * (agg.c). When a record of a new second shows the previous ones complete,
- * it writes them in one transaction (conn.c): one per second while sampling
+ * It empties the queue into per-second accumulators (agg.c), waking as
+ * rarely as the queue and the commits allow (next_wake). When a record of a new second shows the
+ * previous ones complete, it writes them in one transaction (conn.c): one per second while sampling
  * live, each row written once, whole, so its sums do not depend on when
  * commits happened. A failed commit keeps the rows in memory and is tried
  * again min_commit_gap_ms later, so a full disk or a removed state directory
@@ -183,7 +183,8 @@ static int maintain(store *s, int64_t now_s)
 
 /* ---- The thread ------------------------------------------------------------- */
 
-static void drain(store *s)
+/* Empties the queue into the accumulators; returns how many records. */
+static size_t drain(store *s)
 {
     size_t first, n = ring_readable(&s->queue, &first);
     uint64_t lost = 0;
@@ -197,11 +198,48 @@ static void drain(store *s)
         }
     }
     ring_release(&s->queue, n);
-    if (lost) {
-        pthread_mutex_lock(&s->lock);
-        s->stats.rows_lost += lost;
-        pthread_mutex_unlock(&s->lock);
-    }
+    pthread_mutex_lock(&s->lock);
+    s->stats.rows_lost += lost;
+    s->stats.drains++;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* How long the writer may sleep before the queue, filling at `rate`
+ * records per ns (as over the last drain), would be a third full: room for
+ * the rate to triple meanwhile. At least one drain interval, and just that
+ * until a rate is known. */
+static int64_t fill_wait(store *s, double rate, int64_t drain_ns)
+{
+    double ns = rate > 0 ? (double)(s->queue.mask + 1) / 3 / rate : 0;
+
+    return ns > (double)drain_ns ? (int64_t)ns : drain_ns;
+}
+
+/* When the writer wakes next (CLOCK_MONOTONIC ns). Every wake costs a
+ * context switch, and most of the drain_interval_ms wakes of a live second
+ * found nothing to commit: the second in progress can only be committed
+ * once the first record of the next one is in, just after the wall-clock
+ * second ends. So while the held rows are all of the current wall-clock
+ * second, it sleeps until the end of that second (plus WAKE_MARGIN_NS, two
+ * 50 Hz ticks) or until the queue would be a third full, whichever
+ * is first. Otherwise (complete seconds waiting for a commit or its retry,
+ * a maintenance backlog, records not yet of the wall-clock second, the data
+ * clock of replays) it polls every drain interval, as the contract says. */
+#define WAKE_MARGIN_NS (40 * NS_PER_MS)
+
+static int64_t next_wake(store *s, int64_t next_maint, double rate, int64_t drain_ns)
+{
+    int64_t now = now_ns(CLOCK_MONOTONIC), wall = now_ns(CLOCK_REALTIME);
+    int64_t wall_s = wall / NS_PER_S, wait;
+
+    if (s->cfg.clock == STORE_CLOCK_DATA || next_maint <= now || s->acc.oldest < s->acc.watermark ||
+        (s->acc.rows > 0 && s->acc.watermark < wall_s) || s->acc.n_event > 0)
+        return now + drain_ns;
+    wait = (wall_s + 1) * NS_PER_S + WAKE_MARGIN_NS - wall;
+    if (wait > fill_wait(s, rate, drain_ns))
+        wait = fill_wait(s, rate, drain_ns);
+    return now + wait;
 }
 
 static struct timespec to_timespec(int64_t ns)
@@ -238,17 +276,23 @@ void *writer_main(void *arg)
     int64_t drain_ns = (int64_t)s->cfg.drain_interval_ms * NS_PER_MS;
     int64_t maint_ns = (int64_t)s->cfg.maintain_interval_s * NS_PER_S;
     int64_t now = now_ns(CLOCK_MONOTONIC), last_commit = now, next_maint = now + maint_ns;
+    int64_t last_drain = now;
+    double rate = 0; /* records per ns, over the last drain */
     uint64_t done = 0;
 
     for (;;) {
         int64_t mnow, drained_at;
         bool stop, asked, committed;
         uint64_t req;
+        size_t n;
         int r = 0;
 
-        wait_for_work(s, now + drain_ns, &stop, &req, &mnow);
+        wait_for_work(s, next_wake(s, next_maint, rate, drain_ns), &stop, &req, &mnow);
         drained_at = now_ns(CLOCK_MONOTONIC); /* what a flush covers */
-        drain(s);
+        n = drain(s);
+        if (drained_at > last_drain)
+            rate = (double)n / (double)(drained_at - last_drain);
+        last_drain = drained_at;
         asked = req != done;
         now = now_ns(CLOCK_MONOTONIC);
         if (stop || asked || now - last_commit >= gap_ns) {

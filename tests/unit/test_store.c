@@ -438,6 +438,98 @@ static void test_writer_one_transaction_per_second(void **state)
     sqlite3_close(db);
 }
 
+/* Pushes `n` processes' ticks at 50 Hz, stamped and paced by the real
+ * clocks, for `ticks` ticks. With `db`, after the first tick of each new
+ * wall-clock second it waits for the second before it to become readable,
+ * and returns the longest such wait (s), the first second left out: the
+ * writer's first commit waits min_commit_gap_ms after it starts. */
+static double push_live(store *s, sqlite3 *db, int n, int ticks)
+{
+    double start = now_s(), worst = 0;
+    int64_t prev_s = -1, first_s = -1;
+
+    for (int k = 0; k < ticks; k++) {
+        int64_t t_ns = (int64_t)util_now_ns(CLOCK_REALTIME);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(push_proc(s, t_ns, 1000 + i, i, 0.001, 0.001, 0.0002, 0, 0), 0);
+        assert_int_equal(push_host(s, t_ns, 0.02, 1.0, 0.2, 0.75), 0);
+        if (db && prev_s >= 0 && t_ns / NS > prev_s) {
+            char sql[120];
+            double pushed = now_s(), waited;
+            snprintf(sql, sizeof(sql), "SELECT count(*) FROM host_attribution WHERE t = %lld",
+                     (long long)prev_s);
+            while (raw_num(db, sql) == 0 && now_s() - pushed < 3)
+                sleep_ms(5);
+            waited = now_s() - pushed;
+            if (prev_s > first_s)
+                worst = waited > worst ? waited : worst;
+        }
+        if (first_s < 0)
+            first_s = t_ns / NS;
+        prev_s = t_ns / NS;
+        while (now_s() < start + (k + 1) * 0.02)
+            sleep_ms(1);
+    }
+    return worst;
+}
+
+/* Live, the writer wakes about once a second (when the wall-clock second
+ * ends) instead of every drain interval, yet each second is readable soon
+ * after the next one's first record, within the drain interval plus the
+ * wake margin (and slack for a loaded machine), not a second late. */
+static void test_live_writer_wakes_per_second(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    sqlite3 *db;
+    double start, wall, worst;
+    store *s;
+
+    config(&c);
+    c.clock = STORE_CLOCK_WALL;
+    s = open_store(f->path, &c);
+    db = raw_open(f->path);
+    start = now_s();
+    worst = push_live(s, db, 200, 200);
+    wall = now_s() - start;
+    store_get_stats(s, &st);
+    assert_int_equal(store_close(s), 0);
+    sqlite3_close(db);
+    print_message("%.1f s: %llu drains, %llu commits, slowest second %.0f ms after its next\n",
+                  wall, (unsigned long long)st.drains, (unsigned long long)st.commits, worst * 1e3);
+    assert_int_equal(st.dropped, 0);
+    assert_true(st.commits >= 3 && st.commits <= 5);
+    assert_true(st.drains <= 4 * wall); /* it was 10 a second */
+    assert_true(worst < 0.7);           /* 0.1 + 0.04 and slack; sleeping past it is 1 s */
+}
+
+/* With a queue too small for a second of records, the writer wakes as often
+ * as the filling rate needs, and nothing is dropped. */
+static void test_live_writer_keeps_up_with_small_queue(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_stats st;
+    sqlite3 *db;
+    store *s;
+
+    config(&c);
+    c.clock = STORE_CLOCK_WALL;
+    c.queue_capacity = 4096; /* 200 processes fill it in 0.4 s */
+    s = open_store(f->path, &c);
+    push_live(s, NULL, 200, 150);
+    store_get_stats(s, &st);
+    assert_int_equal(store_close(s), 0);
+    db = raw_open(f->path);
+    print_message("%llu drains, high water %zu of %zu\n", (unsigned long long)st.drains,
+                  st.queue_high_water, st.queue_capacity);
+    assert_int_equal(st.dropped, 0);
+    assert_true(st.queue_high_water < st.queue_capacity * 3 / 4);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes"), 200);
+    sqlite3_close(db);
+}
+
 static double pid_energy(sqlite3 *db)
 {
     return raw_num(db, "SELECT coalesce(sum(attributed_j), 0) FROM process_energy");
@@ -1416,6 +1508,50 @@ static void test_directory_removed_then_back(void **state)
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM models WHERE id = 1"), 1);
 }
 
+/* The writer remembers each process's row id between commits, as a hint:
+ * when the row under that id is no longer the process's (renumbered, and the
+ * id taken by another process), its seconds still go to its own row and the
+ * other row is untouched. */
+static void test_row_id_hint_checked(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    sqlite3 *db;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(push_proc(s, T0 * NS, 1, 1, 1.0, 1.5, 0.1, 0, 0), 0);
+    assert_int_equal(push_proc(s, T0 * NS, 2, 2, 2.0, 2.5, 0.2, 1, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 1) * NS, 1, 1, 0.0, 0.0, 0.0, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE id IN (1, 2)"), 2);
+    raw_exec(db, "BEGIN; UPDATE processes SET id = id + 100;"
+                 " UPDATE process_energy SET process_id = process_id + 100;"
+                 " INSERT INTO processes (id, boot_id, pid, start_time, first_seen, last_seen)"
+                 " VALUES (1, 'test-boot', 99, 99, 5, 5), (2, 'test-boot', 98, 98, 5, 5); COMMIT");
+    assert_int_equal(push_proc(s, (T0 + 2) * NS, 1, 1, 4.0, 4.5, 0.4, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 2) * NS, 2, 2, 8.0, 8.5, 0.8, 1, 0), 0);
+    assert_int_equal(store_close(s), 0);
+
+    assert_float_equal(raw_num(db, "SELECT attributed_j FROM processes WHERE pid = 1"), 5.0, 1e-12);
+    assert_float_equal(raw_num(db, "SELECT attributed_j FROM processes WHERE pid = 2"), 10.0,
+                       1e-12);
+    assert_int_equal(raw_num(db, "SELECT last_seen FROM processes WHERE pid = 2"), T0 + 2);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE id IN (1, 2)"
+                                 " AND attributed_j = 0 AND last_seen = 5"),
+                     2);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy e JOIN processes p"
+                                 " ON p.id = e.process_id WHERE p.pid IN (1, 2)"),
+                     5);
+    assert_float_equal(raw_num(db, "SELECT e.standalone_j FROM process_energy e JOIN processes p"
+                                   " ON p.id = e.process_id WHERE p.pid = 2 AND e.t = 1700000002"),
+                       8.5, 1e-12);
+    sqlite3_close(db);
+}
+
 /* Past max_pending_rows the rows held for a broken database are given up,
  * counted, and the writer goes on with what comes next. */
 static void test_pending_rows_bounded(void **state)
@@ -1505,6 +1641,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_directory_removed_then_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pending_rows_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_row_id_hint_checked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_writer_wakes_per_second, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_live_writer_keeps_up_with_small_queue, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
