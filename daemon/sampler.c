@@ -42,7 +42,7 @@ struct tracked {
     double *delta;     /* this tick's scaled deltas, event-set order */
     double *ratio;
     bool has_delta;       /* in this tick's active list */
-    uint64_t active_tick; /* sampler.tick_no of the latest tick it ran in */
+    uint64_t active_tick; /* sampler.ticks once the latest tick it ran in was counted */
     bool gone;
     double class_stat;
     int klass;
@@ -107,7 +107,6 @@ struct sampler {
     } *quiet;
     struct tracked **active; /* the processes this tick has deltas for */
     size_t n_active, n_idle;
-    uint64_t tick_no; /* ticks accounted */
     bool reap_pending; /* some process is marked gone */
     /* Per class, p_k(0)*dt summed over every tick since start: what a
      * process that did not run is booked as standalone energy. */
@@ -1039,7 +1038,6 @@ static void account(sampler *s, double dt)
      * as its recording's, so a replay keys it to the same second. */
     int64_t t_ns = sampler_clock(s);
 
-    s->tick_no++;
     for (size_t i = 0; i < n_active; i++) {
         struct tracked *t = active[i];
         double *rates = s->rates + i * ne;
@@ -1061,9 +1059,10 @@ static void account(sampler *s, double dt)
         return;
     }
     add_idle_tick(s, dt);
+    uint64_t this_tick = atomic_load(&s->ticks) + 1; /* tick() counts it next */
     for (size_t i = 0; i < n_active; i++) {
         book(s, active[i], &s->ap[i]);
-        active[i]->active_tick = s->tick_no;
+        active[i]->active_tick = this_tick;
         mark_idle(s, active[i]); /* after add_idle_tick: this tick was not idle */
     }
     /* A process that slept was fully counted: ratio 1 for every event. */
@@ -1253,7 +1252,7 @@ static void publish(sampler *s)
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
         settle_idle(s, t);
-        if (t->active_tick != s->tick_no) /* slept through the latest tick */
+        if (t->active_tick != atomic_load(&s->ticks)) /* slept through the latest tick */
             t->klass = idle_class(s, t);
         t->last_w = t->sec_j / secs;
         t->last_standalone_w = t->sec_standalone_j / secs;

@@ -68,12 +68,14 @@ expect_error() { # $1 = text, rest = arguments
   grep -qF -- "$text" "$tmp/err" || { cat "$tmp/err"; fail "gp $*: stderr lacks '$text'"; }
   echo "ok: $(cat "$tmp/err")"
 }
-# A copy of the ARD model with one change made by Python (jq may be absent).
-broken() { # $1 = name, $2 = Python statement on the document d
+# A copy of the ARD model with one change made by Python (jq may be absent),
+# which --model must refuse with `text` after the file's name.
+refused() { # $1 = name, $2 = Python statement on the document d, $3 = text
   "$PYTHON" -c "import json, sys
 d = json.load(open(sys.argv[1]))
 $2
 json.dump(d, open(sys.argv[2], 'w'))" "$tmp/ard.json" "$tmp/$1.json"
+  expect_error "$tmp/$1.json: $3" --model "$tmp/$1.json" --predict "$tmp/test.csv"
 }
 m=$tmp/ard.json
 expect_error "--model: $tmp/none.json: No such file or directory" --model "$tmp/none.json" \
@@ -81,30 +83,14 @@ expect_error "--model: $tmp/none.json: No such file or directory" --model "$tmp/
 echo '{"format": "wattprof-gp/1",' >"$tmp/trunc.json"
 expect_error "--model: $tmp/trunc.json: not a JSON object" --model "$tmp/trunc.json" \
   --predict "$tmp/test.csv"
-broken format 'd["format"] = "wattprof-model/1"'
-expect_error "$tmp/format.json: format is \"wattprof-model/1\", not \"wattprof-gp/1\"" \
-  --model "$tmp/format.json" --predict "$tmp/test.csv"
-broken noalpha 'del d["alpha"]'
-expect_error "$tmp/noalpha.json: \"alpha\" is missing or not an array" \
-  --model "$tmp/noalpha.json" --predict "$tmp/test.csv"
-broken shortalpha 'd["alpha"].pop()'
-expect_error "$tmp/shortalpha.json: alpha must be an array of 60 numbers" \
-  --model "$tmp/shortalpha.json" --predict "$tmp/test.csv"
-broken textx 'd["x"][1][4] = "7"'
-expect_error "$tmp/textx.json: x[1][4] is not a number" --model "$tmp/textx.json" \
-  --predict "$tmp/test.csv"
-broken fewparams 'd["params"] = d["params"][:2]'
-expect_error "$tmp/fewparams.json: \"params\" has 2 entries, the kernel needs 5" \
-  --model "$tmp/fewparams.json" --predict "$tmp/test.csv"
-broken kernel 'd["kernel"] = "matern31+white"'
-expect_error "$tmp/kernel.json: kernel:1:1: unknown kernel 'matern31'" \
-  --model "$tmp/kernel.json" --predict "$tmp/test.csv"
-broken mean 'd["mean"] = "2*a + zz"'
-expect_error "$tmp/mean.json: expression:1:7: unknown feature 'zz'" \
-  --model "$tmp/mean.json" --predict "$tmp/test.csv"
-broken scale 'd["scaler"]["scale"][2] = 0'
-expect_error "$tmp/scale.json: scaler.scale[2] is not positive" --model "$tmp/scale.json" \
-  --predict "$tmp/test.csv"
+refused format 'd["format"] = "wattprof-model/1"' 'format is "wattprof-model/1", not "wattprof-gp/1"'
+refused noalpha 'del d["alpha"]' '"alpha" is missing or not an array'
+refused shortalpha 'd["alpha"].pop()' 'alpha must be an array of 60 numbers'
+refused textx 'd["x"][1][4] = "7"' 'x[1][4] is not a number'
+refused fewparams 'd["params"] = d["params"][:2]' '"params" has 2 entries, the kernel needs 5'
+refused kernel 'd["kernel"] = "matern31+white"' "kernel:1:1: unknown kernel 'matern31'"
+refused mean 'd["mean"] = "2*a + zz"' "expression:1:7: unknown feature 'zz'"
+refused scale 'd["scaler"]["scale"][2] = 0' 'scaler.scale[2] is not positive'
 cut -d, -f1,2 "$tmp/test.csv" >"$tmp/two_cols.csv"
 expect_error "--predict: $tmp/two_cols.csv:1: no column named 'c'" --model "$m" \
   --predict "$tmp/two_cols.csv"
