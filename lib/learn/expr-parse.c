@@ -26,7 +26,11 @@ struct parser {
     int depth;
 };
 
-#define PARSE_MAX_DEPTH 200 /* nesting limit, so hostile input cannot overflow the C stack */
+/* Nesting limit, so hostile input cannot overflow the C stack.  The tree
+ * may be no deeper than this either: a flat chain like y*7/y*7/... nests
+ * nothing but is as deep as it is long, and printing it simplified puts
+ * each level in parentheses (7 * (y / ...)), which must parse again. */
+#define PARSE_MAX_DEPTH 200
 
 static int perr(struct parser *ps, const char *at, const char *fmt, const char *arg)
 {
@@ -252,6 +256,14 @@ int expr_parse(const char *text, const char *const *vars, size_t n_vars, expr **
     if (*ps.p) {
         expr_free(e);
         return perr(&ps, ps.p, "unexpected '%.1s'", ps.p);
+    }
+    /* Printed, each level costs at most one nesting, and the outermost sum
+     * one more. */
+    if (expr_depth(e) >= PARSE_MAX_DEPTH) {
+        char levels[32];
+        snprintf(levels, sizeof(levels), "%zu", expr_depth(e));
+        expr_free(e);
+        return perr(&ps, text, "expression is %s operations deep (at most 199)", levels);
     }
     *out = e;
     return 0;

@@ -136,6 +136,44 @@ static void test_parse_errors(void **state)
     assert_non_null(strstr(err, "nested too deeply"));
 }
 
+/* "x*7/x*7/..." repeated n times: no parentheses, a tree n*2 deep. */
+static char *flat_chain(size_t n)
+{
+    char *s = malloc(n * 8 + 2);
+
+    assert_non_null(s);
+    s[0] = 'x';
+    s[1] = '\0';
+    for (size_t i = 0; i < n; i++)
+        strcat(s, "*7/x");
+    return s;
+}
+
+/* Found by tests/fuzz/fuzz_expr: a flat chain nests nothing, but its
+ * simplified print moves each constant left and wraps the rest in
+ * parentheses, "7 * (7 * (x / ...))", so a long chain printed deeper than
+ * the parser takes.  The tree depth is now limited as the nesting is, and
+ * what is accepted prints to something that parses again. */
+static void test_flat_chains(void **state)
+{
+    char *ok = flat_chain(99), *deep = flat_chain(100), err[UTIL_ERRLEN];
+    expr *e = parse_ok(ok), *again = NULL;
+    char *printed = expr_print(e, vars);
+
+    assert_int_equal(expr_depth(e), 198);
+    assert_non_null(strstr(printed, "7 * (7 * ("));
+    assert_int_equal(expr_parse(printed, vars, 3, &again, err, sizeof(err)), 0);
+    expr_free(again);
+    expr_free(e);
+    e = NULL;
+    assert_int_equal(expr_parse(deep, vars, 3, &e, err, sizeof(err)), -EINVAL);
+    assert_null(e);
+    assert_string_equal(err, "expression:1:1: expression is 200 operations deep (at most 199)");
+    free(printed);
+    free(ok);
+    free(deep);
+}
+
 static void test_protected_ops(void **state)
 {
     double x[] = {0, -4, 2, 1000}, out[4];
@@ -340,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_simplification),
         cmocka_unit_test(test_no_infinite_folds),
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_flat_chains),
         cmocka_unit_test(test_protected_ops),
         cmocka_unit_test(test_eval_matches_c),
         cmocka_unit_test(test_shape_and_constants),
