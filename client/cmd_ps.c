@@ -26,7 +26,7 @@ static void ps_usage(FILE *out)
             "options:\n"
             "  --window D       how far back (10s, 5m, 1h; default 10s)\n"
             "  --user USER      only this user's processes (name or uid)\n"
-            "  --comm REGEX     only commands matching this POSIX extended regex\n"
+            "  --comm REGEX     only commands matching this regex (Perl-compatible)\n"
             "  --sort KEY       energy (default), power or cpu\n"
             "  -n N             at most N processes\n" QUERY_COMMON_HELP);
 }

@@ -2,7 +2,7 @@
  * fed by the daemon's Subscribe stream once a second.
  *
  * Keys: P power, E energy in this view, T total energy, C CPU, N pid (sort);
- * / filter by command (POSIX extended regex, empty clears); q quit. "J view"
+ * / filter by command (Perl-compatible regex, empty clears); q quit. "J view"
  * is the energy a process used since top started (or first saw it). Without
  * a terminal on stdout, or with --json/--csv, it prints one snapshot. */
 #include "commands.h"
@@ -15,7 +15,6 @@
 #include <locale.h>
 #include <math.h>
 #include <poll.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +41,7 @@ struct top {
     enum top_sort sort;
     char filter[128];
     char note[256]; /* shown on the status line until the next key */
-    regex_t re;
-    bool have_re;
+    util_regex *re; /* the filter compiled; NULL = none */
     struct seen *seen;
     size_t n_seen, cap_seen;
     json_object *last; /* latest Subscribe reply */
@@ -119,7 +117,7 @@ static struct top_row *top_rows(struct top *t, size_t *n)
     for (size_t i = 0; rows && i < m; i++) {
         json_object *p = json_object_array_get_idx(procs, i);
         double vj = view_energy(t, p);
-        if (t->have_re && regexec(&t->re, query_str(p, "comm"), 0, NULL, 0) != 0)
+        if (t->re && util_regex_match(t->re, query_str(p, "comm")) <= 0)
             continue;
         rows[(*n)++] = (struct top_row){p, vj};
     }
@@ -185,7 +183,7 @@ static void draw(struct top *t, time_t started)
     else
         printw("  waiting for the daemon's first update...");
     mvprintw(1, 0, "%zu processes  sort: %s  filter: %s  J view: since %s UTC", n,
-             sort_name(t->sort), t->have_re ? t->filter : "none", when);
+             sort_name(t->sort), t->re ? t->filter : "none", when);
     if (t->note[0]) {
         attron(A_BOLD);
         mvprintw(2, 0, "%s", t->note);
@@ -216,9 +214,8 @@ static void draw(struct top *t, time_t started)
  * keeps the current filter and says why on the status line. */
 static void ask_filter(struct top *t)
 {
-    char buf[sizeof(t->filter)] = "";
-    regex_t re;
-    int r;
+    char buf[sizeof(t->filter)] = "", why[sizeof(t->note) - sizeof(t->filter) - 16];
+    util_regex *re = NULL;
 
     move(LINES - 1, 0);
     clrtoeol();
@@ -228,19 +225,13 @@ static void ask_filter(struct top *t)
     getnstr(buf, (int)sizeof(buf) - 1);
     nodelay(stdscr, TRUE);
     noecho();
-    if (buf[0] && (r = regcomp(&re, buf, REG_EXTENDED | REG_NOSUB)) != 0) {
-        char why[96];
-        regerror(r, &re, why, sizeof(why));
+    if (buf[0] && util_regex_new(buf, &re, why, sizeof(why)) < 0) {
         snprintf(t->note, sizeof(t->note), "bad regex '%s': %s", buf, why);
         return;
     }
-    if (t->have_re)
-        regfree(&t->re);
-    t->have_re = buf[0] != '\0';
-    if (t->have_re) {
-        t->re = re;
-        snprintf(t->filter, sizeof(t->filter), "%s", buf);
-    }
+    util_regex_free(t->re);
+    t->re = re;
+    snprintf(t->filter, sizeof(t->filter), "%s", buf);
 }
 
 /* Takes every reply waiting on the socket, keeping the newest. */
@@ -389,7 +380,6 @@ int cmd_top(int argc, char **argv)
     rpc_client_free(c);
     json_object_put(t.last);
     free(t.seen);
-    if (t.have_re)
-        regfree(&t.re);
+    util_regex_free(t.re);
     return r < 0 ? 1 : 0;
 }

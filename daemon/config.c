@@ -224,11 +224,11 @@ static int parse_exporter(config *c, const char *key, const char *v)
 }
 
 /* Returns 0 when the key is known and the value good, -ENOENT for an
- * unknown key, -EINVAL for a bad value. */
-static int config_set(config *c, const char *section, const char *key, const char *v)
+ * unknown key, -EINVAL for a bad value (with `why` filled where there is
+ * more to say than that). */
+static int config_set(config *c, const char *section, const char *key, const char *v, char *why,
+                      size_t whylen)
 {
-    regex_t re;
-
     if (strcmp(section, "daemon") == 0) {
         if (strcmp(key, "rate_hz") == 0)
             return parse_positive(v, &c->rate_hz) < 0 || c->rate_hz > 1000 ? -EINVAL : 0;
@@ -261,9 +261,10 @@ static int config_set(config *c, const char *section, const char *key, const cha
         if (strcmp(key, "uid") == 0 || strcmp(key, "user") == 0)
             return parse_uids(c, v);
         if (strcmp(key, "comm") == 0) {
-            if (regcomp(&re, v, REG_EXTENDED | REG_NOSUB) != 0)
-                return -EINVAL;
-            regfree(&re);
+            char what[UTIL_ERRLEN];
+            int r = util_regex_check(v, what, sizeof(what));
+            if (r < 0)
+                return util_err(why, whylen, r, "regex '%s': %s", v, what);
             return set_str(&c->track_comm, v);
         }
         if (strcmp(key, "cgroup") == 0)
@@ -294,7 +295,8 @@ static int config_set(config *c, const char *section, const char *key, const cha
 static int on_value(void *user, const char *section, const char *key, const char *value)
 {
     struct load_ctx *ctx = user;
-    int r = config_set(ctx->c, section, key, value);
+    char why[UTIL_ERRLEN] = "";
+    int r = config_set(ctx->c, section, key, value, why, sizeof(why));
 
     if (r == 0)
         return 1;
@@ -303,6 +305,9 @@ static int on_value(void *user, const char *section, const char *key, const char
         if (r == -ENOENT)
             util_err(ctx->err, ctx->errlen, -EINVAL, "unknown key '%s' in section [%s]", key,
                      section);
+        else if (why[0])
+            util_err(ctx->err, ctx->errlen, -EINVAL, "bad value for '%s' in [%s]: %s", key, section,
+                     why);
         else
             util_err(ctx->err, ctx->errlen, -EINVAL, "bad value '%s' for '%s' in [%s]", value, key,
                      section);

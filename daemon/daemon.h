@@ -45,7 +45,7 @@ typedef struct config {
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;
-    char *track_comm;   /* POSIX extended regex on comm */
+    char *track_comm;   /* regex on comm (util_regex: PCRE2) */
     char *track_cgroup; /* cgroup path prefix */
     /* [storage] */
     int64_t second_retention_s, minute_retention_s;

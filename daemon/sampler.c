@@ -70,7 +70,7 @@ struct ring {
 
 struct sampler {
     const config *cfg;
-    regex_t comm_re; /* [track] comm, compiled once */
+    util_regex *comm_re; /* [track] comm, compiled once; NULL = any */
     model *m;
     int32_t model_id;
     int *model_map; /* model event j -> index in es */
@@ -299,7 +299,7 @@ static bool track_wanted_stat(const sampler *s, const procs_info *info)
 {
     if (info->kernel_thread)
         return false;
-    return !s->cfg->track_comm || regexec(&s->comm_re, info->comm, 0, NULL, 0) == 0;
+    return !s->comm_re || util_regex_match(s->comm_re, info->comm) > 0;
 }
 
 static bool track_wanted(const sampler *s, const procs_info *info)
@@ -1548,6 +1548,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
                 size_t errlen)
 {
     sampler *s = calloc(1, sizeof(*s));
+    char why[UTIL_ERRLEN];
     int r;
 
     if (!s)
@@ -1560,8 +1561,8 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     s->period_ns = (uint64_t)llround(1e9 / c->rate_hz);
     pthread_mutex_init(&s->pending_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
-    if (c->track_comm && regcomp(&s->comm_re, c->track_comm, REG_EXTENDED | REG_NOSUB) != 0)
-        r = util_err(err, errlen, -EINVAL, "[track] comm '%s' is not a valid regex", c->track_comm);
+    if (c->track_comm && (r = util_regex_new(c->track_comm, &s->comm_re, why, sizeof(why))) < 0)
+        util_err(err, errlen, r, "[track] comm: regex '%s': %s", c->track_comm, why);
     else
         r = open_sources(s, err, errlen);
     if (r == 0)
@@ -1639,8 +1640,7 @@ void sampler_free(sampler *s)
     model_free(s->pending);
     free(s->model_map);
     free(s->pending_map);
-    if (s->cfg->track_comm)
-        regfree(&s->comm_re);
+    util_regex_free(s->comm_re);
     snapshot_unref(s->snap);
     pthread_mutex_destroy(&s->pending_lock);
     pthread_mutex_destroy(&s->snap_lock);

@@ -8,7 +8,6 @@
 #include "util/util.h"
 
 #include <errno.h>
-#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,19 +21,18 @@ struct store_reader {
     sqlite3_stmt *list[3];
 };
 
-/* regexp(pattern, text): POSIX extended, for comm filters. The compiled
+/* regexp(pattern, text): util_regex (PCRE2), for comm filters. The compiled
  * pattern is cached per statement by SQLite's auxdata. */
 static void free_regex(void *p)
 {
-    regfree(p);
-    free(p);
+    util_regex_free(p);
 }
 
 static void regexp_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
     const char *pat = (const char *)sqlite3_value_text(argv[0]);
     const char *text = (const char *)sqlite3_value_text(argv[1]);
-    regex_t *re = sqlite3_get_auxdata(ctx, 0);
+    util_regex *re = sqlite3_get_auxdata(ctx, 0);
     bool fresh = false;
 
     if (!pat || !text) {
@@ -42,15 +40,13 @@ static void regexp_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         return;
     }
     if (!re) {
-        re = malloc(sizeof(*re));
-        if (!re || regcomp(re, pat, REG_EXTENDED | REG_NOSUB) != 0) {
-            free(re);
+        if (util_regex_new(pat, &re, NULL, 0) < 0) {
             sqlite3_result_error(ctx, "invalid regular expression", -1);
             return;
         }
         fresh = true;
     }
-    sqlite3_result_int(ctx, regexec(re, text, 0, NULL, 0) == 0);
+    sqlite3_result_int(ctx, util_regex_match(re, text) > 0);
     if (fresh)
         sqlite3_set_auxdata(ctx, 0, re, free_regex);
 }
@@ -226,19 +222,15 @@ static int check_window(int64_t since, int64_t until, char *err, size_t errlen)
 
 static int check_regex(const char *pattern, char *err, size_t errlen)
 {
-    char why[256];
-    regex_t re;
+    char why[UTIL_ERRLEN];
     int rc;
 
     if (!pattern)
         return 0;
-    rc = regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB);
-    if (rc == 0) {
-        regfree(&re);
-        return 0;
-    }
-    regerror(rc, &re, why, sizeof(why));
-    return util_err(err, errlen, -EINVAL, "comm regex '%s': %s", pattern, why);
+    rc = util_regex_check(pattern, why, sizeof(why));
+    if (rc < 0)
+        return util_err(err, errlen, rc, "comm regex '%s': %s", pattern, why);
+    return 0;
 }
 
 /* The listing statement for sort order `sort`, prepared on first use. */

@@ -299,7 +299,7 @@ typedef struct store_process_query {
     store_sort sort;
     size_t limit;           /* 0 = no limit */
     int64_t uid;            /* -1 = any */
-    const char *comm_regex; /* POSIX extended regex on comm, NULL = any */
+    const char *comm_regex; /* regex on comm (util_regex: PCRE2), NULL = any */
     bool only_running;      /* leave out processes that have exited */
 } store_process_query;
 
@@ -337,7 +337,7 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
 
 typedef enum store_history_by {
     STORE_HISTORY_PID,  /* every process with that pid */
-    STORE_HISTORY_COMM, /* every process whose comm matches a POSIX extended regex */
+    STORE_HISTORY_COMM, /* every process whose comm matches a regex (util_regex) */
     STORE_HISTORY_UID,
     STORE_HISTORY_HOST, /* host_attribution */
 } store_history_by;

@@ -58,4 +58,29 @@ int util_parse_long(const char *s, long *out);
 int util_split_list(const char *s, char sep, char ***out, size_t *n);
 void util_strv_free(char **v, size_t n);
 
+/* Regexes (regex.c): the patterns users give wattprof, compiled and
+ * matched by PCRE2 (Perl-compatible syntax) with bounded cost, since they
+ * come from clients of a long-running daemon.  A util_regex holds its own
+ * match buffer, so one thread matches with it at a time. */
+#define UTIL_REGEX_MAX_LEN 1024     /* bytes of pattern */
+#define UTIL_REGEX_MAX_STEPS 100000 /* backtracking steps (and depth) of one match */
+
+typedef struct util_regex util_regex;
+
+/* Compiles `pattern`.  Returns 0 with *out set, or -EINVAL with `err` saying
+ * what is wrong and at which byte offset ("missing closing parenthesis at
+ * offset 1"; callers name the pattern), or -ENOMEM.  A pattern over
+ * UTIL_REGEX_MAX_LEN, or one whose compiled form would be too large, is
+ * wrong too. */
+int util_regex_new(const char *pattern, util_regex **out, char *err, size_t errlen);
+
+/* 1 when `text` matches anywhere, 0 when not, -E2BIG when the match gave up
+ * after UTIL_REGEX_MAX_STEPS steps (callers take that as no match). */
+int util_regex_match(util_regex *re, const char *text);
+
+/* util_regex_new and free: 0 when `pattern` compiles, else as util_regex_new. */
+int util_regex_check(const char *pattern, char *err, size_t errlen);
+
+void util_regex_free(util_regex *re);
+
 #endif

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# wattprofd's config parser on durations that do not fit: each stops the
-# daemon with one line naming FILE:LINE and exit 1 (found by
-# tests/fuzz/fuzz_config: 1e100h overflowed the conversion to seconds, and
-# nan and inf were accepted).  The largest allowed duration still loads;
+# wattprofd's config parser on durations that do not fit and on bad or costly
+# [track] comm regexes: each stops the daemon with one line naming FILE:LINE
+# and exit 1 (found by tests/fuzz/fuzz_config: 1e100h overflowed the
+# conversion to seconds, nan and inf were accepted, and a regex took glibc's
+# regcomp past 2 GiB).  The largest allowed duration still loads;
 # --record plus --replay then stops the daemon right after the config is read,
 # so the test never starts sampling.
 set -uo pipefail
@@ -44,4 +45,23 @@ for v in 0 1 99; do
   expect_fail "[sampler] priority = $v loads" 1 "--record and --replay cannot be combined" \
     run_sampler priority "$v"
 done
+
+# [track] comm: a regex, compiled with bounded cost (tests/fuzz/fuzz_config
+# found '^(b+++...+)', which took glibc's regcomp past 2 GiB).
+run_track() {
+  printf '[track]\ncomm = %s\n' "$1" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+expect_fail "[track] comm = '^(b++++)'" 1 \
+  "c.conf:2: bad value for 'comm' in [track]: regex '^(b++++)': quantifier does not follow a repeatable item at offset 5" \
+  run_track '^(b++++)'
+expect_fail "[track] comm = '(((a{1000}){1000}){1000})'" 1 \
+  "c.conf:2: bad value for 'comm' in [track]: regex '(((a{1000}){1000}){1000})': regular expression is too large" \
+  run_track '(((a{1000}){1000}){1000})'
+expect_fail "[track] comm = '(' " 1 \
+  "c.conf:2: bad value for 'comm' in [track]: regex '(': missing closing parenthesis at offset 1" \
+  run_track '('
+expect_fail "[track] comm = '^(mpirun|lmp_[a-z]+)\$' loads" 1 "--record and --replay cannot be combined" \
+  run_track '^(mpirun|lmp_[a-z]+)$'
 finish

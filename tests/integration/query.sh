@@ -169,7 +169,7 @@ if [ -n "$have_tmux" ]; then
   check "the filter leaves only burn" \
     test "$(pane | sed -n '5,28p' | grep -v '^ *$' | grep -vc ' burn ')" = 0
   tmux send-keys -t "$session" / '(' Enter
-  check "a bad filter regex is named and the old filter kept" waitfor "bad regex '('"
+  check "a bad filter regex is named and the old filter kept" waitfor "bad regex '(': missing closing parenthesis"
   check "the old filter stays" waitfor 'filter: bu.n'
   tmux send-keys -t "$session" / Enter
   check "an empty filter clears it" waitfor 'filter: none'
@@ -202,7 +202,14 @@ expect_fail "history without a subject" 2 "exactly one of --pid" Wf history --si
 expect_fail "history without --since" 2 "--since is required" Wf history --host
 expect_fail "bad --window" 2 "--window '0s'" Wf ps --window 0s
 expect_fail "bad --sort" 2 "--sort 'size'" Wf ps --sort size
-expect_fail "bad regex" 1 "bad --comm regex '('" Wf ps --comm '('
+expect_fail "bad regex" 1 "bad --comm regex '(': missing closing parenthesis at offset 1" Wf ps --comm '('
+# Patterns that cost glibc's regcomp gigabytes or minutes are the daemon's
+# to refuse quickly: any client may send one.
+expect_fail "regex too large to compile" 1 "regular expression is too large" \
+  Wf ps --comm '(((a{1000}){1000}){1000})'
+expect_fail "stacked repeats" 1 "quantifier does not follow a repeatable item" \
+  Wf history --comm 'b*{0,50}{3,}' --since 10m
+check "the daemon answers after them" W status
 expect_fail "unknown user" 2 "--user 'no-such-user-x'" Wf ps --user no-such-user-x
 expect_fail "unknown option" 2 "unknown option or missing value '--bogus'" Wf status --bogus
 expect_fail "unwritable export file" 1 "cannot write $tmp/no/dir/x.csv" \
