@@ -26,23 +26,6 @@ struct user_cache {
     size_t n;
 };
 
-/* Length of the valid UTF-8 sequence at s (at most `left` bytes), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t left)
-{
-    size_t n = s[0] < 0x80         ? 1
-               : (s[0] >> 5) == 6  ? 2
-               : (s[0] >> 4) == 14 ? 3
-               : (s[0] >> 3) == 30 ? 4
-                                   : 0;
-
-    if (n == 0 || n > left || (n == 2 && s[0] < 0xc2))
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    return n;
-}
-
 /* A label value: escaped as the format asks, and valid UTF-8 (a command
  * name is whatever bytes a process gave itself; a bad byte becomes U+FFFD
  * rather than a scrape Prometheus rejects). */
@@ -52,7 +35,7 @@ static void put_value(FILE *f, const char *v)
     size_t left = strlen(v);
 
     while (left > 0) {
-        size_t n = utf8_len(s, left);
+        size_t n = util_utf8_seq(s, left);
         if (n == 0) {
             fputs("\xef\xbf\xbd", f);
             n = 1;

@@ -31,9 +31,6 @@ void rpc_buf_free(rpc_buf *b);
  * -E2BIG when no terminator came within max bytes. */
 int rpc_frame_next(const rpc_buf *b, size_t max, const char **msg, size_t *len);
 
-/* Offset of the first byte that breaks strict UTF-8 (RFC 3629), or len. */
-size_t rpc_utf8_check(const unsigned char *s, size_t len);
-
 /* Parses exactly len bytes as one JSON value (strict); text[len] must be
  * NUL.  NULL with a reason in why on failure. */
 json_object *rpc_json_parse(const char *text, size_t len, char *why, size_t whylen);

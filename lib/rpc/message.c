@@ -22,41 +22,6 @@ int rpc_frame_next(const rpc_buf *b, size_t max, const char **msg, size_t *len)
     return 1;
 }
 
-/* Offset of the first byte that is not strict UTF-8 (RFC 3629: no overlong
- * forms, no surrogates, nothing past U+10FFFF), or len when all is well.
- * json-c only checks the shape of multi-byte sequences. */
-size_t rpc_utf8_check(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-
-    while (i < len) {
-        unsigned c = s[i], n, cp, min;
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        if (c >= 0xc2 && c <= 0xdf)
-            n = 1, cp = c & 0x1f, min = 0x80;
-        else if (c >= 0xe0 && c <= 0xef)
-            n = 2, cp = c & 0x0f, min = 0x800;
-        else if (c >= 0xf0 && c <= 0xf4)
-            n = 3, cp = c & 0x07, min = 0x10000;
-        else
-            return i;
-        if (len - i <= n)
-            return i;
-        for (unsigned k = 1; k <= n; k++) {
-            if ((s[i + k] & 0xc0) != 0x80)
-                return i;
-            cp = (cp << 6) | (s[i + k] & 0x3f);
-        }
-        if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return i;
-        i += n + 1;
-    }
-    return len;
-}
-
 /* Parses exactly len bytes as one JSON value, or explains why not.  text[len]
  * must be the NUL terminator: it tells the tokenizer the input has ended. */
 json_object *rpc_json_parse(const char *text, size_t len, char *why, size_t whylen)
@@ -65,7 +30,7 @@ json_object *rpc_json_parse(const char *text, size_t len, char *why, size_t whyl
     json_object *obj;
     enum json_tokener_error e;
 
-    size_t bad = rpc_utf8_check((const unsigned char *)text, len);
+    size_t bad = util_utf8_check(text, len); /* json-c checks only the shape */
 
     if (bad < len) {
         util_err(why, whylen, EBADMSG, "not UTF-8 at byte %zu", bad);
@@ -164,7 +129,10 @@ void rpc_call_hdr_free(rpc_call_hdr *h)
     memset(h, 0, sizeof(*h));
 }
 
-/* Serialises obj (consumed) with its NUL terminator counted in *len. */
+/* Serialises obj (consumed) with its NUL terminator counted in *len.  A
+ * string that is not UTF-8 (a process's name is any bytes it chose) has each
+ * bad byte sent as U+FFFD: JSON's own syntax is ASCII, so repairing the text
+ * repairs exactly the strings, and the peer gets a message it can read. */
 static int finish(json_object *obj, char **text, size_t *len)
 {
     size_t n;
@@ -173,14 +141,14 @@ static int finish(json_object *obj, char **text, size_t *len)
     if (!obj)
         return -ENOMEM;
     s = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN, &n);
-    *text = s ? malloc(n + 1) : NULL;
-    if (!*text) {
-        json_object_put(obj);
-        return -ENOMEM;
-    }
-    memcpy(*text, s, n + 1);
-    *len = n + 1;
+    if (s && util_utf8_check(s, n) < n)
+        *text = util_utf8_repair(s, n, &n);
+    else
+        *text = s ? strndup(s, n) : NULL;
     json_object_put(obj);
+    if (!*text)
+        return -ENOMEM;
+    *len = n + 1;
     return 0;
 }
 

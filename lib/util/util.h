@@ -58,6 +58,22 @@ int util_parse_long(const char *s, long *out);
 int util_split_list(const char *s, char sep, char ***out, size_t *n);
 void util_strv_free(char **v, size_t n);
 
+/* UTF-8 (utf8.c), strict as RFC 3629: no overlong forms, no surrogates,
+ * nothing past U+10FFFF.  Process names and command lines are bytes; what
+ * wattprof sends as JSON or Prometheus text is repaired with these. */
+
+/* Length (1-4) of the valid sequence at s, of at most `left` bytes; 0 when
+ * s[0] does not start one. */
+size_t util_utf8_seq(const unsigned char *s, size_t left);
+
+/* Offset of the first byte that is not valid UTF-8, or len when all are. */
+size_t util_utf8_check(const char *s, size_t len);
+
+/* A malloc'd, NUL-terminated copy of len bytes of s in which each byte that
+ * does not start a valid sequence is U+FFFD; *out_len (may be NULL) gets its
+ * length.  NULL when out of memory. */
+char *util_utf8_repair(const char *s, size_t len, size_t *out_len);
+
 /* Regexes (regex.c): the patterns users give wattprof, compiled and
  * matched by PCRE2 (Perl-compatible syntax) with bounded cost, since they
  * come from clients of a long-running daemon.  A util_regex holds its own

@@ -157,8 +157,34 @@ static void test_utf8_is_strict(void **state)
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        assert_int_equal(rpc_utf8_check((const unsigned char *)cases[i].s, strlen(cases[i].s)),
-                         cases[i].bad);
+        assert_int_equal(util_utf8_check(cases[i].s, strlen(cases[i].s)), cases[i].bad);
+}
+
+/* A string that is not UTF-8 (a process may name itself "bad\xffname") is
+ * sent with U+FFFD for each bad byte, so the peer's strict parser takes the
+ * message; valid text, escapes included, is sent as it is. */
+static void test_messages_are_utf8(void **state)
+{
+    json_object *p = json_object_new_object();
+    char *text, why[128];
+    size_t len;
+
+    json_object_object_add(p, "comm", json_object_new_string("bad\xffname"));
+    json_object_object_add(p, "cmdline",
+                           json_object_new_string("a\xc1\xbf \xed\xa0\x80 \xc3\xa9\"\n"));
+    assert_int_equal(rpc_msg_reply(p, false, &text, &len), 0);
+    assert_int_equal(len, strlen(text) + 1);
+    assert_int_equal(util_utf8_check(text, len - 1), len - 1);
+    json_object *back = rpc_json_parse(text, len - 1, why, sizeof(why));
+    assert_non_null(back);
+    json_object *params = json_object_object_get(back, "parameters");
+    assert_string_equal(json_object_get_string(json_object_object_get(params, "comm")),
+                        "bad\xef\xbf\xbdname");
+    assert_string_equal(
+        json_object_get_string(json_object_object_get(params, "cmdline")),
+        "a\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xc3\xa9\"\n");
+    json_object_put(back);
+    free(text);
 }
 
 static void test_build_messages(void **state)
@@ -763,6 +789,7 @@ int main(void)
         cmocka_unit_test(test_parse_call_errors_name_the_field),
         cmocka_unit_test(test_utf8_is_strict),
         cmocka_unit_test(test_build_messages),
+        cmocka_unit_test(test_messages_are_utf8),
         cmocka_unit_test(test_idl_monitor),
         cmocka_unit_test(test_idl_field_named_method_is_not_a_method),
         cmocka_unit_test(test_idl_errors),
