@@ -36,8 +36,9 @@ static int procs_gone(int e)
 }
 
 /* Reads file `name` of the process directory `dirfd` into a malloc'd,
- * NUL-terminated buffer (/proc files have no size, so read to EOF). */
-static int procs_read_at(int dirfd, const char *name, char **buf, size_t *len)
+ * NUL-terminated buffer (/proc files have no size, so read to EOF, or until
+ * more than `max` bytes came: *len > max then says the file was longer). */
+static int procs_read_at(int dirfd, const char *name, size_t max, char **buf, size_t *len)
 {
     int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
     size_t used = 0, cap = 1024;
@@ -72,6 +73,8 @@ static int procs_read_at(int dirfd, const char *name, char **buf, size_t *len)
         if (got == 0)
             break;
         used += (size_t)got;
+        if (used > max)
+            break;
     }
     close(fd);
     data[used] = '\0';
@@ -160,11 +163,17 @@ static int procs_parse_cgroup(const char *cgroup, char **out)
     return *out ? 0 : -ENOMEM;
 }
 
-/* Arguments are NUL-separated (and NUL-terminated): join them by spaces. */
+/* Arguments are NUL-separated (and NUL-terminated): join them by spaces.
+ * More than PROCS_CMDLINE_MAX bytes (len says how many were read) are cut
+ * to that length, ending in "...". */
 static void procs_join_cmdline(char *cmdline, size_t len)
 {
     while (len > 0 && cmdline[len - 1] == '\0')
         len--;
+    if (len > PROCS_CMDLINE_MAX) {
+        len = PROCS_CMDLINE_MAX;
+        memcpy(cmdline + len - 3, "...", 3);
+    }
     cmdline[len] = '\0';
     for (size_t i = 0; i < len; i++)
         if (cmdline[i] == '\0')
@@ -177,25 +186,26 @@ static int procs_read_all(int dirfd, procs_info *out)
     size_t len;
     int r;
 
-    if ((r = procs_read_at(dirfd, "stat", &buf, NULL)) < 0)
+    if ((r = procs_read_at(dirfd, "stat", SIZE_MAX, &buf, NULL)) < 0)
         return r;
     r = procs_parse_stat(buf, out);
     free(buf);
     if (r < 0)
         return r;
-    if ((r = procs_read_at(dirfd, "status", &buf, NULL)) < 0)
+    if ((r = procs_read_at(dirfd, "status", SIZE_MAX, &buf, NULL)) < 0)
         return r;
     r = procs_parse_uid(buf, &out->uid);
     free(buf);
     if (r < 0)
         return r;
-    if ((r = procs_read_at(dirfd, "cgroup", &buf, NULL)) < 0)
+    if ((r = procs_read_at(dirfd, "cgroup", SIZE_MAX, &buf, NULL)) < 0)
         return r;
     r = procs_parse_cgroup(buf, &out->cgroup);
     free(buf);
     if (r < 0)
         return r;
-    if ((r = procs_read_at(dirfd, "cmdline", &out->cmdline, &len)) < 0)
+    /* One byte more: the last argument's NUL. */
+    if ((r = procs_read_at(dirfd, "cmdline", PROCS_CMDLINE_MAX + 1, &out->cmdline, &len)) < 0)
         return r;
     procs_join_cmdline(out->cmdline, len);
     return 0;
@@ -211,7 +221,7 @@ int procs_read_stat(pid_t pid, procs_info *out)
         return -ESRCH;
     out->pid = pid;
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    r = procs_read_at(AT_FDCWD, path, &buf, NULL);
+    r = procs_read_at(AT_FDCWD, path, SIZE_MAX, &buf, NULL);
     if (r == 0)
         r = procs_parse_stat(buf, out);
     free(buf);

@@ -175,13 +175,18 @@ uint64_t rapl_wrap_delta(uint64_t prev, uint64_t now, uint64_t range);
  * reused, so a process's identity is (boot id, pid, start time). */
 
 #define PROCS_JOB_MAX 64
+/* A command line longer than this many bytes is cut, ending in "...": up to
+ * 2 MiB per process is anyone's to write, and the daemon keeps, stores and
+ * lists it for every process. */
+#define PROCS_CMDLINE_MAX 4096
 
 typedef struct procs_info {
     pid_t pid, ppid;
     uint64_t start_ticks; /* field 22 of /proc/PID/stat, clock ticks since boot */
     uid_t uid;            /* real uid */
     char comm[17];
-    char *cmdline; /* malloc'd, arguments joined by spaces ("" for kernel threads) */
+    char *cmdline; /* malloc'd, arguments joined by spaces ("" for kernel threads),
+                    * at most PROCS_CMDLINE_MAX bytes */
     char *cgroup;  /* malloc'd, unified-hierarchy path ("/system.slice/x.service") */
     bool kernel_thread;
     /* A batch job id the cgroup path does not show (from the environment):

@@ -98,33 +98,74 @@ static void test_awkward_comm(void **state)
     }
 }
 
-static void test_cmdline_joined(void **state)
+/* Runs `sh -c "read x" ARG`, which waits on `read` until the pipe it reads
+ * closes, and reads its info once the exec has happened.  Returns the pid;
+ * *hold is the pipe's write end, to close before waitpid. */
+static pid_t sh_with_arg(const char *arg, procs_info *info, int *hold)
 {
     int in[2];
-    procs_info info;
 
     assert_int_equal(pipe(in), 0);
     pid_t pid = fork();
     if (pid == 0) {
-        /* sh waits on `read` until the parent closes the pipe */
         close(in[1]);
         dup2(in[0], 0);
-        execl("/bin/sh", "sh", "-c", "read x", "a  b", (char *)NULL);
+        execl("/bin/sh", "sh", "-c", "read x", arg, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
     for (int i = 0; i < 1000; i++) { /* until the exec has happened */
-        assert_int_equal(procs_read_info(pid, &info), 0);
-        if (strcmp(info.comm, "sh") == 0)
+        assert_int_equal(procs_read_info(pid, info), 0);
+        if (strcmp(info->comm, "sh") == 0)
             break;
-        procs_info_clear(&info);
+        procs_info_clear(info);
         usleep(2000);
     }
-    assert_string_equal(info.comm, "sh");
+    assert_string_equal(info->comm, "sh");
+    *hold = in[1];
+    return pid;
+}
+
+static void test_cmdline_joined(void **state)
+{
+    procs_info info;
+    int hold;
+    pid_t pid = sh_with_arg("a  b", &info, &hold);
+
     assert_string_equal(info.cmdline, "sh -c read x a  b");
     procs_info_clear(&info);
-    close(in[1]);
+    close(hold);
     assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+/* Anyone may give a process a command line of up to 2 MiB; the daemon keeps
+ * the first PROCS_CMDLINE_MAX bytes of it. */
+static void test_cmdline_cut(void **state)
+{
+    size_t n = 100000;
+    char *arg = malloc(n + 1);
+    procs_info info;
+    int hold;
+
+    assert_non_null(arg);
+    memset(arg, 'z', n);
+    arg[n] = '\0';
+    pid_t pid = sh_with_arg(arg, &info, &hold);
+    size_t len = strlen(info.cmdline);
+    assert_int_equal(len, PROCS_CMDLINE_MAX);
+    assert_memory_equal(info.cmdline, "sh -c read x zzz", 16);
+    assert_string_equal(info.cmdline + len - 4, "z...");
+    procs_info_clear(&info);
+    close(hold);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    arg[PROCS_CMDLINE_MAX - 13] = '\0'; /* "sh -c read x " + this = exactly the limit */
+    pid = sh_with_arg(arg, &info, &hold);
+    assert_int_equal(strlen(info.cmdline), PROCS_CMDLINE_MAX);
+    assert_int_equal(info.cmdline[PROCS_CMDLINE_MAX - 1], 'z');
+    procs_info_clear(&info);
+    close(hold);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    free(arg);
 }
 
 static void test_vanished(void **state)
@@ -496,12 +537,19 @@ static void test_connector_unprivileged(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_self),         cmocka_unit_test(test_awkward_comm),
-        cmocka_unit_test(test_cmdline_joined),    cmocka_unit_test(test_vanished),
-        cmocka_unit_test(test_kernel_thread),     cmocka_unit_test(test_list_and_boot_id),
-        cmocka_unit_test(test_connector),         cmocka_unit_test(test_connector_drain),
-        cmocka_unit_test(test_connector_overrun), cmocka_unit_test(test_connector_unprivileged),
-        cmocka_unit_test(test_read_stat_agrees),  cmocka_unit_test(test_connector_comm),
+        cmocka_unit_test(test_read_self),
+        cmocka_unit_test(test_awkward_comm),
+        cmocka_unit_test(test_cmdline_joined),
+        cmocka_unit_test(test_cmdline_cut),
+        cmocka_unit_test(test_vanished),
+        cmocka_unit_test(test_kernel_thread),
+        cmocka_unit_test(test_list_and_boot_id),
+        cmocka_unit_test(test_connector),
+        cmocka_unit_test(test_connector_drain),
+        cmocka_unit_test(test_connector_overrun),
+        cmocka_unit_test(test_connector_unprivileged),
+        cmocka_unit_test(test_read_stat_agrees),
+        cmocka_unit_test(test_connector_comm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
