@@ -189,20 +189,18 @@ static void sync_store(daemon_ctx *ctx)
     store_flush_within(ctx->st, QUERY_FRESHNESS_MS);
 }
 
-/* InvalidRegex when `pattern` does not compile: 0 when it does.  The reason
- * is the regex library's alone, since the client has the pattern. */
+/* InvalidRegex for a comm pattern the store refused (-EINVAL).  The store
+ * names the pattern in its message; the reason is asked again here, since
+ * the client has the pattern and wants the regex library's words alone. */
 static int invalid_regex(rpc_call *call, const char *pattern)
 {
-    char why[UTIL_ERRLEN];
-    json_object *e;
+    char why[UTIL_ERRLEN] = "";
+    json_object *e = json_object_new_object();
 
-    if (util_regex_check(pattern, why, sizeof(why)) == 0)
-        return 0;
-    e = json_object_new_object();
+    util_regex_check(pattern, why, sizeof(why));
     json_object_object_add(e, "pattern", json_object_new_string(pattern));
     json_object_object_add(e, "reason", json_object_new_string(why));
-    rpc_error(call, "io.wattprof.Monitor.InvalidRegex", e);
-    return -EINVAL;
+    return rpc_error(call, "io.wattprof.Monitor.InvalidRegex", e);
 }
 
 static int reader(daemon_ctx *ctx, rpc_call *call)
@@ -441,8 +439,6 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
     q.comm_regex = param_string(params, "comm");
-    if (q.comm_regex && invalid_regex(call, q.comm_regex) < 0)
-        return 0;
     /* Exited processes are listed unless asked not to. */
     q.only_running = param_present(params, "include_exited") &&
                      !json_object_get_boolean(json_object_object_get(params, "include_exited"));
@@ -450,6 +446,8 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
         return 0;
     sync_store(ctx);
     r = store_list_processes(ctx->reader, &q, &p, &n, err, sizeof(err));
+    if (r == -EINVAL && q.comm_regex)
+        return invalid_regex(call, q.comm_regex);
     if (r < 0)
         return r;
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
@@ -563,8 +561,6 @@ static int history_query(rpc_call *call, json_object *params, const rpc_peer *pe
     } else if (param_present(params, "comm")) {
         q->by = STORE_HISTORY_COMM;
         q->comm = param_string(params, "comm");
-        if (invalid_regex(call, q->comm) < 0)
-            return -EINVAL;
     } else if (param_present(params, "uid")) {
         q->by = STORE_HISTORY_UID;
         q->uid = (int64_t)param_double(params, "uid", -1);
@@ -585,6 +581,7 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
     store_point *pts;
     size_t n;
     char err[UTIL_ERRLEN];
+    int r;
 
     CHECK_PARAMS(call, params, OPT("pid", INT), OPT("comm", STRING), OPT("uid", INT),
                  OPT("host", BOOL), REQ("since", FLOAT), OPT("until", FLOAT), OPT("step_s", FLOAT));
@@ -598,7 +595,7 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
             store_process p;
             store_second *ser = NULL;
             size_t ns;
-            int r = store_get_process(ctx->reader, q.pid, 0, 0, &p, &ser, &ns, err, sizeof(err));
+            r = store_get_process(ctx->reader, q.pid, 0, 0, &p, &ser, &ns, err, sizeof(err));
             bool mine = r == 0 && p.uid == (int64_t)peer->uid;
             if (r == 0)
                 store_process_free(&p);
@@ -611,7 +608,10 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
         }
     }
     sync_store(ctx);
-    if (store_history(ctx->reader, &q, &pts, &n, err, sizeof(err)) < 0) {
+    r = store_history(ctx->reader, &q, &pts, &n, err, sizeof(err));
+    if (r == -EINVAL && q.by == STORE_HISTORY_COMM)
+        return invalid_regex(call, q.comm);
+    if (r < 0) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "reason", json_object_new_string(err));
         return rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", e);

@@ -111,6 +111,10 @@ struct sampler {
     /* Per class, p_k(0)*dt summed over every tick since start: what a
      * process that did not run is booked as standalone energy. */
     double idle_sum[MODEL_MAX_CLASSES];
+    /* Of the model in use, at zero rates (set_zero_rates): each class's
+     * power p_k(0), and the class a zero rate falls in. */
+    double zero_power[MODEL_MAX_CLASSES];
+    int zero_class;
     counters_delta d;
     double *rates; /* n x model events */
     attrib_proc *ap;
@@ -359,12 +363,25 @@ static live_proc to_live(const struct tracked *t)
     return p;
 }
 
+/* Computes what the model gives at zero rates, once per model rather than
+ * on every tick that books idle processes. */
+static void set_zero_rates(sampler *s)
+{
+    size_t ne = s->m->n_events;
+    double zero[ne ? ne : 1];
+
+    memset(zero, 0, sizeof(zero));
+    for (size_t k = 0; k < s->m->n_classes; k++)
+        s->zero_power[k] = model_power(s->m, (int)k, zero);
+    s->zero_class = model_classify(s->m, 0);
+}
+
 /* The class a tick without events books a process in: its own, or in
  * rate mode the class of a zero rate. */
 static int idle_class(const sampler *s, const struct tracked *t)
 {
     if (s->m->class_event >= 0 && s->m->class_mode == MODEL_CLASS_RATE)
-        return model_classify(s->m, 0);
+        return s->zero_class;
     return t->klass;
 }
 
@@ -464,7 +481,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     t->uid = info->uid;
     memcpy(t->comm, info->comm, sizeof(t->comm));
     t->cp = cp;
-    t->klass = model_classify(s->m, 0);
+    t->klass = s->zero_class;
     mark_idle(s, t);
     labels_unit(info->cgroup, t->unit);
     labels_job_cgroup(info->cgroup, t->job);
@@ -717,7 +734,7 @@ static void reap(sampler *s)
 
 /* ---- one tick ---------------------------------------------------------------- */
 
-/* Hardware: counters of every tracked process and the RAPL zones. */
+/* Empties the active list (the processes of the tick just accounted). */
 static void clear_active(sampler *s)
 {
     for (size_t i = 0; i < s->n_active; i++)
@@ -867,14 +884,13 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
 static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
 {
     trace_proc_delta pd[s->n_active ? s->n_active : 1];
-    size_t k = 0;
 
     /* Processes that slept are left out: a replay books them as idle. */
     for (size_t i = 0; i < s->n_active; i++) {
         const struct tracked *t = s->active[i];
-        pd[k++] = (trace_proc_delta){t->pid, t->start, t->delta, t->ratio};
+        pd[i] = (trace_proc_delta){t->pid, t->start, t->delta, t->ratio};
     }
-    trace_tick t = {now, dt_ns, s->zone_delta, pd, k};
+    trace_tick t = {now, dt_ns, s->zone_delta, pd, s->n_active};
     trace_write_tick(s->rec, &t);
 }
 
@@ -994,12 +1010,8 @@ static bool power_usable(sampler *s, double dt)
  * through it get theirs when they are next settled. */
 static void add_idle_tick(sampler *s, double dt)
 {
-    size_t ne = s->m->n_events;
-    double zero[ne ? ne : 1];
-
-    memset(zero, 0, sizeof(zero));
     for (size_t k = 0; k < s->m->n_classes; k++)
-        s->idle_sum[k] += model_power(s->m, (int)k, zero) * dt;
+        s->idle_sum[k] += s->zero_power[k] * dt;
 }
 
 /* Adds an active process's share of the tick to its totals and group. */
@@ -1299,10 +1311,11 @@ static void take_pending_model(sampler *s)
         s->pending = NULL;
         s->pending_map = NULL;
         s->model_changed = true;
+        set_zero_rates(s);
         for (size_t i = 0; i < s->n; i++) {
             struct tracked *t = s->procs[i];
             t->class_stat = 0;
-            t->klass = model_classify(s->m, 0);
+            t->klass = s->zero_class;
             mark_idle(s, t);
         }
     }
@@ -1569,6 +1582,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         r = map_model(s->es, m, &s->model_map, err, errlen);
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
+        set_zero_rates(s);
         r = alloc_scratch(s);
     }
     if (r < 0) {
