@@ -5,7 +5,7 @@
 # seed, plots, and every bad input of the issue.
 set -euo pipefail
 
-: "${WATTPROF:?}" "${BUILDDIR:?}" "${SRCDIR:?}" "${SHARED_DATA:?}" "${PYTHON:=/usr/bin/python3}"
+: "${WATTPROF:?}" "${BUILDDIR:?}" "${SRCDIR:?}" "${TEST_DATA:?}" "${PYTHON:=/usr/bin/python3}"
 FAKE="$BUILDDIR/tests/rank_fake"
 T=$(mktemp -d /tmp/wattprof-rank.XXXXXX)
 trap 'rm -rf "$T"' EXIT
@@ -15,8 +15,8 @@ jq_py() { # $1 = JSON file, $2 = python expression over `d`; prints the value
 }
 
 # ---- Published data: JSON, then the same data as CSV with FLOP counts -------
-PUB="$SHARED_DATA/ranking-single-step.json"
-[ -f "$PUB" ] || { echo "no $PUB"; exit 77; }
+PUB="$TEST_DATA/ranking-single-step.json"
+[ -f "$PUB" ] || fail "$PUB missing (tests/data is part of the repository)"
 "$WATTPROF" rank --data "$PUB" --h0 given --json >"$T/pub.json"
 got=$(jq_py "$T/pub.json" '" ".join("%s=%g/%d" % (v["name"], v["mean_rank"], v["rank"]) for v in d["variants"])')
 [ "$got" = "alg4=1/1 alg1=1.25/1 alg3=1.25/1 alg2=1.375/1" ] || fail "published mean ranks: $got"

@@ -4,8 +4,8 @@
 # random forests), the constant feature (bytes_read) is reported and ranks
 # last, and -k picks the best mean ranks.
 set -euo pipefail
-data="$SHARED_DATA/kepler-broadwell-coremark.csv"
-[ -f "$data" ] || { echo "skip: $data not found"; exit 77; }
+data="$TEST_DATA/kepler-broadwell-coremark.csv"
+[ -f "$data" ] || { echo "FAIL: $data missing (tests/data is part of the repository)"; exit 1; }
 "$PYTHON" -c 'import sklearn, scipy' 2>/dev/null || { echo "skip: $PYTHON has no scikit-learn/scipy"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

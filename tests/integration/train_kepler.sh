@@ -5,8 +5,8 @@
 # the forest is within 10 % relative, two-class ridge reports both classes
 # and agrees too. Then the model file of each engine is checked.
 set -euo pipefail
-data="$SHARED_DATA/kepler-broadwell-coremark.csv"
-[ -f "$data" ] || { echo "skip: $data not found"; exit 77; }
+data="$TEST_DATA/kepler-broadwell-coremark.csv"
+[ -f "$data" ] || { echo "FAIL: $data missing (tests/data is part of the repository)"; exit 1; }
 "$PYTHON" -c 'import sklearn' 2>/dev/null || { echo "skip: $PYTHON has no scikit-learn"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
