@@ -63,6 +63,7 @@ void config_free(config *c)
     free(c->track_comm);
     free(c->track_cgroup);
     free(c->record_path);
+    free(c->pid_file);
     free(c->replay_path);
     free(c->exporter_listen);
     util_strv_free(c->job_env, c->n_job_env);

@@ -60,6 +60,7 @@ typedef struct config {
     /* command line only */
     char *record_path, *replay_path;
     double replay_speed; /* 0 = as fast as possible */
+    char *pid_file;      /* written once serving, removed at exit; NULL: none */
 } config;
 
 /* Fills in the defaults; `as_root` (root, or CAP_PERFMON: the process can

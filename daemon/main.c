@@ -45,7 +45,7 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: wattprofd [--config FILE] [--state-dir DIR] [--db PATH] [--socket PATH]\n"
                  "                 [--model FILE] [--rate HZ] [--record FILE]\n"
-                 "                 [--replay FILE [--speed X|max]]\n");
+                 "                 [--replay FILE [--speed X|max]] [--pid-file PATH]\n");
 }
 
 static int set(char **dst, const char *v)
@@ -64,7 +64,8 @@ static int parse_args(int argc, char **argv, config *c)
         {"model", required_argument, NULL, 'm'},  {"rate", required_argument, NULL, 'r'},
         {"record", required_argument, NULL, 'R'}, {"replay", required_argument, NULL, 'P'},
         {"speed", required_argument, NULL, 'x'},  {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+        {"version", no_argument, NULL, 'V'},      {"pid-file", required_argument, NULL, 'p'},
+        {NULL, 0, NULL, 0}};
     const char *config_path = NULL;
     char err[UTIL_ERRLEN];
     int o, r = 0;
@@ -112,6 +113,13 @@ static int parse_args(int argc, char **argv, config *c)
             break;
         case 'P':
             r = set(&c->replay_path, optarg);
+            break;
+        case 'p':
+            if (!*optarg) {
+                log_error("--pid-file '': expected a path");
+                r = -EINVAL;
+            } else
+                r = set(&c->pid_file, optarg);
             break;
         case 'r':
             if (util_parse_double(optarg, &c->rate_hz) < 0 || c->rate_hz <= 0 ||
@@ -194,11 +202,14 @@ static int open_store(const config *c, store **st)
     return r;
 }
 
-static int open_socket(const config *c, int *fd)
+/* `*bound` tells whether the daemon made the socket file itself (and so
+ * removes it at exit) or was handed it by systemd's socket activation. */
+static int open_socket(const config *c, int *fd, bool *bound)
 {
     char err[UTIL_ERRLEN], dir[4096];
     int r = rpc_listen_activated(fd, err, sizeof(err));
 
+    *bound = false;
     if (r < 0) {
         log_error("%s", err);
         return r;
@@ -210,6 +221,32 @@ static int open_socket(const config *c, int *fd)
     /* 0666: who sees what is decided per peer, inside the daemon. */
     if ((r = rpc_listen_unix(c->socket_path, 0666, fd, err, sizeof(err))) < 0)
         log_error("%s", err);
+    *bound = r >= 0;
+    return r;
+}
+
+/* The pid file appears whole (written beside, then renamed) once the daemon
+ * serves, so that `kill "$(cat FILE)"` never reads a partial number. */
+static int write_pid_file(const char *path)
+{
+    char tmp[4200];
+    FILE *f;
+    int r = 0;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if (!(f = fopen(tmp, "we")))
+        r = -errno;
+    else {
+        fprintf(f, "%ld\n", (long)getpid());
+        if (fclose(f) != 0)
+            r = -errno;
+        else if (rename(tmp, path) < 0)
+            r = -errno;
+        if (r < 0)
+            unlink(tmp);
+    }
+    if (r < 0)
+        log_error("--pid-file %s: cannot write it: %s", path, strerror(-r));
     return r;
 }
 
@@ -347,6 +384,7 @@ static int run(config *cfg)
     model *m = NULL;
     int32_t model_id = 0;
     int fd = -1, sfd = -1, r;
+    bool socket_bound = false, pid_written = false;
     char err[UTIL_ERRLEN];
     sigset_t mask;
 
@@ -376,7 +414,7 @@ static int run(config *cfg)
         model_free(m);
         goto out;
     }
-    if ((r = open_socket(cfg, &fd)) < 0)
+    if ((r = open_socket(cfg, &fd, &socket_bound)) < 0)
         goto out;
     rpc_server_config rc = {.vendor = "wattprof",
                             .product = "wattprofd",
@@ -407,6 +445,9 @@ static int run(config *cfg)
         log_error("starting threads: %s", strerror(-r));
         goto out;
     }
+    if (cfg->pid_file && (r = write_pid_file(cfg->pid_file)) < 0)
+        goto out;
+    pid_written = cfg->pid_file != NULL;
     log_start(&ctx);
     main_loop(&ctx, sfd);
     sd_notify(0, "STOPPING=1");
@@ -420,6 +461,12 @@ out:
         r = -EIO;
     if (sfd >= 0)
         close(sfd);
+    /* Removed last: whoever waits for the pid file to go sees a daemon whose
+     * database is flushed and whose socket is gone. */
+    if (socket_bound)
+        unlink(cfg->socket_path);
+    if (pid_written)
+        unlink(cfg->pid_file);
     pthread_mutex_destroy(&ctx.lock);
     return r;
 }
