@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The service's privileges (issue 5), without systemd as PID 1: wattprofd runs
+# The service's privileges, without systemd as PID 1: wattprofd runs
 # as an unprivileged user (nobody here, wattprof on a node) holding only the
 # ambient capabilities of wattprofd.service, with no_new_privs, and with /sys
 # and /proc/sys read-only as ProtectKernelTunables=yes makes them; a fake RAPL

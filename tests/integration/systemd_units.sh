@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# systemd units (issue 5): `systemd-analyze verify` passes on every unit --
+# systemd units: `systemd-analyze verify` passes on every unit --
 # test copies whose Exec paths point at the built binaries, with the man pages
 # they name on MANPATH -- and prints nothing; a unit naming a missing binary
 # fails it, and so does a misspelt directive. `systemd-analyze security
