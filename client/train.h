@@ -58,7 +58,7 @@ int train_parse_double(const char *opt, const char *s, double *out, char *err, s
 
 /* ---- The daemon's calibration rows (train_db.c) --------------------------
  * `wattprof train --db PATH --since T` trains on the host-level table of
- * DESIGN.md: one row per second, the target is the measured power of the
+ * docs/design.md: one row per second, the target is the measured power of the
  * model's target domains, the features are the per-class sums of event
  * rates the daemon stored.  The daemon's model attributes
  * idle + sum_k sum_j c_kj x_kj / range_j to the host, one linear function of

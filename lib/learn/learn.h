@@ -295,7 +295,7 @@ double select_spearman(const double *a, const double *b, size_t n);
 /* ---- Ranking (rank.c) ----------------------------------------------------
  * Ranks program variants by repeated measurements of a cost (time, energy;
  * lower is better) into performance classes, by the three-way comparison of
- * DESIGN.md "The engines": drop outliers, compare quantiles, bubble-sort an
+ * docs/design.md "The engines": drop outliers, compare quantiles, bubble-sort an
  * initial hypothesis h0 merging the ranks of equivalent neighbours, average
  * the ranks over several quantile ranges, and measure more until those mean
  * ranks settle. Variants are numbered 0..p-1 throughout. */

@@ -1,5 +1,5 @@
 /* rank: ranking program variants into performance classes by a three-way
- * comparison of quantiles, as DESIGN.md "The engines" prescribes.  The
+ * comparison of quantiles, as docs/design.md "The engines" prescribes.  The
  * comparison is a callback so the sorting rules can be tested with dictated
  * outcomes; measurements come through a callback so the convergence loop
  * serves both recorded data and commands run on the spot. */

@@ -1,5 +1,5 @@
 /* attrib: one tick's host energy split between idle, processes and the
- * unattributed rest (DESIGN.md, "Sampling and energy", step 5).
+ * unattributed rest (docs/design.md, "Sampling and energy", step 5).
  *
  * A linear model's dynamic parts add up to the host prediction, so sharing
  * the measured active energy in proportion to each process's dynamic power

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""CLOCK_REALTIME steps under a running wattprofd (issue 10, "Faults").
+"""CLOCK_REALTIME steps under a running wattprofd.
 
 The system clock is shared with everyone on the machine, and a time
 namespace cannot move CLOCK_REALTIME, so the daemon alone sees the steps:

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""wattprofd killed with SIGKILL at random moments, over and over, under load
-(issue 10, "Faults: crashes").
+"""wattprofd killed with SIGKILL at random moments, over and over, under
+load.
 
 One state folder, one database. Each round starts the daemon on it (50 Hz,
 live sampling, two burners it tracks plus the host's own load), lets it run

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""wattprofd under bad input and faults (issue 3's "Bad input and faults"),
+"""wattprofd under bad input and faults,
 through the independent Varlink client, real signals and a real file system:
 
   - bad messages (malformed JSON, > 64 KiB, unknown method, wrong parameter

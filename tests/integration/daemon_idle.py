@@ -2,7 +2,7 @@
 """Processes that sleep through ticks cost wattprofd no work per tick, and
 are still booked exactly as a tick with zero rates books them: no dynamic
 power, so no attributed energy, and the standalone estimate p_k(0)*dt for
-every tick (DESIGN.md, "Sampling and energy", step 4). The booking is lazy
+every tick (docs/design.md, "Sampling and energy", step 4). The booking is lazy
 (sampler.c, settle_idle), so this checks it from outside: over several
 published snapshots a process that never runs gains exactly 57 W x elapsed
 time of standalone energy under the built-in model (p(0) = 57 W), and one

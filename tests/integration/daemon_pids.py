@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Processes that exit mid-read, and pids reused under a running wattprofd
-(issue 10, "Faults").
+"""Processes that exit mid-read, and pids reused under a running
+wattprofd.
 
 Everything runs in a new pid namespace (unshare -p -f --mount-proc, as
 root), where this script is pid 1 and can choose the next pid by writing

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""wattprofd on a node with a power meter whose truth is known (issue 3's
-"Tests"): the daemon runs in a fake RAPL tree (tests/helpers/fake-powercap)
+"""wattprofd on a node with a power meter whose truth is known:
+the daemon runs in a fake RAPL tree (tests/helpers/fake-powercap)
 whose package counter energy-writer advances at IDLE + K x busy CPUs. Two
 burners with known CPU shares (one a whole core, one a 50 % duty cycle) and
 idle sleepers run under it; a third burner runs as nobody.

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""A RAPL zone that stops advancing, and one that vanishes, mid-run (issue 10,
-"Faults"). The daemon runs in a fake RAPL tree (tests/helpers/fake-powercap,
+"""A RAPL zone that stops advancing, and one that vanishes, mid-run.
+The daemon runs in a fake RAPL tree (tests/helpers/fake-powercap,
 one package zone) that energy-writer advances at a constant POWER_W, with a
 model calibrated to it (IDLE_W + PER_CPU_W per busy core); it tracks one
 burner. The run has five phases of a few seconds each:

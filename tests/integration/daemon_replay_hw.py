@@ -3,7 +3,7 @@
 synthetic recording of three processes (one crossing the cache-miss
 threshold, one low-miss, one idle) and a RAPL package meter is replayed
 with a two-class model. Every stored number is checked against an
-independent re-implementation of DESIGN.md's attribution in Python, the
+independent re-implementation of docs/design.md's attribution in Python, the
 host split must add up every second, and two replays must store the same."""
 import json, os, random, sys, tempfile, time
 
@@ -66,7 +66,7 @@ with open(os.path.join(work, "hw.trace"), "w") as f:
     for obj in lines:
         f.write(json.dumps(obj) + "\n")
 
-# The attribution of DESIGN.md, written again here without looking at C.
+# The attribution of docs/design.md, written again here without looking at C.
 def dyn(cls, x):
     c = model["classes"]["models"][cls]["coef"]
     return max(0.0, sum(c[j] * x[j] / maxes[j] for j in range(N_MODEL)))

@@ -1,6 +1,5 @@
 #!/usr/bin/python3
-"""An hour of wattprofd, compressed: a fd and memory leak soak (issue 10,
-"Faults").
+"""An hour of wattprofd, compressed: a fd and memory leak soak.
 
 A recording of one hour at 50 Hz (180,000 ticks) with process churn —
 LIVE processes at any time, one exiting and a new one appearing every

@@ -2,7 +2,7 @@
 # wattprof rank end to end: the published data in JSON and CSV, a numpy peer
 # on random datasets, --measure on real processes (a fake variant program
 # with known distributions, and sleeps for wall time), determinism under a
-# seed, plots, and every bad input of the issue.
+# seed, plots, and every bad input.
 set -euo pipefail
 
 : "${WATTPROF:?}" "${BUILDDIR:?}" "${SRCDIR:?}" "${TEST_DATA:?}" "${PYTHON:=/usr/bin/python3}"

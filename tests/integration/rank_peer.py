@@ -1,4 +1,4 @@
-"""Peer for `wattprof rank`: the ranking of DESIGN.md written independently
+"""Peer for `wattprof rank`: the ranking of docs/design.md written independently
 with numpy (outliers by strict 1.5 IQR fences, numpy's default linear
 quantiles, the bubble sort from h0 with merged ranks, mean over ranges).
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fake RAPL (issue 2): lib/sample's rapl_* read a fake powercap tree through
+# Fake RAPL: lib/sample's rapl_* read a fake powercap tree through
 # libpowercap, inside a private mount namespace (tests/helpers/fake-powercap):
 # every zone of every package with the kernel's hex ids, the states without
 # RAPL or without permission, exact deltas across a staged wrap, and, with

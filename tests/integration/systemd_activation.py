@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Socket activation (issue 5), under systemd-socket-activate: the first
+"""Socket activation, under systemd-socket-activate: the first
 client connects while only the socket exists, before wattprofd runs, and is
 answered by the daemon that systemd-socket-activate then starts on that very
 socket (same pid, no socket of its own); later clients are answered too. A

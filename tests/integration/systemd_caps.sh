@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The service's privileges (issue 5), without systemd as PID 1: wattprofd runs
+# The service's privileges, without systemd as PID 1: wattprofd runs
 # as an unprivileged user (nobody here, wattprof on a node) holding only the
 # ambient capabilities of wattprofd.service, with no_new_privs, and with /sys
 # and /proc/sys read-only as ProtectKernelTunables=yes makes them; a fake RAPL
@@ -7,7 +7,7 @@
 # It must count a root process's CPU time and read the package power. Without
 # CAP_DAC_READ_SEARCH it says energy_uj is unreadable; without CAP_PERFMON it
 # watches only its own user's processes (in user mode only under
-# perf_event_paranoid >= 2). This is what the README's reasons
+# perf_event_paranoid >= 2). This is what docs/install.md's reasons
 # for each capability rest on.
 set -uo pipefail
 . "$SRCDIR/tests/helpers/lib.sh"

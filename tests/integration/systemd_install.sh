@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `meson install --destdir` (issue 5): every file lands where the units and
+# `meson install --destdir`: every file lands where the units and
 # systemd expect it. The units go to a folder systemd searches; the binaries
 # and the config file they name are there; systemd-sysusers and
 # systemd-tmpfiles, run on the installed tree, find the snippets and create

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""sd_notify (issue 5): wattprofd tells the service manager how it is doing.
+"""sd_notify: wattprofd tells the service manager how it is doing.
 A datagram socket owned by this test stands in for systemd's NOTIFY_SOCKET:
 READY=1 once sampling runs, STATUS= lines at least once a second, WATCHDOG=1
 at half of WATCHDOG_USEC (never late), RELOADING=1 then READY=1 on SIGHUP,

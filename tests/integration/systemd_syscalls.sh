@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The seccomp filter of wattprofd.service (issue 5), checked against what the
+# The seccomp filter of wattprofd.service, checked against what the
 # daemon really calls: wattprofd runs as in the service (uid 65534 holding the
 # unit's ambient capabilities, no_new_privs) under strace, over a fake RAPL
 # tree, tracking a busy process, answering a root and an unprivileged client,

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# systemd units (issue 5): `systemd-analyze verify` passes on every unit --
+# systemd units: `systemd-analyze verify` passes on every unit --
 # test copies whose Exec paths point at the built binaries, with the man pages
 # they name on MANPATH -- and prints nothing; a unit naming a missing binary
 # fails it, and so does a misspelt directive. `systemd-analyze security
 # --offline=true` scores wattprofd.service at 4.0 or lower (the score is in
-# the README) with every protection the issue names in force. The units, the
+# docs/install.md) with every protection the unit sets in force. The units, the
 # daemon's defaults, the sysusers/tmpfiles snippets and the trainer's command
 # agree on the paths.
 set -uo pipefail
@@ -95,7 +95,7 @@ t=$(score wattprof-train.service)
 check "wattprof-train.service exposure $t <= 2.0" awk -v s="$t" 'BEGIN { exit !(s != "" && s <= 2.0) }'
 echo "# exposure: wattprofd.service $s, wattprof-train.service $t"
 
-# Every protection the issue asks for, as systemd itself reads the unit.
+# Every protection the unit sets, as systemd itself reads the unit.
 (cd "$units" && systemd-analyze security --offline=true --json=short ./wattprofd.service) \
   >"$work/security.json" 2>&1
 "$PYTHON" - "$work/security.json" <<'PY' || failures=$((failures + 1))

@@ -361,7 +361,7 @@ static void test_parse_ranges_errors(void **state)
 static void test_convergence_worked_example(void **state)
 {
     /* The paper's worked example ends at 0.028. Its inputs are not in
-     * DESIGN.md, so this case is derived to give that value under our
+     * docs/design.md, so this case is derived to give that value under our
      * setting: p = 10 variants ranked over 8 ranges, so mean ranks move in
      * steps of 1/8. Between two rounds, two variants each slip one place in
      * one range (2 -> 2.125 and 4 -> 4.125). Sorted, the gaps change by

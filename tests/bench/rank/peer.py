@@ -1,4 +1,4 @@
-"""Benchmark peer: the ranking of DESIGN.md in numpy, written to be quick
+"""Benchmark peer: the ranking of docs/design.md in numpy, written to be quick
 (outliers removed and quantiles taken once per variant and range, then the
 bubble sort on table lookups). Prints the mean ranks as JSON and, on
 stderr, the seconds spent ranking (after imports and reading)."""
