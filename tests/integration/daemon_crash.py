@@ -24,7 +24,7 @@ Checked after each restart:
     the end of the newest stored second to the kill, is printed: at most
     1 + GRACE s;
   - process_energy rows of the burners exist for the seconds they ran.
-50 rounds with TEST_SLOW=1 (about 3 minutes); 8 otherwise."""
+20 rounds with TEST_SLOW=1 (about a minute); 8 otherwise."""
 import os, random, sqlite3, subprocess, sys, tempfile, time, shutil
 
 SRCDIR = os.environ["SRCDIR"]
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
-ROUNDS = 50 if os.environ.get("TEST_SLOW") == "1" else 8
+ROUNDS = 20 if os.environ.get("TEST_SLOW") == "1" else 8
 # Under the sanitizers (TEST_SLOW=0) the writer's commit of the previous
 # second was seen as late as 0.8 s into the next at load 11: the grace is then
 # the whole second, and the note below still prints the worst loss measured.
