@@ -182,9 +182,10 @@ fi
 kill "$bpid2" 2>/dev/null; wait "$bpid2" 2>/dev/null
 
 # ---- colour ---------------------------------------------------------------------------------
-script -qec "$WATTPROF status --socket $sock" /dev/null >"$tmp/tty.txt"
+# TERM set here: under TERM=dumb (or none) the client rightly prints no colour.
+TERM=xterm script -qec "$WATTPROF status --socket $sock" /dev/null >"$tmp/tty.txt"
 check "on a terminal, status is coloured" grep -q $'\033\\[' "$tmp/tty.txt"
-NO_COLOR=1 script -qec "$WATTPROF status --socket $sock" /dev/null >"$tmp/tty-nc.txt"
+NO_COLOR=1 TERM=xterm script -qec "$WATTPROF status --socket $sock" /dev/null >"$tmp/tty-nc.txt"
 check "NO_COLOR=1 turns colour off" test "$(grep -c $'\033\\[' "$tmp/tty-nc.txt")" = 0
 check "not a terminal: no colour" test "$(W status | grep -c $'\033')" = 0
 
