@@ -78,6 +78,17 @@ struct load_ctx {
     bool failed;
 };
 
+int config_parse_rate(const char *v, double *out)
+{
+    double d;
+    /* Below one tick a second nothing rounds to a whole tick per second
+     * (the status rings and the once-a-second publication count ticks). */
+    if (util_parse_double(v, &d) < 0 || !(d >= CONFIG_MIN_RATE_HZ && d <= CONFIG_MAX_RATE_HZ))
+        return -EINVAL;
+    *out = d;
+    return 0;
+}
+
 static int parse_positive(const char *v, double *out)
 {
     double d;
@@ -231,7 +242,10 @@ static int config_set(config *c, const char *section, const char *key, const cha
 {
     if (strcmp(section, "daemon") == 0) {
         if (strcmp(key, "rate_hz") == 0)
-            return parse_positive(v, &c->rate_hz) < 0 || c->rate_hz > 1000 ? -EINVAL : 0;
+            return config_parse_rate(v, &c->rate_hz) < 0
+                       ? util_err(why, whylen, -EINVAL, "'%s': ticks per second from %g to %g", v,
+                                  CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ)
+                       : 0;
         if (strcmp(key, "state_dir") == 0) {
             c->state_dir_set = true;
             return set_str(&c->state_dir, v);

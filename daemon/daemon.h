@@ -66,6 +66,11 @@ typedef struct config {
  * watch every user) picks system paths, else paths under
  * $XDG_RUNTIME_DIR / $HOME for an unprivileged run. */
 int config_init(config *c, bool as_root);
+/* Ticks per second the sampler can run at. */
+#define CONFIG_MIN_RATE_HZ 1.0
+#define CONFIG_MAX_RATE_HZ 1000.0
+/* Parses a rate in [CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ] (--rate, rate_hz). */
+int config_parse_rate(const char *v, double *out);
 /* Reads an INI file over the current values. Errors name FILE:LINE. */
 int config_load(config *c, const char *path, char *err, size_t errlen);
 /* Derives what depends on other values (db and socket under state_dir). */

@@ -114,9 +114,9 @@ static int parse_args(int argc, char **argv, config *c)
             r = set(&c->replay_path, optarg);
             break;
         case 'r':
-            if (util_parse_double(optarg, &c->rate_hz) < 0 || c->rate_hz <= 0 ||
-                c->rate_hz > 1000) {
-                log_error("--rate '%s': expected ticks per second in (0, 1000]", optarg);
+            if (config_parse_rate(optarg, &c->rate_hz) < 0) {
+                log_error("--rate '%s': expected ticks per second from %g to %g", optarg,
+                          CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ);
                 r = -EINVAL;
             }
             break;

@@ -64,4 +64,26 @@ expect_fail "[track] comm = '(' " 1 \
   run_track '('
 expect_fail "[track] comm = '^(mpirun|lmp_[a-z]+)\$' loads" 1 "--record and --replay cannot be combined" \
   run_track '^(mpirun|lmp_[a-z]+)$'
+
+# rate_hz and --rate: 1 to 1000 ticks per second.  Below 0.5 the ticks per
+# second rounded to 0 and the first tick died of SIGFPE (a ring's modulo).
+run_rate_conf() {
+  printf '[daemon]\nrate_hz = %s\n' "$1" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+run_rate_flag() {
+  "$wattprofd" --rate "$1" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+for v in 0.4 0.49 0.5 0.999 0 -1 1000.001 1e308 nan inf x ""; do
+  expect_fail "rate_hz = '$v'" 1 "c.conf:2: bad value for 'rate_hz' in [daemon]: '$v': ticks per second from 1 to 1000" \
+    run_rate_conf "$v"
+  expect_fail "--rate '$v'" 1 "--rate '$v': expected ticks per second from 1 to 1000" \
+    run_rate_flag "$v"
+done
+for v in 1 1000 50; do
+  expect_fail "rate_hz = $v loads" 1 "--record and --replay cannot be combined" run_rate_conf "$v"
+  expect_fail "--rate $v loads" 1 "--record and --replay cannot be combined" run_rate_flag "$v"
+done
 finish
