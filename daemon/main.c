@@ -139,6 +139,8 @@ static int parse_args(int argc, char **argv, config *c)
     return r;
 }
 
+/* Creates path and its missing parents (0755); path itself, when this
+ * creates it, gets exactly `mode` whatever the umask. */
 static int mkdir_p(const char *path, mode_t mode)
 {
     char tmp[4096];
@@ -147,11 +149,13 @@ static int mkdir_p(const char *path, mode_t mode)
     for (char *p = tmp + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
                 return -errno;
             *p = '/';
         }
-    return mkdir(tmp, mode) < 0 && errno != EEXIST ? -errno : 0;
+    if (mkdir(tmp, mode) < 0)
+        return errno == EEXIST ? 0 : -errno;
+    return chmod(tmp, mode) < 0 ? -errno : 0;
 }
 
 static int dir_of(const char *path, char *out, size_t len)
@@ -174,13 +178,26 @@ static void raise_nofile(void)
     }
 }
 
+/* The database's folder, when the daemon creates it: 0750, the files in it
+ * 0640 (they hold every user's command lines); others may still pass
+ * through it (0751) when the socket is in it too, to reach the socket. */
+static mode_t state_dir_mode(const config *c, const char *db_dir)
+{
+    char sock_dir[4096];
+
+    if (dir_of(c->socket_path, sock_dir, sizeof(sock_dir)) == 0 && strcmp(sock_dir, db_dir) == 0)
+        return 0751;
+    return 0750;
+}
+
 static int open_store(const config *c, store **st)
 {
     store_config sc;
     char err[UTIL_ERRLEN], dir[4096];
     int r;
 
-    if (dir_of(c->db_path, dir, sizeof(dir)) == 0 && (r = mkdir_p(dir, 0755)) < 0) {
+    if (dir_of(c->db_path, dir, sizeof(dir)) == 0 &&
+        (r = mkdir_p(dir, state_dir_mode(c, dir))) < 0) {
         log_error("cannot create %s: %s", dir, strerror(-r));
         return r;
     }

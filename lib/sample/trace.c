@@ -19,12 +19,14 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TRACE_FORMAT "wattprof-trace/1"
 #define TRACE_STDIO_BUF (1u << 20)
@@ -265,9 +267,14 @@ int trace_writer_open(const char *path, const trace_header *h, trace_writer **ou
         return -ENOMEM;
     w->n_events = h->n_events;
     w->n_zones = h->n_zones;
-    w->f = fopen(path, "we");
-    if (!w->f) {
-        r = util_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+    /* A recording holds every process's command line: not for others. */
+    r = util_open_private(path, O_WRONLY | O_TRUNC);
+    if (r >= 0 && !(w->f = fdopen(r, "w"))) {
+        close(r);
+        r = -errno;
+    }
+    if (r < 0) {
+        util_err(err, errlen, r, "%s: %s", path, strerror(-r));
         free(w);
         return r;
     }
