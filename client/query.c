@@ -112,6 +112,8 @@ static void describe_error(const char *method, const char *name, json_object *p,
     else if (strcmp(name, QUERY_IFACE "ModelLoadFailed") == 0)
         snprintf(msg, len, "the daemon could not load %s and keeps its current model: %s",
                  query_str(p, "path"), query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "TooManyClients") == 0)
+        snprintf(msg, len, "the daemon refused the connection: %s", query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
         snprintf(msg, len, "the daemon's database is unavailable: %s", query_str(p, "reason"));
     else if (strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
@@ -155,17 +157,37 @@ static int read_reply(rpc_client *c, const char *method, int timeout_ms, json_ob
     return 0;
 }
 
-int query_call(rpc_client *c, const char *method, json_object *params, json_object **reply)
+/* Sends a call.  A daemon that refuses a connection says why and closes it
+ * at once, possibly before the call is sent: that answer is read and shown
+ * rather than "the server closed the connection". */
+static int send_call(rpc_client *c, const char *method, json_object *params, unsigned flags)
 {
-    char full[256], err[UTIL_ERRLEN];
-    int r;
+    char full[256], err[UTIL_ERRLEN], why[UTIL_ERRLEN];
+    json_object *none = NULL;
+    int r, e;
 
     snprintf(full, sizeof(full), "%s%s", QUERY_IFACE, method);
-    r = rpc_client_call(c, full, params, 0, QUERY_TIMEOUT_MS, err, sizeof(err));
-    if (r < 0) {
-        log_error("sending %s to the daemon: %s", method, err);
-        return r;
+    r = rpc_client_call(c, full, params, flags, QUERY_TIMEOUT_MS, err, sizeof(err));
+    if (r == -ECONNRESET) {
+        e = read_reply(c, method, 0, &none, why, sizeof(why));
+        json_object_put(none);
+        if (e < 0 && e != -ECONNRESET && e != -ETIMEDOUT) {
+            log_error("%s", why);
+            return e;
+        }
     }
+    if (r < 0)
+        log_error("sending %s to the daemon: %s", method, err);
+    return r;
+}
+
+int query_call(rpc_client *c, const char *method, json_object *params, json_object **reply)
+{
+    char err[UTIL_ERRLEN];
+    int r = send_call(c, method, params, 0);
+
+    if (r < 0)
+        return r;
     if ((r = read_reply(c, method, QUERY_TIMEOUT_MS, reply, err, sizeof(err))) < 0)
         log_error("%s", err);
     return r;
@@ -185,14 +207,7 @@ int query_once(const query_opts *q, const char *method, json_object *params, jso
 
 int query_call_more(rpc_client *c, const char *method, json_object *params)
 {
-    char full[256], err[UTIL_ERRLEN];
-    int r;
-
-    snprintf(full, sizeof(full), "%s%s", QUERY_IFACE, method);
-    r = rpc_client_call(c, full, params, RPC_CALL_MORE, QUERY_TIMEOUT_MS, err, sizeof(err));
-    if (r < 0)
-        log_error("sending %s to the daemon: %s", method, err);
-    return r;
+    return send_call(c, method, params, RPC_CALL_MORE);
 }
 
 int query_next(rpc_client *c, int timeout_ms, json_object **reply, char *err, size_t errlen)

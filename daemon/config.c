@@ -35,6 +35,8 @@ int config_init(config *c, bool as_root)
     memset(c, 0, sizeof(*c));
     c->rate_hz = 50;
     c->max_clients = 64;
+    c->max_clients_per_user = 16;
+    c->client_timeout_s = 60;
     c->drift_threshold = 0.10;
     c->rescan_s = 5;
     c->second_retention_s = 24 * 3600;
@@ -86,6 +88,16 @@ int config_parse_rate(const char *v, double *out)
     if (util_parse_double(v, &d) < 0 || !(d >= CONFIG_MIN_RATE_HZ && d <= CONFIG_MAX_RATE_HZ))
         return -EINVAL;
     *out = d;
+    return 0;
+}
+
+/* A count of connections: 1 to 100000. */
+static int parse_count(const char *v, unsigned *out)
+{
+    long n;
+    if (util_parse_long(v, &n) < 0 || n < 1 || n > 100000)
+        return -EINVAL;
+    *out = (unsigned)n;
     return 0;
 }
 
@@ -258,11 +270,16 @@ static int config_set(config *c, const char *section, const char *key, const cha
             return set_str(&c->model_path, v);
         if (strcmp(key, "group") == 0)
             return set_str(&c->group, v);
-        if (strcmp(key, "max_clients") == 0) {
-            long n;
-            if (util_parse_long(v, &n) < 0 || n < 1 || n > 100000)
-                return -EINVAL;
-            c->max_clients = (unsigned)n;
+        if (strcmp(key, "max_clients") == 0)
+            return parse_count(v, &c->max_clients);
+        if (strcmp(key, "max_clients_per_user") == 0)
+            return parse_count(v, &c->max_clients_per_user);
+        if (strcmp(key, "client_timeout") == 0) {
+            int64_t t;
+            /* in whole seconds; a day at most: the timeout is kept in ms */
+            if (parse_duration(v, &t) < 0 || t < 1 || t > 86400)
+                return util_err(why, whylen, -EINVAL, "'%s': from 1s to 1d", v);
+            c->client_timeout_s = (double)t;
             return 0;
         }
         if (strcmp(key, "drift_threshold") == 0)

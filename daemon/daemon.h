@@ -27,21 +27,23 @@
 #define CONFIG_MAX_UIDS 64
 
 typedef struct config {
-    double rate_hz;         /* ticks per second; 50 */
-    char *state_dir;        /* database and default socket */
-    char *db_path;          /* default: state_dir/wattprof.db */
-    char *socket_path;      /* default: /run/wattprof/io.wattprof.sock for the system
-                               daemon without its own state_dir, else state_dir/ */
-    bool system_paths;      /* root (or CAP_PERFMON): system defaults */
-    bool state_dir_set;     /* state_dir came from the config or --state-dir */
-    char *model_path;       /* default: state_dir/models/current.json if it exists,
-                               else NULL: the built-in cputime model */
-    char *group;            /* members see every process; "wattprof" */
-    unsigned max_clients;   /* 64 */
-    double drift_threshold; /* relative error that is flagged; 0.10 */
-    double rescan_s;        /* /proc rescan period; 5 (1 without the proc connector) */
-    int sampler_priority;   /* [sampler] priority: SCHED_FIFO priority of the sampling
-                               thread, 1..99; 0 = normal scheduling (the default) */
+    double rate_hz;                /* ticks per second; 50 */
+    char *state_dir;               /* database and default socket */
+    char *db_path;                 /* default: state_dir/wattprof.db */
+    char *socket_path;             /* default: /run/wattprof/io.wattprof.sock for the system
+                                      daemon without its own state_dir, else state_dir/ */
+    bool system_paths;             /* root (or CAP_PERFMON): system defaults */
+    bool state_dir_set;            /* state_dir came from the config or --state-dir */
+    char *model_path;              /* default: state_dir/models/current.json if it exists,
+                                      else NULL: the built-in cputime model */
+    char *group;                   /* members see every process; "wattprof" */
+    unsigned max_clients;          /* 64 */
+    unsigned max_clients_per_user; /* connections of one unprivileged uid; 16 */
+    double client_timeout_s;       /* idle connections are closed after this; 60 */
+    double drift_threshold;        /* relative error that is flagged; 0.10 */
+    double rescan_s;               /* /proc rescan period; 5 (1 without the proc connector) */
+    int sampler_priority;          /* [sampler] priority: SCHED_FIFO priority of the sampling
+                                      thread, 1..99; 0 = normal scheduling (the default) */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;

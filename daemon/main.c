@@ -400,7 +400,10 @@ static int run(config *cfg)
                             .version = WATTPROF_VERSION,
                             .url = "https://wattprof.invalid/",
                             .priv_gid = privileged_gid(cfg),
-                            .max_clients = cfg->max_clients};
+                            .max_clients = cfg->max_clients,
+                            .max_clients_per_uid = cfg->max_clients_per_user,
+                            .idle_timeout_ms = (unsigned)(cfg->client_timeout_s * 1000),
+                            .refuse_error = "io.wattprof.Monitor.TooManyClients"};
     if ((r = rpc_server_new(&rc, fd, &srv)) < 0) {
         close(fd);
         log_error("rpc server: %s", strerror(-r));

@@ -128,15 +128,18 @@ struct rpc_conn {
     int fd;
     rpc_peer peer;
     rpc_buf in, out;
-    rpc_call *call;  /* the call being answered; later ones wait in `in` */
-    uint32_t events; /* what epoll watches now */
-    bool eof;        /* the peer will send nothing more */
-    bool closing;    /* close once the output is sent (after a bad request) */
-    bool dead;       /* closed; freed at the end of the loop iteration */
+    rpc_call *call;     /* the call being answered; later ones wait in `in` */
+    uint32_t events;    /* what epoll watches now */
+    bool eof;           /* the peer will send nothing more */
+    bool closing;       /* close once the output is sent (after a bad request) */
+    bool dead;          /* closed; freed at the end of the loop iteration */
+    uint64_t active_ns; /* CLOCK_MONOTONIC of the last progress: connected, a call
+                           started or ended, output sent (not a partial message) */
 };
 
-/* Accepts fd (already non-blocking) as a new connection watched by epoll. */
-int rpc_conn_new(rpc_server *srv, int fd);
+/* Accepts fd (already non-blocking) of `peer` as a new connection watched
+ * by epoll. */
+int rpc_conn_new(rpc_server *srv, int fd, const rpc_peer *peer);
 /* Handles what epoll reported for the connection. */
 void rpc_conn_event(struct rpc_conn *conn, uint32_t events);
 /* After anything happened: dispatch what waits, send, close when done. */
@@ -171,7 +174,9 @@ struct rpc_server {
     char *vendor, *product, *version, *url;
     gid_t priv_gid;
     size_t max_request, max_output;
-    unsigned max_clients;
+    unsigned max_clients, max_per_uid;
+    uint64_t idle_ns, next_sweep_ns;
+    char *refuse_error; /* NULL: refuse without a word */
     int listen_fd, ep;
     rpc_queue *q;
     rpc_idl *ifaces; /* fixed once the thread runs: read there without locks */
@@ -185,7 +190,7 @@ struct rpc_server {
     bool accept_paused;
     uint64_t accept_resume_ns, refuse_logged_ns;
     atomic_uint clients;
-    atomic_uint_fast64_t accepted, refused, dropped, bad_requests, calls;
+    atomic_uint_fast64_t accepted, refused, idle_closed, dropped, bad_requests, calls;
 };
 
 /* service.c: registers org.varlink.service (GetInfo, GetInterfaceDescription). */

@@ -82,6 +82,23 @@ for v in 0.4 0.49 0.5 0.999 0 -1 1000.001 1e308 nan inf x ""; do
   expect_fail "--rate '$v'" 1 "--rate '$v': expected ticks per second from 1 to 1000" \
     run_rate_flag "$v"
 done
+# The client limits: a whole number of connections, a timeout from 1 s to a day.
+run_daemon_key() { # $1 = key of [daemon], $2 = its value
+  printf '[daemon]\n%s = %s\n' "$1" "$2" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+for v in 0 0.5 2d 1e9 x ""; do
+  expect_fail "client_timeout = '$v'" 1 "c.conf:2: bad value for 'client_timeout' in [daemon]: '$v': from 1s to 1d" \
+    run_daemon_key client_timeout "$v"
+done
+for v in 0 -1 1.5 100001; do
+  expect_fail "max_clients_per_user = '$v'" 1 "c.conf:2: bad value '$v' for 'max_clients_per_user' in [daemon]" \
+    run_daemon_key max_clients_per_user "$v"
+done
+for kv in "client_timeout 1s" "client_timeout 1d" "client_timeout 2m" "max_clients_per_user 1"; do
+  expect_fail "$kv loads" 1 "--record and --replay cannot be combined" run_daemon_key $kv
+done
 for v in 1 1000 50; do
   expect_fail "rate_hz = $v loads" 1 "--record and --replay cannot be combined" run_rate_conf "$v"
   expect_fail "--rate $v loads" 1 "--record and --replay cannot be combined" run_rate_flag "$v"
