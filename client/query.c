@@ -74,6 +74,10 @@ int query_connect(const query_opts *q, rpc_client **out)
     char path[4096], err[UTIL_ERRLEN];
     int r;
 
+    if (q->socket && !*q->socket) {
+        log_error("--socket '': expected the path of the daemon's socket");
+        return -EINVAL;
+    }
     query_socket_path(q->socket, path, sizeof(path));
     r = rpc_client_connect(path, out, err, sizeof(err));
     if (r == -ENOENT || r == -ECONNREFUSED)
@@ -117,8 +121,8 @@ static void describe_error(const char *method, const char *name, json_object *p,
     else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
         snprintf(msg, len, "the daemon's database is unavailable: %s", query_str(p, "reason"));
     else if (strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
-        snprintf(msg, len, "the daemon refused parameter '%s' of %s", query_str(p, "parameter"),
-                 method);
+        snprintf(msg, len, "the daemon refused parameter '%s' of %s%s%s", query_str(p, "parameter"),
+                 method, *query_str(p, "reason") ? ": " : "", query_str(p, "reason"));
     else if (strcmp(name, RPC_ERR_METHOD_NOT_FOUND) == 0 ||
              strcmp(name, RPC_ERR_METHOD_NOT_IMPLEMENTED) == 0)
         snprintf(msg, len, "the daemon does not offer %s (is it an older version?)", method);
@@ -260,11 +264,12 @@ int query_parse_user(const char *s, int64_t *uid)
         *uid = pw->pw_uid;
         return 0;
     }
-    if (util_parse_long(s, &n) == 0 && n >= 0) {
+    if (util_parse_long(s, &n) == 0 && n >= 0 && n <= QUERY_UID_MAX) {
         *uid = n;
         return 0;
     }
-    log_error("--user '%s': no such user (give a name or a numeric uid)", s);
+    log_error("--user '%s': no such user (give a name or a numeric uid up to %lld)", s,
+              (long long)QUERY_UID_MAX);
     return -EINVAL;
 }
 

@@ -19,7 +19,8 @@
 
 #define QUERY_IFACE "io.wattprof.Monitor."
 #define QUERY_SYSTEM_SOCKET "/run/wattprof/io.wattprof.sock"
-#define QUERY_TIMEOUT_MS 30000 /* a daemon that answers nothing in this long is stuck */
+#define QUERY_UID_MAX 4294967294LL /* (uid_t)-1 is no one */
+#define QUERY_TIMEOUT_MS 30000     /* a daemon that answers nothing in this long is stuck */
 
 typedef enum query_output { QUERY_TEXT, QUERY_JSON, QUERY_CSV } query_output;
 

@@ -244,14 +244,41 @@ static const char *param_string(json_object *params, const char *key)
         if (rpc_params_check(call, params, spec_, sizeof(spec_) / sizeof(spec_[0])) < 0)           \
             return 0;                                                                              \
     } while (0)
-#define OPT(name, type)                                                                            \
+#define OPT(name_, type_)                                                                          \
     {                                                                                              \
-        name, RPC_T_##type, true                                                                   \
+        .name = name_, .type = RPC_T_##type_, .optional = true                                     \
     }
-#define REQ(name, type)                                                                            \
+#define REQ(name_, type_)                                                                          \
     {                                                                                              \
-        name, RPC_T_##type, false                                                                  \
+        .name = name_, .type = RPC_T_##type_                                                       \
     }
+/* A number in [lo, hi], optional or required. */
+#define OPT_IN(name_, type_, lo, hi)                                                               \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .optional = true, .ranged = true, .min = lo,         \
+        .max = hi                                                                                  \
+    }
+#define REQ_IN(name_, type_, lo, hi)                                                               \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .ranged = true, .min = lo, .max = hi                 \
+    }
+
+/* The ranges of the interface's numbers: what lies outside is a mistake
+ * (or an attack), refused with InvalidParameter naming the field. */
+#define P_UID_MAX 4294967294.0 /* (uid_t)-1 is no one */
+#define P_PID_MAX 4194304.0    /* the kernel's PID_MAX_LIMIT */
+#define P_TIME_MAX 1e10        /* seconds since the epoch: the year 2286 */
+#define P_SPAN_MAX 1e9         /* seconds: 31 years */
+#define P_LIMIT_MAX 100000.0   /* processes in one reply */
+
+/* An unprivileged caller asking about another uid: PermissionDenied, the
+ * same answer from every method. */
+static bool other_uid(json_object *params, const rpc_peer *peer)
+{
+    json_object *v;
+    return !peer->privileged && json_object_object_get_ex(params, "uid", &v) && v &&
+           json_object_get_int64(v) != (int64_t)peer->uid;
+}
 
 static bool param_present(json_object *params, const char *key)
 {
@@ -422,10 +449,11 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     char err[UTIL_ERRLEN];
     int r;
 
-    CHECK_PARAMS(call, params, OPT("window_s", FLOAT), OPT("sort", STRING), OPT("limit", INT),
-                 OPT("uid", INT), OPT("comm", STRING), OPT("include_exited", BOOL));
-    if (!(window >= 1) || window > 1e9)
-        return rpc_error_invalid_parameter(call, "window_s");
+    CHECK_PARAMS(call, params, OPT_IN("window_s", FLOAT, 1, P_SPAN_MAX), OPT("sort", STRING),
+                 OPT_IN("limit", INT, 0, P_LIMIT_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
+                 OPT("comm", STRING), OPT("include_exited", BOOL));
+    if (other_uid(params, peer))
+        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (sort && strcmp(sort, "power") == 0)
         q.sort = STORE_SORT_POWER;
     else if (sort && strcmp(sort, "cpu") == 0)
@@ -480,11 +508,8 @@ static int m_get_process(rpc_call *call, json_object *params, const rpc_peer *pe
     size_t n;
     char err[UTIL_ERRLEN];
 
-    CHECK_PARAMS(call, params, REQ("pid", INT), OPT("series_s", FLOAT));
-    if (!param_present(params, "pid") || pid <= 0)
-        return rpc_error_invalid_parameter(call, "pid");
-    if (!(series_s >= 1))
-        return rpc_error_invalid_parameter(call, "series_s");
+    CHECK_PARAMS(call, params, REQ_IN("pid", INT, 1, P_PID_MAX),
+                 OPT_IN("series_s", FLOAT, 1, P_SPAN_MAX));
     if (reader(ctx, call) < 0)
         return 0;
     sync_store(ctx);
@@ -539,8 +564,13 @@ static int history_query(rpc_call *call, json_object *params, const rpc_peer *pe
                 (param_present(params, "host") &&
                  json_object_get_boolean(json_object_object_get(params, "host")));
 
-    if (kinds != 1)
-        return rpc_error_invalid_parameter(call, "pid");
+    if (kinds != 1) {
+        rpc_error_invalid_parameter_why(call, "pid",
+                                        "exactly one of pid, comm, uid or host: true is needed, "
+                                        "%d given",
+                                        kinds);
+        return -EINVAL;
+    }
     q->since = (int64_t)floor(param_double(params, "since", 0));
     q->until = (int64_t)ceil(param_double(params, "until", (double)now_s() + 1));
     if (q->until <= q->since) {
@@ -552,8 +582,11 @@ static int history_query(rpc_call *call, json_object *params, const rpc_peer *pe
         return -EINVAL;
     }
     double step = param_double(params, "step_s", ceil((double)(q->until - q->since) / 1000));
-    if (!(step >= 1) && !(peer->privileged && step > 0))
-        return rpc_error_invalid_parameter(call, "step_s");
+    if (!(step >= 1) && !(peer->privileged && step > 0)) {
+        rpc_error_invalid_parameter_why(call, "step_s", "step_s is %g, not %s", step,
+                                        peer->privileged ? "above 0" : "1 or more");
+        return -EINVAL;
+    }
     q->step = step < 1 ? 1 : (int64_t)step;
     if (param_present(params, "pid")) {
         q->by = STORE_HISTORY_PID;
@@ -583,8 +616,10 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
     char err[UTIL_ERRLEN];
     int r;
 
-    CHECK_PARAMS(call, params, OPT("pid", INT), OPT("comm", STRING), OPT("uid", INT),
-                 OPT("host", BOOL), REQ("since", FLOAT), OPT("until", FLOAT), OPT("step_s", FLOAT));
+    CHECK_PARAMS(call, params, OPT_IN("pid", INT, 1, P_PID_MAX), OPT("comm", STRING),
+                 OPT_IN("uid", INT, 0, P_UID_MAX), OPT("host", BOOL),
+                 REQ_IN("since", FLOAT, 0, P_TIME_MAX), OPT_IN("until", FLOAT, 0, P_TIME_MAX),
+                 OPT_IN("step_s", FLOAT, 0, P_SPAN_MAX));
     if (history_query(call, params, peer, &q) < 0)
         return 0;
     if (reader(ctx, call) < 0)
@@ -643,11 +678,16 @@ static int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer
     double interval = param_double(params, "interval_s", 1);
     subscriber *sub;
 
-    CHECK_PARAMS(call, params, OPT("interval_s", FLOAT), OPT("limit", INT), OPT("uid", INT));
+    CHECK_PARAMS(call, params, OPT_IN("interval_s", FLOAT, 0, 86400),
+                 OPT_IN("limit", INT, 0, P_LIMIT_MAX), OPT_IN("uid", INT, 0, P_UID_MAX));
     if (!rpc_call_more(call))
         return rpc_error(call, RPC_ERR_EXPECTED_MORE, NULL);
+    if (other_uid(params, peer))
+        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (!(interval > 0) || (!peer->privileged && interval < 1))
-        return rpc_error_invalid_parameter(call, "interval_s");
+        return rpc_error_invalid_parameter_why(call, "interval_s", "interval_s is %g, not %s",
+                                               interval,
+                                               peer->privileged ? "above 0" : "1 or more");
     if (!(sub = calloc(1, sizeof(*sub))))
         return -ENOMEM;
     sub->call = rpc_call_ref(call);

@@ -116,6 +116,9 @@ int rpc_error(rpc_call *call, const char *name, json_object *params);
 
 /* org.varlink.service.InvalidParameter naming the parameter at fault. */
 int rpc_error_invalid_parameter(rpc_call *call, const char *parameter);
+/* The same with a "reason" for a person (printf format). */
+int rpc_error_invalid_parameter_why(rpc_call *call, const char *parameter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* True when the call asked for a stream ("more": true). */
 bool rpc_call_more(const rpc_call *call);
@@ -140,12 +143,16 @@ typedef struct rpc_param_spec {
     const char *name;
     enum rpc_type type;
     bool optional;
+    bool ranged;     /* a number that must lie in [min, max] */
+    double min, max; /* ranged only */
 } rpc_param_spec;
 
 /* Checks params against n specs: every required field present, every field
- * known and of its type (JSON null counts as absent for optional fields).
- * On the first mismatch replies InvalidParameter naming the field and
- * returns -EINVAL, so a handler just returns what this returns. */
+ * known and of its type (JSON null counts as absent for optional fields),
+ * every ranged number within its range.  On the first mismatch replies
+ * InvalidParameter naming the field (with a "reason" for a person when it
+ * is out of range) and returns -EINVAL, so a handler just returns what
+ * this returns. */
 int rpc_params_check(rpc_call *call, json_object *params, const rpc_param_spec *spec, size_t n);
 
 /* ---- Server ---- */
