@@ -147,6 +147,19 @@ static void test_validation_names_field(void **state)
     expect_error(replace("\"mode\": \"cumulative\"", "\"mode\": \"sometimes\""),
                  "classes.mode 'sometimes'");
     expect_error("[1, 2]", "a model file is a JSON object");
+    /* A misspelt or unknown field was dropped silently, any engine taken. */
+    expect_error(replace("\"ridge\"", "\"bogus\""),
+                 "engine 'bogus' is not one of ols, ridge, lasso");
+    expect_error(replace("\"idle_power_w\": 41.5", "\"idle_power_w\": 41.5, \"idle_w\": 3"),
+                 "t.json: unknown field 'idle_w'");
+    expect_error(replace("\"intercept\": 63.2", "\"intercept\": 63.2, \"coeff\": [1]"),
+                 "unknown field 'classes.models[1].coeff'");
+    expect_error(replace("\"mode\": \"cumulative\"", "\"mode\": \"cumulative\", \"thresh\": 1"),
+                 "unknown field 'classes.thresh'");
+    expect_error(replace("\"min\": [0, 0, 0, 0]", "\"min\": [0, 0, 0, 0], \"mean\": 1"),
+                 "unknown field 'scaler.mean'");
+    expect_error(replace("\"rows\": 86400", "\"rows\": 86400, \"cv\": 1"),
+                 "unknown field 'training.cv'");
 }
 
 static void test_unreadable_file(void **state)
