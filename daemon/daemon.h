@@ -209,8 +209,11 @@ void snapshot_unref(snapshot *snap);
 /* Sources for status: RAPL zones and the event set. */
 const rapl *sampler_rapl(const sampler *s);
 const sample_eventset *sampler_events(const sampler *s);
-/* True when the loop has ticked since the previous call (for the watchdog). */
+/* True when a tick was stored since the previous call (for the watchdog:
+ * a sampler that ticks but stores nothing is not alive). */
 bool sampler_progressed(sampler *s);
+/* Ticks stored as unattributed because the model gave no finite power. */
+uint64_t sampler_unattributable(sampler *s);
 /* True once a replay has consumed its whole file. */
 bool sampler_replay_done(const sampler *s);
 /* Installs a new model (takes ownership) at the next tick; its events must

@@ -361,6 +361,13 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
                  st->reads_unskippable);
         json_object_array_add(a, json_object_new_string(line));
     }
+    if (sampler_unattributable(ctx->smp)) {
+        snprintf(line, sizeof(line),
+                 "%llu ticks could not be attributed (the model gave no finite power for their "
+                 "rates): their energy is stored as unattributed",
+                 (unsigned long long)sampler_unattributable(ctx->smp));
+        json_object_array_add(a, json_object_new_string(line));
+    }
     if (ss->dropped) {
         snprintf(line, sizeof(line), "%llu records dropped: the storage queue was full",
                  (unsigned long long)ss->dropped);

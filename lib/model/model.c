@@ -203,9 +203,41 @@ static int parse_scaler(model *m, json_object *root, struct parse_ctx *ctx)
         (r = get_numbers(s, "max", m->n_events, m->scale_max, ctx, "scaler.")) < 0)
         return r;
     for (size_t j = 0; j < m->n_events; j++)
-        if (m->scale_max[j] < m->scale_min[j])
-            return FAIL(ctx, "%s: scaler.max[%zu] (%g) is below scaler.min[%zu] (%g) for '%s'",
+        if (!(m->scale_max[j] > m->scale_min[j]))
+            return FAIL(ctx, "%s: scaler.max[%zu] (%g) is not above scaler.min[%zu] (%g) for '%s'",
                         ctx->origin, j, m->scale_max[j], j, m->scale_min[j], m->events[j]);
+    return 0;
+}
+
+/* The largest power a class can give at rates from 0 to its scaler's max:
+ * a linear model is largest at a corner, so the sum of the largest terms
+ * bounds it, for the power and for the dynamic part alike.  Rates over the
+ * max give more, in proportion: 10 times the range still fits a double. */
+static double class_bound_w(const model *m, const model_class *c)
+{
+    double b = fabs(c->intercept);
+
+    for (size_t j = 0; j < m->n_events; j++) {
+        double width = m->scale_max[j] - m->scale_min[j];
+        double lo = fabs(m->scale_min[j] / width), hi = fabs((m->scale_max[j]) / width);
+        b += fabs(c->coef[j]) * fmax(fmax(lo, hi), 1.0);
+    }
+    return b;
+}
+
+/* A model that loads must give a power for every tick: coefficients that
+ * pass one by one can still overflow together (1e308 + 1e308). */
+static int check_range(const model *m, struct parse_ctx *ctx)
+{
+    for (size_t k = 0; k < m->n_classes; k++) {
+        double b = class_bound_w(m, &m->classes[k]);
+        if (!(b <= MODEL_MAX_POWER_W))
+            return FAIL(ctx,
+                        "%s: class '%s' gives up to %g W over the scaler's range, more than "
+                        "%g W: its coefficients are out of scale",
+                        ctx->origin, m->classes[k].name ? m->classes[k].name : "all", b,
+                        MODEL_MAX_POWER_W);
+    }
     return 0;
 }
 
@@ -348,10 +380,10 @@ static int parse_root(model *m, json_object *root, struct parse_ctx *ctx)
         (r = get_number(root, "idle_power_w", true, &m->idle_power_w, ctx, "")) < 0 ||
         (r = parse_training(m, root, ctx)) < 0)
         return r;
-    if (m->idle_power_w < 0)
-        return FAIL(ctx, "%s: idle_power_w must not be negative (%g)", ctx->origin,
-                    m->idle_power_w);
-    return 0;
+    if (!(m->idle_power_w >= 0 && m->idle_power_w <= MODEL_MAX_POWER_W))
+        return FAIL(ctx, "%s: idle_power_w (%g) is not from 0 to %g W", ctx->origin,
+                    m->idle_power_w, MODEL_MAX_POWER_W);
+    return check_range(m, ctx);
 }
 
 int model_parse(const char *text, size_t len, const char *origin, model **out, char *err,
