@@ -203,19 +203,33 @@ static int invalid_regex(rpc_call *call, const char *pattern)
     return rpc_error(call, "io.wattprof.Monitor.InvalidRegex", e);
 }
 
+static int storage_unavailable(rpc_call *call, const char *why)
+{
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "reason", json_object_new_string(why));
+    rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", p);
+    return -EIO;
+}
+
+/* The read-only connection of the queries.  While the writer cannot commit
+ * (a full disk, a corrupt page) the database lags behind what was measured:
+ * a query would look empty or stale, so it is StorageUnavailable instead. */
 static int reader(daemon_ctx *ctx, rpc_call *call)
 {
     char err[UTIL_ERRLEN];
+    store_stats ss;
 
+    store_get_stats(ctx->st, &ss);
+    if (ss.error) {
+        snprintf(err, sizeof(err), "%.400s (%llu rows wait in memory, %llu lost)", ss.error_text,
+                 (unsigned long long)ss.pending_rows, (unsigned long long)ss.rows_lost);
+        return storage_unavailable(call, err);
+    }
     if (ctx->reader)
         return 0;
     store_flush(ctx->st);
-    if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0) {
-        json_object *p = json_object_new_object();
-        json_object_object_add(p, "reason", json_object_new_string(err));
-        rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", p);
-        return -EIO;
-    }
+    if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0)
+        return storage_unavailable(call, err);
     return 0;
 }
 
@@ -375,6 +389,13 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
     }
     if (ss->error)
         json_object_array_add(a, json_object_new_string(ss->error_text));
+    if (ss->rows_lost) {
+        snprintf(line, sizeof(line),
+                 "%llu rows were lost: the database could not be written for too long "
+                 "(%zu rows are kept in memory at most)",
+                 (unsigned long long)ss->rows_lost, ss->max_pending_rows);
+        json_object_array_add(a, json_object_new_string(line));
+    }
     return a;
 }
 
