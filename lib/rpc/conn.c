@@ -73,10 +73,11 @@ static void conn_send(struct rpc_conn *conn, const char *text, size_t len)
     if (conn->dead)
         return;
     if (conn->out.len > 0 && conn->out.len + len > srv->max_output) {
-        log_warning("rpc: dropping client (pid %d, uid %u): %zu bytes of output unread, "
-                    "limit %zu",
-                    (int)conn->peer.pid, (unsigned)conn->peer.uid, conn->out.len + len,
-                    srv->max_output);
+        if (rpc_noise_allow(srv, conn->peer.uid))
+            log_warning("rpc: dropping client (pid %d, uid %u): %zu bytes of output unread, "
+                        "limit %zu",
+                        (int)conn->peer.pid, (unsigned)conn->peer.uid, conn->out.len + len,
+                        srv->max_output);
         atomic_fetch_add(&srv->dropped, 1);
         rpc_conn_close(conn);
         return;
@@ -106,8 +107,9 @@ void rpc_conn_bad_request(struct rpc_conn *conn, const char *field, const char *
     char *text;
     size_t len;
 
-    log_info("rpc: bad request from pid %d uid %u: %s", (int)conn->peer.pid,
-             (unsigned)conn->peer.uid, why);
+    if (rpc_noise_allow(conn->srv, conn->peer.uid))
+        log_info("rpc: bad request from pid %d uid %u: %s", (int)conn->peer.pid,
+                 (unsigned)conn->peer.uid, why);
     atomic_fetch_add(&conn->srv->bad_requests, 1);
     conn->closing = true;
     if (p) {

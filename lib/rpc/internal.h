@@ -168,6 +168,23 @@ void rpc_dispatch(struct rpc_conn *conn, const char *msg, size_t len);
 const rpc_method *rpc_server_find_method(const rpc_server *srv, const char *name);
 const rpc_idl *rpc_server_find_interface(const rpc_server *srv, const char *name, size_t len);
 
+/* ---- noise.c: per-uid log rate limit ---- */
+
+#define RPC_NOISE_SLOTS 16 /* uids tracked at once; more take over the oldest */
+
+struct rpc_noise {
+    uid_t uid;
+    bool used;
+    uint64_t since_ns;   /* when the last line about uid was logged */
+    uint64_t suppressed; /* lines left out since */
+};
+
+/* True when a line about `uid` may be logged now (one a second); else counts
+ * it as left out.  A line that is allowed first reports the count. */
+bool rpc_noise_allow(rpc_server *srv, uid_t uid);
+/* Reports the counts of windows that have ended (server thread, each loop). */
+void rpc_noise_flush(rpc_server *srv);
+
 /* ---- server.c ---- */
 
 struct rpc_server {
@@ -188,7 +205,8 @@ struct rpc_server {
     bool started;
     atomic_bool stop;
     bool accept_paused;
-    uint64_t accept_resume_ns, refuse_logged_ns;
+    uint64_t accept_resume_ns;
+    struct rpc_noise noise[RPC_NOISE_SLOTS];
     atomic_uint clients;
     atomic_uint_fast64_t accepted, refused, idle_closed, dropped, bad_requests, calls;
 };

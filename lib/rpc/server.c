@@ -102,7 +102,6 @@ static const char *admit(rpc_server *srv, const rpc_peer *peer, char *why, size_
  * closes.  The reply is small: a fresh socket's buffer takes it whole. */
 static void refuse(rpc_server *srv, int fd, const rpc_peer *peer, const char *why)
 {
-    uint64_t now = util_now_ns(CLOCK_MONOTONIC);
     json_object *p;
     char *text;
     size_t len;
@@ -118,12 +117,10 @@ static void refuse(rpc_server *srv, int fd, const rpc_peer *peer, const char *wh
     }
     atomic_fetch_add(&srv->refused, 1); /* before the client can see the close */
     close(fd);
-    /* One line a second at most: a flood of clients must not flood the log. */
-    if (now - srv->refuse_logged_ns >= 1000000000ull || srv->refuse_logged_ns == 0) {
+    /* A flood of clients must not flood the log. */
+    if (rpc_noise_allow(srv, peer->uid))
         log_warning("rpc: refusing a connection of pid %d uid %u: %s", (int)peer->pid,
                     (unsigned)peer->uid, why);
-        srv->refuse_logged_ns = now;
-    }
 }
 
 static void accept_clients(rpc_server *srv)
@@ -249,6 +246,7 @@ static void *server_main(void *arg)
         }
         resume_accept(srv);
         sweep_idle(srv);
+        rpc_noise_flush(srv);
         reap(srv);
     }
     for (struct rpc_conn *c = srv->conns; c; c = c->next)

@@ -117,6 +117,31 @@ print(json.dumps(out))
         print("skip - not root: the unprivileged caller needs setpriv")
     check("the daemon still answers", d.call(M + "GetStatus")["status"]["tracked"] >= 0)
 
+    # 5,000 malformed requests write a few log lines, with a count of the rest.
+    import re, socket, time
+    t0 = time.monotonic()
+    for _ in range(5000):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(d.sock)
+            s.sendall(b"{not json\0")
+            while s.recv(4096):
+                pass
+    elapsed = time.monotonic() - t0
+    time.sleep(1.1)
+    with Connection(d.sock) as c:  # one more, a second later: the count of the last window
+        c.send_raw(b"[]\0")
+        try:
+            c.recv()
+        except Exception:  # noqa: BLE001 -- the answer does not matter here
+            pass
+    time.sleep(0.3)
+    log = d.read_log()
+    logged = log.count("bad request from")
+    left_out = sum(int(n) for n in re.findall(r"(\d+) more lines about uid 0 were not logged", log))
+    check(f"5,000 malformed requests in {elapsed:.1f} s: {logged} lines logged, "
+          f"{left_out} counted as left out",
+          logged <= 2 * (elapsed + 2) and logged + left_out == 5001, log[-300:])
+
     # The CLI refuses what the daemon would, before asking it.
     def cli(*argv):
         p = subprocess.run([WATTPROF, *argv], capture_output=True, text=True, timeout=60)
