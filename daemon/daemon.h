@@ -212,6 +212,8 @@ const sample_eventset *sampler_events(const sampler *s);
 /* True when a tick was stored since the previous call (for the watchdog:
  * a sampler that ticks but stores nothing is not alive). */
 bool sampler_progressed(sampler *s);
+/* -errno of the first failed write of the --record file, 0 while none. */
+int sampler_record_error(sampler *s);
 /* Ticks stored as unattributed because the model gave no finite power. */
 uint64_t sampler_unattributable(sampler *s);
 /* True once a replay has consumed its whole file. */

@@ -375,6 +375,12 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
                  st->reads_unskippable);
         json_object_array_add(a, json_object_new_string(line));
     }
+    if (sampler_record_error(ctx->smp)) {
+        snprintf(line, sizeof(line),
+                 "--record %.300s: writing failed (%s); the recording stops there",
+                 ctx->cfg->record_path, strerror(-sampler_record_error(ctx->smp)));
+        json_object_array_add(a, json_object_new_string(line));
+    }
     if (sampler_unattributable(ctx->smp)) {
         snprintf(line, sizeof(line),
                  "%llu ticks could not be attributed (the model gave no finite power for their "

@@ -128,6 +128,7 @@ struct sampler {
     atomic_uint_fast64_t stored_ticks, unattributable;
     uint64_t unattributable_logged_ns;
     bool tick_unattributable; /* the tick being stored: no calibration rows */
+    atomic_int record_error;  /* -errno of the first failed write of --record */
     uint64_t seen_ticks;
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
     int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
@@ -896,7 +897,10 @@ static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
         pd[i] = (trace_proc_delta){t->pid, t->start, t->delta, t->ratio};
     }
     trace_tick t = {now, dt_ns, s->zone_delta, pd, s->n_active};
-    trace_write_tick(s->rec, &t);
+    int r = trace_write_tick(s->rec, &t);
+    if (r < 0 && atomic_exchange(&s->record_error, r) == 0)
+        log_error("--record %s: writing failed: %s; the recording stops there",
+                  s->cfg->record_path, strerror(-r));
 }
 
 static void class_of(sampler *s, struct tracked *t, const double *rates)
@@ -1711,6 +1715,11 @@ bool sampler_progressed(sampler *s)
     bool moved = now != s->seen_ticks;
     s->seen_ticks = now;
     return moved || s->replay_done;
+}
+
+int sampler_record_error(sampler *s)
+{
+    return atomic_load(&s->record_error);
 }
 
 uint64_t sampler_unattributable(sampler *s)

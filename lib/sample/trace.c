@@ -56,7 +56,7 @@ struct trace_writer {
     size_t n_events, n_zones;
     char *line; /* the tick line being built, reused */
     size_t line_cap, line_len;
-    uint64_t last_t;
+    uint64_t last_t, flushed_t; /* tick times of the last line, of the last flush */
     bool any_tick;
     int error; /* first write error: the file is cut there, later writes are refused */
 };
@@ -393,6 +393,13 @@ int trace_write_tick(trace_writer *w, const trace_tick *t)
     trace_puts(w, "]}}\n");
     if ((r = trace_emit(w, w->line, w->line_len)) < 0)
         return r;
+    /* Once a second of ticks to the file: a crash loses at most that, and a
+     * full disk is seen within it rather than at the end. */
+    if (t->mono_ns - w->flushed_t >= 1000000000ull) {
+        w->flushed_t = t->mono_ns;
+        if (fflush(w->f) != 0)
+            return w->error = errno ? -errno : -EIO;
+    }
     w->last_t = t->mono_ns;
     w->any_tick = true;
     return 0;

@@ -13,7 +13,7 @@ WATTPROFD=$BUILDDIR/daemon/wattprofd
 unshare -m true 2>/dev/null || { echo "unshare -m is not allowed here"; exit 77; }
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
-mkdir "$T/fs"
+mkdir "$T/fs" "$T/rec"
 printf '[track]\ncomm = ^wattprof-none$\n' >"$T/d.conf"
 
 # shellcheck disable=SC2016 # expanded by the inner shell
@@ -21,12 +21,25 @@ unshare -m --propagation private bash -c '
   . "$SRCDIR/tests/helpers/lib.sh"
   T=$1
   mount -t tmpfs -o size=4m tmpfs "$T/fs" || { echo "cannot mount a tmpfs"; exit 77; }
+  mount -t tmpfs -o size=256k tmpfs "$T/rec" || { echo "cannot mount a tmpfs"; exit 77; }
   "$2" --config "$T/d.conf" --state-dir "$T/fs/state" --socket "$T/sock" --rate 20 \
+    --record "$T/rec/r.trace" \
     >"$T/daemon.log" 2>&1 &
   dpid=$!
   W() { "$WATTPROF" "$@" --socket "$T/sock"; }
+  Wq() { W "$@" >/dev/null; }
   for _ in $(seq 100); do W status >/dev/null 2>&1 && break; sleep 0.1; done
-  check "the daemon answers" W ps --window 1m >/dev/null
+  check "the daemon answers" Wq ps --window 1m
+  # The recording'"'"'s disk fills: GetStatus says so when it happens, not at exit.
+  dd if=/dev/zero of="$T/rec/fill" bs=4k 2>/dev/null
+  rec=
+  for _ in $(seq 60); do
+    rec=$(W status --json | "$PYTHON" -c "import json,sys; print(*[w for w in json.load(sys.stdin)[\"warnings\"] if w.startswith(\"--record\")])")
+    [ -n "$rec" ] && break
+    sleep 0.1
+  done
+  check "a full disk under --record is in GetStatus within seconds: $rec" \
+    test "$rec" = "--record $T/rec/r.trace: writing failed (No space left on device); the recording stops there"
   dd if=/dev/zero of="$T/fs/fill" bs=64k 2>/dev/null
   check "the tmpfs is full" test "$(df --output=avail "$T/fs" | tail -1)" -lt 64
   err=
@@ -40,7 +53,7 @@ unshare -m --propagation private bash -c '
     "the daemon'"'"'s database is unavailable: " W ps --window 1m
   expect_fail "history while the disk is full: the reason, exit 1" 1 \
     "rows wait in memory" W history --host --since 1m
-  check "sampling goes on meanwhile" W status >/dev/null
+  check "sampling goes on meanwhile" Wq status
   rm -f "$T/fs/fill"
   ok=
   for _ in $(seq 150); do W ps --window 1m >/dev/null 2>&1 && { ok=1; break; }; sleep 0.1; done
