@@ -209,6 +209,85 @@ int query_once(const query_opts *q, const char *method, json_object *params, jso
     return r;
 }
 
+static int by_identity(const void *a, const void *b)
+{
+    json_object *x = *(json_object *const *)a, *y = *(json_object *const *)b;
+    int64_t px = query_int(x, "pid", 0), py = query_int(y, "pid", 0);
+    double sx = query_num(x, "start_time"), sy = query_num(y, "start_time");
+    return px != py ? (px > py) - (px < py) : (sx > sy) - (sx < sy);
+}
+
+static int by_key_desc(const void *a, const void *b, void *key)
+{
+    double x = query_num(*(json_object *const *)a, key);
+    double y = query_num(*(json_object *const *)b, key);
+    return (x < y) - (x > y);
+}
+
+/* Pages asked a moment apart see windows a moment apart, so a process can
+ * move between them: one entry per process, in the order asked for. */
+static json_object *merge_pages(json_object *all, const char *sort)
+{
+    const char *key = !*sort || strcmp(sort, "energy") == 0 ? "energy_j"
+                      : strcmp(sort, "power") == 0          ? "power_w"
+                                                            : "cpu";
+    size_t n = json_object_array_length(all), k = 0;
+    json_object **v = malloc((n + 1) * sizeof(*v)), *out = json_object_new_array();
+
+    if (!v || !out) {
+        free(v);
+        json_object_put(out);
+        return json_object_get(all);
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_object_array_get_idx(all, i);
+    qsort(v, n, sizeof(*v), by_identity);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || by_identity(&v[k - 1], &v[i]) != 0)
+            v[k++] = v[i];
+    qsort_r(v, k, sizeof(*v), by_key_desc, (void *)key);
+    for (size_t i = 0; i < k; i++)
+        json_object_array_add(out, json_object_get(v[i]));
+    free(v);
+    return out;
+}
+
+int query_list_processes(rpc_client *c, json_object *params, json_object **reply)
+{
+    json_object *page = NULL, *all;
+    int64_t next = 0;
+    int pages = 0, r;
+
+    if (query_obj(params, "limit"))
+        return query_call(c, "ListProcesses", params, reply);
+    *reply = NULL;
+    do {
+        json_object_object_add(params, "offset", json_object_new_int64(next));
+        if ((r = query_call(c, "ListProcesses", params, &page)) < 0) {
+            json_object_put(*reply);
+            *reply = NULL;
+            return r;
+        }
+        next = query_int(page, "next_offset", -1);
+        pages++;
+        if (!*reply) {
+            *reply = page;
+            continue;
+        }
+        all = query_obj(*reply, "processes");
+        json_object *more = query_obj(page, "processes");
+        for (size_t i = 0; i < json_object_array_length(more); i++)
+            json_object_array_add(all, json_object_get(json_object_array_get_idx(more, i)));
+        json_object_put(page);
+    } while (next > 0);
+    if (pages > 1)
+        json_object_object_add(
+            *reply, "processes",
+            merge_pages(query_obj(*reply, "processes"), query_str(params, "sort")));
+    json_object_object_add(*reply, "next_offset", NULL);
+    return 0;
+}
+
 int query_call_more(rpc_client *c, const char *method, json_object *params)
 {
     return send_call(c, method, params, RPC_CALL_MORE);

@@ -74,6 +74,10 @@ int query_call(rpc_client *c, const char *method, json_object *params, json_obje
 int query_once(const query_opts *q, const char *method, json_object *params, json_object **reply);
 
 /* Starts a streamed call ("more": true); read its replies with query_next. */
+/* ListProcesses: one page when params has a "limit", else every page,
+ * following next_offset, in one reply (params gains "offset"). */
+int query_list_processes(rpc_client *c, json_object *params, json_object **reply);
+
 int query_call_more(rpc_client *c, const char *method, json_object *params);
 
 /* Reads the next reply of a Subscribe stream; -ETIMEDOUT after timeout_ms.

@@ -283,7 +283,12 @@ static const char *param_string(json_object *params, const char *key)
 #define P_PID_MAX 4194304.0    /* the kernel's PID_MAX_LIMIT */
 #define P_TIME_MAX 1e10        /* seconds since the epoch: the year 2286 */
 #define P_SPAN_MAX 1e9         /* seconds: 31 years */
-#define P_LIMIT_MAX 100000.0   /* processes in one reply */
+#define P_LIMIT_MAX 100000.0   /* processes in one Subscribe reply (from memory) */
+/* Stored processes in one ListProcesses reply: a page; the rest by offset.
+ * A page of 1000 is about 0.3 MB of JSON (4 MB with the longest command
+ * lines), where all of them could be tens of MB and seconds of the server
+ * thread. */
+#define P_PAGE_MAX 1000.0
 
 /* An unprivileged caller asking about another uid: PermissionDenied, the
  * same answer from every method. */
@@ -484,8 +489,9 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     int r;
 
     CHECK_PARAMS(call, params, OPT_IN("window_s", FLOAT, 1, P_SPAN_MAX), OPT("sort", STRING),
-                 OPT_IN("limit", INT, 0, P_LIMIT_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
-                 OPT("comm", STRING), OPT("include_exited", BOOL));
+                 OPT_IN("limit", INT, 0, P_PAGE_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
+                 OPT("comm", STRING), OPT("include_exited", BOOL),
+                 OPT_IN("offset", INT, 0, P_TIME_MAX));
     if (other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (sort && strcmp(sort, "power") == 0)
@@ -496,7 +502,10 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
         return rpc_error_invalid_parameter(call, "sort");
     q.until = now_s() + 1;
     q.since = q.until - (int64_t)ceil(window);
-    q.limit = (size_t)fmax(0, param_double(params, "limit", 0));
+    size_t page = (size_t)param_double(params, "limit", 0);
+    page = page ? page : (size_t)P_PAGE_MAX;
+    q.limit = page + 1; /* one more: is there a next page? */
+    q.offset = (size_t)param_double(params, "offset", 0);
     q.uid = param_present(params, "uid") ? (int64_t)param_double(params, "uid", -1) : -1;
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
@@ -514,14 +523,18 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
         return r;
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     user_cache users = {0};
+    bool more = n > page;
+    n = more ? page : n;
     pthread_mutex_lock(&ctx->lock);
     for (size_t i = 0; i < n; i++)
         json_object_array_add(
             a, stored_json(&p[i], ctx->model, (double)(q.until - q.since), true, &users));
     pthread_mutex_unlock(&ctx->lock);
-    store_processes_free(p, n);
+    store_processes_free(p, more ? n + 1 : n);
     json_object_object_add(reply, "window_s", json_object_new_double((double)(q.until - q.since)));
     json_object_object_add(reply, "processes", a);
+    json_object_object_add(reply, "next_offset",
+                           more ? json_object_new_int64((int64_t)(q.offset + n)) : NULL);
     return rpc_reply(call, reply);
 }
 

@@ -300,6 +300,7 @@ typedef struct store_process_query {
                              when their minute starts inside */
     store_sort sort;
     size_t limit;           /* 0 = no limit */
+    size_t offset;          /* rows of the order to skip first (paging) */
     int64_t uid;            /* -1 = any */
     const char *comm_regex; /* regex on comm (util_regex: PCRE2), NULL = any */
     bool only_running;      /* leave out processes that have exited */

@@ -11,18 +11,13 @@ refused by `wattprof reload` with the reason, the current one kept."""
 import json, math, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, finish, one_event_model  # noqa: E402
 
 TICKS, DT = 300, 20_000_000
 BAD = {100: "d", 150: "dt", 200: "energy"}
 tmp = tempfile.mkdtemp(prefix="wattprof-overflow-")
-model = {"format": "wattprof-model/1", "name": "one-event", "engine": "ridge",
-         "target": ["package"], "events": ["perf::TASK-CLOCK"],
-         "scaler": {"min": [0], "max": [1e9]},
-         "classes": {"models": [{"name": "all", "intercept": 10.0, "coef": [40.0]}]},
-         "idle_power_w": 20.0}
-with open(f"{tmp}/model.json", "w") as f:
-    json.dump(model, f)
+with open(one_event_model(f"{tmp}/model.json")) as f:
+    model = json.load(f)
 lines = [{"format": "wattprof-trace/1", "events": ["perf::TASK-CLOCK"],
           "zones": [{"id": "intel-rapl:0", "name": "package-0"}], "rate_hz": 50,
           "boot_id": "00000000-0000-0000-0000-00000000ff01",

@@ -68,13 +68,14 @@ try:
     err, _ = answer("GetProcess", {"pid": 4194304})
     check("GetProcess pid 4194304 (the largest) is looked for", err == M + "NoSuchProcess", err)
     # ListProcesses
-    refused("ListProcesses", {"limit": -1}, "limit", "limit is -1, not from 0 to 100000")
-    refused("ListProcesses", {"limit": 100001}, "limit", "limit is 100001")
+    refused("ListProcesses", {"limit": -1}, "limit", "limit is -1, not from 0 to 1000")
+    refused("ListProcesses", {"limit": 100000}, "limit", "limit is 100000, not from 0 to 1000")
+    refused("ListProcesses", {"offset": -1}, "offset", "offset is -1")
     refused("ListProcesses", {"window_s": 0.5}, "window_s", "window_s is 0.5, not from 1 to 1000000000")
     refused("ListProcesses", {"window_s": 1e300}, "window_s", "window_s is 1e+300")
     refused("ListProcesses", {"uid": 4294967295}, "uid", "uid is 4294967295")
     served("ListProcesses", {"limit": 0, "window_s": 1})
-    served("ListProcesses", {"limit": 100000, "window_s": 1e9, "uid": 4294967294})
+    served("ListProcesses", {"limit": 1000, "window_s": 1e9, "uid": 4294967294, "offset": 5})
     # Subscribe
     refused("Subscribe", {"interval_s": -1}, "interval_s", "interval_s is -1, not from 0 to 86400", True)
     refused("Subscribe", {"interval_s": 1e6}, "interval_s", "interval_s is 1e+06", True)
