@@ -212,6 +212,11 @@ const sample_eventset *sampler_events(const sampler *s);
 /* True when a tick was stored since the previous call (for the watchdog:
  * a sampler that ticks but stores nothing is not alive). */
 bool sampler_progressed(sampler *s);
+/* Now on the clock stored rows are stamped with: CLOCK_REALTIME, except
+ * after a step back, which stamps do not follow (they run on from the
+ * newest); queries measure their windows back from it, so a step back
+ * does not hide the newest seconds. */
+int64_t sampler_now_ns(sampler *s);
 /* -errno of the first failed write of the --record file, 0 while none. */
 int sampler_record_error(sampler *s);
 /* Ticks stored as unattributed because the model gave no finite power. */

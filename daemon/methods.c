@@ -34,6 +34,12 @@ static int64_t now_s(void)
     return (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000000ull);
 }
 
+/* Now for the windows of queries: the clock stored rows are stamped with. */
+static int64_t data_now_s(daemon_ctx *ctx)
+{
+    return sampler_now_ns(ctx->smp) / 1000000000;
+}
+
 static json_object *num_or_null(double v)
 {
     return isfinite(v) ? json_object_new_double(v) : NULL;
@@ -500,7 +506,7 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
         q.sort = STORE_SORT_CPU;
     else if (sort && strcmp(sort, "energy") != 0)
         return rpc_error_invalid_parameter(call, "sort");
-    q.until = now_s() + 1;
+    q.until = data_now_s(ctx) + 1;
     q.since = q.until - (int64_t)ceil(window);
     size_t page = (size_t)param_double(params, "limit", 0);
     page = page ? page : (size_t)P_PAGE_MAX;
@@ -603,7 +609,7 @@ static int m_get_process(rpc_call *call, json_object *params, const rpc_peer *pe
     return rpc_reply(call, reply);
 }
 
-static int history_query(rpc_call *call, json_object *params, const rpc_peer *peer,
+static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, const rpc_peer *peer,
                          store_history_query *q)
 {
     int kinds = param_present(params, "pid") + param_present(params, "comm") +
@@ -619,7 +625,7 @@ static int history_query(rpc_call *call, json_object *params, const rpc_peer *pe
         return -EINVAL;
     }
     q->since = (int64_t)floor(param_double(params, "since", 0));
-    q->until = (int64_t)ceil(param_double(params, "until", (double)now_s() + 1));
+    q->until = (int64_t)ceil(param_double(params, "until", (double)data_now_s(ctx) + 1));
     if (q->until <= q->since) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "since", json_object_new_double((double)q->since));
@@ -667,7 +673,7 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
                  OPT_IN("uid", INT, 0, P_UID_MAX), OPT("host", BOOL),
                  REQ_IN("since", FLOAT, 0, P_TIME_MAX), OPT_IN("until", FLOAT, 0, P_TIME_MAX),
                  OPT_IN("step_s", FLOAT, 0, P_SPAN_MAX));
-    if (history_query(call, params, peer, &q) < 0)
+    if (history_query(ctx, call, params, peer, &q) < 0)
         return 0;
     if (reader(ctx, call) < 0)
         return 0;

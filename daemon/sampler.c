@@ -138,6 +138,8 @@ struct sampler {
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
     int64_t wall_offset;   /* realtime - monotonic for live ticks; only grows */
     bool wall_behind;      /* CLOCK_REALTIME is behind it (logged once) */
+    /* wall_offset, for other threads */
+    atomic_int_fast64_t wall_offset_pub;
 
     /* per-second accumulation */
     uint64_t second_start_ns;
@@ -899,8 +901,8 @@ static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
     trace_tick t = {now, dt_ns, s->zone_delta, pd, s->n_active};
     int r = trace_write_tick(s->rec, &t);
     if (r < 0 && atomic_exchange(&s->record_error, r) == 0)
-        log_error("--record %s: writing failed: %s; the recording stops there",
-                  s->cfg->record_path, strerror(-r));
+        log_error("--record %s: writing failed: %s; the recording stops there", s->cfg->record_path,
+                  strerror(-r));
 }
 
 static void class_of(sampler *s, struct tracked *t, const double *rates)
@@ -974,8 +976,10 @@ static int64_t live_time(sampler *s, uint64_t mono)
         log_warning("CLOCK_REALTIME stepped back %.1f s: stored times keep running forward",
                     (double)(s->wall_offset - off) / 1e9);
     s->wall_behind = behind;
-    if (off > s->wall_offset)
+    if (off > s->wall_offset) {
         s->wall_offset = off;
+        atomic_store(&s->wall_offset_pub, off);
+    }
     return (int64_t)mono + s->wall_offset;
 }
 
@@ -1715,6 +1719,15 @@ bool sampler_progressed(sampler *s)
     bool moved = now != s->seen_ticks;
     s->seen_ticks = now;
     return moved || s->replay_done;
+}
+
+int64_t sampler_now_ns(sampler *s)
+{
+    int64_t off = atomic_load(&s->wall_offset_pub);
+
+    if (s->rep || off == 0)
+        return realtime_ns();
+    return (int64_t)util_now_ns(CLOCK_MONOTONIC) + off;
 }
 
 int sampler_record_error(sampler *s)
