@@ -209,8 +209,7 @@ static int export_rows(rpc_client *c, const struct export_opts *e, FILE *f)
     /* Every process with rows since --since; the daemon takes at most 1e9 s. */
     json_object_object_add(p, "window_s",
                            json_object_new_double(fmin(1e9, fmax(1, ceil(now - e->since) + 1))));
-    json_object_object_add(p, "limit", json_object_new_int(0));
-    r = query_call(c, "ListProcesses", p, &list);
+    r = query_list_processes(c, p, &list);
     json_object_put(p);
     json_object *procs = query_obj(list, "processes");
     for (size_t i = 0; r == 0 && i < json_object_array_length(procs); i++)

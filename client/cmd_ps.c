@@ -107,7 +107,11 @@ int cmd_ps(int argc, char **argv)
         json_object_put(params);
         return r > 0 ? 0 : 2;
     }
-    r = query_once(&q, "ListProcesses", params, &reply);
+    rpc_client *c;
+    if ((r = query_connect(&q, &c)) == 0) {
+        r = query_list_processes(c, params, &reply);
+        rpc_client_free(c);
+    }
     json_object_put(params);
     if (r < 0)
         return 1;

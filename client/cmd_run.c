@@ -45,6 +45,11 @@ struct run_totals {
     double class_stat; /* cumulative cache-misses, or last rate */
     int klass;
     unsigned ticks;
+    /* Gaps: zone reads that failed (the energy shows up at the next good
+     * read of the zone) and ticks the model could not attribute (their
+     * measured energy is in host_j, as unattributed). */
+    unsigned read_errors, bad_ticks;
+    int first_read_error; /* -errno of the first failed read */
 };
 
 struct run_ctx {
@@ -60,6 +65,7 @@ struct run_ctx {
     struct run_totals t;
     pid_t child;
     int status;
+    bool waited; /* status holds the command's end */
     struct rusage ru;
     uint64_t start_ns, end_ns, last_ns;
 };
@@ -202,16 +208,24 @@ static int run_tick(struct run_ctx *c)
         c->t.class_stat = stat;
     proc.klass = c->t.klass = model_classify(c->m, stat);
     if (c->power->n > 0) {
-        if ((r = rapl_read(c->power, c->zone_delta)) < 0)
-            return r;
+        /* A failed read is a gap, never a lost run: the zone's energy comes
+         * with its next good read. */
+        if ((r = rapl_read(c->power, c->zone_delta)) < 0 && c->t.read_errors++ == 0)
+            c->t.first_read_error = r;
         for (size_t z = 0; z < c->power->n; z++)
             c->t.zone_j[z] += c->zone_delta[z];
         tick.measured = true;
         tick.host_j = rapl_sum_domains(c->power, c->zone_delta, (const char *const *)c->m->target,
                                        c->m->n_target);
     }
-    if ((r = attrib_tick_compute(c->m, &tick, &proc, 1)) < 0)
-        return r;
+    if (attrib_tick_compute(c->m, &tick, &proc, 1) < 0) {
+        c->t.bad_ticks++;
+        double host = tick.measured && isfinite(tick.host_j) ? tick.host_j : 0;
+        c->t.host_j += host;
+        c->t.unattributed_j += host;
+        c->t.ticks++;
+        return 0;
+    }
     c->t.standalone_j += proc.standalone_j;
     c->t.attributed_j += proc.attributed_j;
     c->t.host_j += tick.host_j;
@@ -233,11 +247,15 @@ static int run_baseline(struct run_ctx *c)
     uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
     int r = rapl_read(c->power, c->zone_delta);
     struct timespec ts = {0, (long)RUN_BASELINE_NS};
-    if (r < 0)
-        return r;
-    nanosleep(&ts, NULL);
-    if ((r = rapl_read(c->power, c->zone_delta)) < 0)
-        return r;
+    if (r == 0) {
+        nanosleep(&ts, NULL);
+        r = rapl_read(c->power, c->zone_delta);
+    }
+    if (r < 0) { /* the model's idle, then: a gap, not a reason to refuse the run */
+        c->t.read_errors++;
+        c->t.first_read_error = r;
+        return 0;
+    }
     double dt = (double)(util_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
     c->idle_w = rapl_sum_domains(c->power, c->zone_delta, (const char *const *)c->m->target,
                                  c->m->n_target) /
@@ -293,8 +311,10 @@ static int run_wait(struct run_ctx *c)
 {
     for (;;) {
         pid_t w = wait4(c->child, &c->status, 0, &c->ru);
-        if (w == c->child)
+        if (w == c->child) {
+            c->waited = true;
             return 0;
+        }
         if (w < 0 && errno != EINTR)
             return -errno;
     }
@@ -395,6 +415,11 @@ static json_object *run_json(const struct run_ctx *c)
     json_object_object_add(o, "ticks", json_object_new_int((int)c->t.ticks));
     json_object_object_add(rp, "present", json_object_new_boolean(c->power->n > 0));
     json_object_object_add(rp, "state", json_object_new_string(c->power->state));
+    json_object_object_add(rp, "read_errors", json_object_new_int((int)c->t.read_errors));
+    json_object_object_add(
+        rp, "first_read_error",
+        c->t.read_errors ? json_object_new_string(strerror(-c->t.first_read_error)) : NULL);
+    json_object_object_add(o, "unattributed_intervals", json_object_new_int((int)c->t.bad_ticks));
     for (size_t z = 0; z < c->power->n; z++) {
         json_object *zo = json_object_new_object();
         json_object_object_add(zo, "zone", json_object_new_string(c->power->zone[z].id));
@@ -443,6 +468,16 @@ static void run_print(const struct run_ctx *c, FILE *out)
                 c->t.host_j, c->idle_w, c->idle_source);
     } else {
         fprintf(out, "  %14s      host RAPL: %s\n", "-", c->power->state);
+        if (c->t.read_errors)
+            fprintf(out,
+                    "  %14u      RAPL reads failed (first: %s); their energy was counted at the "
+                    "next good read\n",
+                    c->t.read_errors, strerror(-c->t.first_read_error));
+        if (c->t.bad_ticks)
+            fprintf(
+                out,
+                "  %14u      intervals the model could not attribute (stored as unattributed)\n",
+                c->t.bad_ticks);
     }
     fprintf(out, "  %14s      class\n", c->m->classes[c->t.klass].name);
     fprintf(out, "\n  events (scaled for multiplexing; %% = time counted)%s:\n",
@@ -527,14 +562,15 @@ int cmd_run(int argc, char **argv)
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
     r = run_command(&c);
+    status = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
     if (r < 0) {
         bool not_started = c.t.ticks == 0 && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 127;
         if (r != -ENOENT && r != -EACCES && !not_started)
             log_error("measuring '%s' failed: %s", c.opt.cmd[0], strerror(-r));
         run_free(&c);
-        return 127;
+        /* The command's own status whenever it ran to its end. */
+        return c.waited && !not_started ? status : 127;
     }
-    status = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
     if (run_report(&c) < 0 && status == 0)
         status = 1;
     run_free(&c);

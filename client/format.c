@@ -178,6 +178,22 @@ int fmt_parse_duration(const char *s, const char *what, double *out, char *err, 
                  what, s);
         return -EINVAL;
     }
+    if (v > FMT_SPAN_MAX) {
+        snprintf(err, errlen, "%s '%s': longer than %.0f days", what, s, FMT_SPAN_MAX / 86400);
+        return -EINVAL;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A time the daemon takes: from the epoch to FMT_TIME_MAX. */
+static int time_in_range(const char *s, const char *what, double v, double *out, char *err,
+                         size_t errlen)
+{
+    if (!(v >= 0 && v <= FMT_TIME_MAX)) {
+        snprintf(err, errlen, "%s '%s': before 1970 or after the year 2286", what, s);
+        return -EINVAL;
+    }
     *out = v;
     return 0;
 }
@@ -270,13 +286,10 @@ int fmt_parse_time(const char *s, const char *what, double now, double *out, cha
     if (s[0] == '@') {
         char *end;
         v = strtod(s + 1, &end);
-        if (end != s + 1 && *end == '\0' && isfinite(v) && v >= 0) {
-            *out = v;
-            return 0;
-        }
+        if (end != s + 1 && *end == '\0' && isfinite(v))
+            return time_in_range(s, what, v, out, err, errlen);
     } else if (parse_iso(s, &v) == 0) {
-        *out = v;
-        return 0;
+        return time_in_range(s, what, v, out, err, errlen);
     } else if (len < sizeof(span)) {
         /* "1h", "-1h", "1h ago" all mean an hour before now. */
         const char *p = s[0] == '-' ? s + 1 : s;
@@ -284,10 +297,8 @@ int fmt_parse_time(const char *s, const char *what, double now, double *out, cha
         size_t n = strlen(span);
         if (n > 4 && strcmp(span + n - 4, " ago") == 0)
             span[n - 4] = '\0';
-        if (parse_span(span, &v) == 0) {
-            *out = now - v;
-            return 0;
-        }
+        if (parse_span(span, &v) == 0)
+            return time_in_range(s, what, now - v, out, err, errlen);
     }
     snprintf(err, errlen,
              "%s '%s': not a time; use a relative time like 30m, 1h or 2d (that long ago), "

@@ -24,6 +24,9 @@ char *fmt_bytes(char buf[FMT_LEN], double bytes);
 /* Unix seconds as ISO 8601 in UTC, to the second ("2026-11-30T04:00:00Z"). */
 char *fmt_iso8601(char buf[FMT_LEN], double t);
 
+#define FMT_SPAN_MAX 1e9  /* seconds (31 years): longer durations are typos */
+#define FMT_TIME_MAX 1e10 /* seconds since the epoch (the year 2286) */
+
 /* Reads a duration: a number of seconds, or numbers with units s, m (min),
  * h, d, w in any sequence ("90", "30m", "1h30m", "1.5h"). Positive only.
  * On error fills err with one line naming `what` (the option) and the text. */
@@ -32,7 +35,8 @@ int fmt_parse_duration(const char *s, const char *what, double *out, char *err, 
 /* Reads a point in time relative to `now` (Unix seconds): "now", a duration
  * meaning that long ago ("1h", "30m", "-1h", "2d ago"), "@SECONDS" since the
  * epoch, or ISO 8601 date and time ("2026-11-30", "2026-11-30T04:00",
- * "2026-11-30 04:00:05.5+01:00", "...Z"; local time when no zone is given). */
+ * "2026-11-30 04:00:05.5+01:00", "...Z"; local time when no zone is given),
+ * from the epoch to FMT_TIME_MAX. */
 int fmt_parse_time(const char *s, const char *what, double now, double *out, char *err,
                    size_t errlen);
 

@@ -74,6 +74,10 @@ int query_connect(const query_opts *q, rpc_client **out)
     char path[4096], err[UTIL_ERRLEN];
     int r;
 
+    if (q->socket && !*q->socket) {
+        log_error("--socket '': expected the path of the daemon's socket");
+        return -EINVAL;
+    }
     query_socket_path(q->socket, path, sizeof(path));
     r = rpc_client_connect(path, out, err, sizeof(err));
     if (r == -ENOENT || r == -ECONNREFUSED)
@@ -112,11 +116,13 @@ static void describe_error(const char *method, const char *name, json_object *p,
     else if (strcmp(name, QUERY_IFACE "ModelLoadFailed") == 0)
         snprintf(msg, len, "the daemon could not load %s and keeps its current model: %s",
                  query_str(p, "path"), query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "TooManyClients") == 0)
+        snprintf(msg, len, "the daemon refused the connection: %s", query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
         snprintf(msg, len, "the daemon's database is unavailable: %s", query_str(p, "reason"));
     else if (strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
-        snprintf(msg, len, "the daemon refused parameter '%s' of %s", query_str(p, "parameter"),
-                 method);
+        snprintf(msg, len, "the daemon refused parameter '%s' of %s%s%s", query_str(p, "parameter"),
+                 method, *query_str(p, "reason") ? ": " : "", query_str(p, "reason"));
     else if (strcmp(name, RPC_ERR_METHOD_NOT_FOUND) == 0 ||
              strcmp(name, RPC_ERR_METHOD_NOT_IMPLEMENTED) == 0)
         snprintf(msg, len, "the daemon does not offer %s (is it an older version?)", method);
@@ -155,17 +161,37 @@ static int read_reply(rpc_client *c, const char *method, int timeout_ms, json_ob
     return 0;
 }
 
-int query_call(rpc_client *c, const char *method, json_object *params, json_object **reply)
+/* Sends a call.  A daemon that refuses a connection says why and closes it
+ * at once, possibly before the call is sent: that answer is read and shown
+ * rather than "the server closed the connection". */
+static int send_call(rpc_client *c, const char *method, json_object *params, unsigned flags)
 {
-    char full[256], err[UTIL_ERRLEN];
-    int r;
+    char full[256], err[UTIL_ERRLEN], why[UTIL_ERRLEN];
+    json_object *none = NULL;
+    int r, e;
 
     snprintf(full, sizeof(full), "%s%s", QUERY_IFACE, method);
-    r = rpc_client_call(c, full, params, 0, QUERY_TIMEOUT_MS, err, sizeof(err));
-    if (r < 0) {
-        log_error("sending %s to the daemon: %s", method, err);
-        return r;
+    r = rpc_client_call(c, full, params, flags, QUERY_TIMEOUT_MS, err, sizeof(err));
+    if (r == -ECONNRESET) {
+        e = read_reply(c, method, 0, &none, why, sizeof(why));
+        json_object_put(none);
+        if (e < 0 && e != -ECONNRESET && e != -ETIMEDOUT) {
+            log_error("%s", why);
+            return e;
+        }
     }
+    if (r < 0)
+        log_error("sending %s to the daemon: %s", method, err);
+    return r;
+}
+
+int query_call(rpc_client *c, const char *method, json_object *params, json_object **reply)
+{
+    char err[UTIL_ERRLEN];
+    int r = send_call(c, method, params, 0);
+
+    if (r < 0)
+        return r;
     if ((r = read_reply(c, method, QUERY_TIMEOUT_MS, reply, err, sizeof(err))) < 0)
         log_error("%s", err);
     return r;
@@ -183,16 +209,88 @@ int query_once(const query_opts *q, const char *method, json_object *params, jso
     return r;
 }
 
+static int by_identity(const void *a, const void *b)
+{
+    json_object *x = *(json_object *const *)a, *y = *(json_object *const *)b;
+    int64_t px = query_int(x, "pid", 0), py = query_int(y, "pid", 0);
+    double sx = query_num(x, "start_time"), sy = query_num(y, "start_time");
+    return px != py ? (px > py) - (px < py) : (sx > sy) - (sx < sy);
+}
+
+static int by_key_desc(const void *a, const void *b, void *key)
+{
+    double x = query_num(*(json_object *const *)a, key);
+    double y = query_num(*(json_object *const *)b, key);
+    return (x < y) - (x > y);
+}
+
+/* Pages asked a moment apart see windows a moment apart, so a process can
+ * move between them: one entry per process, in the order asked for. */
+static json_object *merge_pages(json_object *all, const char *sort)
+{
+    const char *key = !*sort || strcmp(sort, "energy") == 0 ? "energy_j"
+                      : strcmp(sort, "power") == 0          ? "power_w"
+                                                            : "cpu";
+    size_t n = json_object_array_length(all), k = 0;
+    json_object **v = malloc((n + 1) * sizeof(*v)), *out = json_object_new_array();
+
+    if (!v || !out) {
+        free(v);
+        json_object_put(out);
+        return json_object_get(all);
+    }
+    for (size_t i = 0; i < n; i++)
+        v[i] = json_object_array_get_idx(all, i);
+    qsort(v, n, sizeof(*v), by_identity);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || by_identity(&v[k - 1], &v[i]) != 0)
+            v[k++] = v[i];
+    qsort_r(v, k, sizeof(*v), by_key_desc, (void *)key);
+    for (size_t i = 0; i < k; i++)
+        json_object_array_add(out, json_object_get(v[i]));
+    free(v);
+    return out;
+}
+
+int query_list_processes(rpc_client *c, json_object *params, json_object **reply)
+{
+    json_object *page = NULL, *all;
+    int64_t next = 0;
+    int pages = 0, r;
+
+    if (query_obj(params, "limit"))
+        return query_call(c, "ListProcesses", params, reply);
+    *reply = NULL;
+    do {
+        json_object_object_add(params, "offset", json_object_new_int64(next));
+        if ((r = query_call(c, "ListProcesses", params, &page)) < 0) {
+            json_object_put(*reply);
+            *reply = NULL;
+            return r;
+        }
+        next = query_int(page, "next_offset", -1);
+        pages++;
+        if (!*reply) {
+            *reply = page;
+            continue;
+        }
+        all = query_obj(*reply, "processes");
+        json_object *more = query_obj(page, "processes");
+        for (size_t i = 0; i < json_object_array_length(more); i++)
+            json_object_array_add(all, json_object_get(json_object_array_get_idx(more, i)));
+        json_object_put(page);
+    } while (next > 0);
+    if (pages > 1)
+        json_object_object_add(
+            *reply, "processes",
+            merge_pages(query_obj(*reply, "processes"), query_str(params, "sort")));
+    json_object_object_add(*reply, "next_offset", NULL);
+    return 0;
+}
+
 int query_call_more(rpc_client *c, const char *method, json_object *params)
 {
-    char full[256], err[UTIL_ERRLEN];
-    int r;
-
-    snprintf(full, sizeof(full), "%s%s", QUERY_IFACE, method);
-    r = rpc_client_call(c, full, params, RPC_CALL_MORE, QUERY_TIMEOUT_MS, err, sizeof(err));
-    if (r < 0)
-        log_error("sending %s to the daemon: %s", method, err);
-    return r;
+    return send_call(c, method, params, RPC_CALL_MORE);
 }
 
 int query_next(rpc_client *c, int timeout_ms, json_object **reply, char *err, size_t errlen)
@@ -245,11 +343,12 @@ int query_parse_user(const char *s, int64_t *uid)
         *uid = pw->pw_uid;
         return 0;
     }
-    if (util_parse_long(s, &n) == 0 && n >= 0) {
+    if (util_parse_long(s, &n) == 0 && n >= 0 && n <= QUERY_UID_MAX) {
         *uid = n;
         return 0;
     }
-    log_error("--user '%s': no such user (give a name or a numeric uid)", s);
+    log_error("--user '%s': no such user (give a name or a numeric uid up to %lld)", s,
+              (long long)QUERY_UID_MAX);
     return -EINVAL;
 }
 

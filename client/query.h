@@ -19,7 +19,8 @@
 
 #define QUERY_IFACE "io.wattprof.Monitor."
 #define QUERY_SYSTEM_SOCKET "/run/wattprof/io.wattprof.sock"
-#define QUERY_TIMEOUT_MS 30000 /* a daemon that answers nothing in this long is stuck */
+#define QUERY_UID_MAX 4294967294LL /* (uid_t)-1 is no one */
+#define QUERY_TIMEOUT_MS 30000     /* a daemon that answers nothing in this long is stuck */
 
 typedef enum query_output { QUERY_TEXT, QUERY_JSON, QUERY_CSV } query_output;
 
@@ -73,6 +74,10 @@ int query_call(rpc_client *c, const char *method, json_object *params, json_obje
 int query_once(const query_opts *q, const char *method, json_object *params, json_object **reply);
 
 /* Starts a streamed call ("more": true); read its replies with query_next. */
+/* ListProcesses: one page when params has a "limit", else every page,
+ * following next_offset, in one reply (params gains "offset"). */
+int query_list_processes(rpc_client *c, json_object *params, json_object **reply);
+
 int query_call_more(rpc_client *c, const char *method, json_object *params);
 
 /* Reads the next reply of a Subscribe stream; -ETIMEDOUT after timeout_ms.

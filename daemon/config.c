@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int set_str(char **dst, const char *v)
@@ -35,6 +36,8 @@ int config_init(config *c, bool as_root)
     memset(c, 0, sizeof(*c));
     c->rate_hz = 50;
     c->max_clients = 64;
+    c->max_clients_per_user = 16;
+    c->client_timeout_s = 60;
     c->drift_threshold = 0.10;
     c->rescan_s = 5;
     c->second_retention_s = 24 * 3600;
@@ -70,14 +73,44 @@ void config_free(config *c)
     memset(c, 0, sizeof(*c));
 }
 
+#define CONFIG_MAX_KEYS 64 /* distinct keys one file may set */
+
 struct load_ctx {
     config *c;
     char *err;
     size_t errlen;
     const char *path;
-    int line;
-    bool failed;
+    FILE *f;
+    int line;     /* of the line being parsed, counted by read_line */
+    bool failed;  /* err holds the first error */
+    int too_long; /* 0, or the size of the libinih buffer a line did not fit */
+    struct {
+        char name[96]; /* "section.key" */
+        int line;
+    } seen[CONFIG_MAX_KEYS];
+    size_t n_seen;
 };
+
+int config_parse_rate(const char *v, double *out)
+{
+    double d;
+    /* Below one tick a second nothing rounds to a whole tick per second
+     * (the status rings and the once-a-second publication count ticks). */
+    if (util_parse_double(v, &d) < 0 || !(d >= CONFIG_MIN_RATE_HZ && d <= CONFIG_MAX_RATE_HZ))
+        return -EINVAL;
+    *out = d;
+    return 0;
+}
+
+/* A count of connections: 1 to 100000. */
+static int parse_count(const char *v, unsigned *out)
+{
+    long n;
+    if (util_parse_long(v, &n) < 0 || n < 1 || n > 100000)
+        return -EINVAL;
+    *out = (unsigned)n;
+    return 0;
+}
 
 static int parse_positive(const char *v, double *out)
 {
@@ -232,7 +265,10 @@ static int config_set(config *c, const char *section, const char *key, const cha
 {
     if (strcmp(section, "daemon") == 0) {
         if (strcmp(key, "rate_hz") == 0)
-            return parse_positive(v, &c->rate_hz) < 0 || c->rate_hz > 1000 ? -EINVAL : 0;
+            return config_parse_rate(v, &c->rate_hz) < 0
+                       ? util_err(why, whylen, -EINVAL, "'%s': ticks per second from %g to %g", v,
+                                  CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ)
+                       : 0;
         if (strcmp(key, "state_dir") == 0) {
             c->state_dir_set = true;
             return set_str(&c->state_dir, v);
@@ -243,13 +279,21 @@ static int config_set(config *c, const char *section, const char *key, const cha
             return set_str(&c->socket_path, v);
         if (strcmp(key, "model") == 0)
             return set_str(&c->model_path, v);
-        if (strcmp(key, "group") == 0)
+        if (strcmp(key, "group") == 0) {
+            if (!getgrnam(v))
+                return util_err(why, whylen, -EINVAL, "no group '%s' on this system", v);
             return set_str(&c->group, v);
-        if (strcmp(key, "max_clients") == 0) {
-            long n;
-            if (util_parse_long(v, &n) < 0 || n < 1 || n > 100000)
-                return -EINVAL;
-            c->max_clients = (unsigned)n;
+        }
+        if (strcmp(key, "max_clients") == 0)
+            return parse_count(v, &c->max_clients);
+        if (strcmp(key, "max_clients_per_user") == 0)
+            return parse_count(v, &c->max_clients_per_user);
+        if (strcmp(key, "client_timeout") == 0) {
+            int64_t t;
+            /* in whole seconds; a day at most: the timeout is kept in ms */
+            if (parse_duration(v, &t) < 0 || t < 1 || t > 86400)
+                return util_err(why, whylen, -EINVAL, "'%s': from 1s to 1d", v);
+            c->client_timeout_s = (double)t;
             return 0;
         }
         if (strcmp(key, "drift_threshold") == 0)
@@ -293,12 +337,45 @@ static int config_set(config *c, const char *section, const char *key, const cha
     return -ENOENT;
 }
 
+/* The line a key was set on, 0 when it was not. */
+static int seen_line(const struct load_ctx *ctx, const char *section, const char *key)
+{
+    char name[96];
+
+    snprintf(name, sizeof(name), "%s.%s", section, key);
+    for (size_t i = 0; i < ctx->n_seen; i++)
+        if (strcmp(ctx->seen[i].name, name) == 0)
+            return ctx->seen[i].line;
+    return 0;
+}
+
+/* A key set twice would have the last one win silently (a continuation
+ * line, indented, counts as setting it again). */
+static int note_key(struct load_ctx *ctx, const char *section, const char *key)
+{
+    int first = seen_line(ctx, section, key);
+
+    if (first)
+        return util_err(ctx->err, ctx->errlen, -EINVAL,
+                        "'%s' in [%s] is set again (first on line %d)", key, section, first);
+    if (ctx->n_seen == CONFIG_MAX_KEYS)
+        return util_err(ctx->err, ctx->errlen, -EINVAL, "more than %d keys", CONFIG_MAX_KEYS);
+    snprintf(ctx->seen[ctx->n_seen].name, sizeof(ctx->seen[0].name), "%s.%s", section, key);
+    ctx->seen[ctx->n_seen++].line = ctx->line;
+    return 0;
+}
+
 static int on_value(void *user, const char *section, const char *key, const char *value)
 {
     struct load_ctx *ctx = user;
     char why[UTIL_ERRLEN] = "";
-    int r = config_set(ctx->c, section, key, value, why, sizeof(why));
+    int r;
 
+    if (!ctx->failed && note_key(ctx, section, key) < 0) {
+        ctx->failed = true;
+        return 0;
+    }
+    r = config_set(ctx->c, section, key, value, why, sizeof(why));
     if (r == 0)
         return 1;
     if (!ctx->failed) {
@@ -317,20 +394,64 @@ static int on_value(void *user, const char *section, const char *key, const char
     return 0;
 }
 
+/* libinih's reader: fgets that counts lines, and stops at one longer than
+ * libinih's buffer (it would read the rest as more lines, and count them). */
+static char *read_line(char *str, int num, void *stream)
+{
+    struct load_ctx *ctx = stream;
+    size_t len;
+
+    if (!fgets(str, num, ctx->f))
+        return NULL;
+    ctx->line++;
+    len = strlen(str);
+    if (len + 1 == (size_t)num && str[len - 1] != '\n' && !feof(ctx->f)) {
+        ctx->too_long = num;
+        return NULL;
+    }
+    return str;
+}
+
+/* What depends on two keys, checked once both are read; errors name the
+ * line of the second. */
+static int check_retention(const struct load_ctx *ctx, char *err, size_t errlen)
+{
+    const config *c = ctx->c;
+    int second = seen_line(ctx, "storage", "second_retention");
+    int minute = seen_line(ctx, "storage", "minute_retention");
+
+    if (c->second_retention_s < 60)
+        return util_err(err, errlen, -EINVAL, "%s:%d: second_retention (%llds) is under 60s",
+                        ctx->path, second, (long long)c->second_retention_s);
+    if (c->minute_retention_s < c->second_retention_s)
+        return util_err(err, errlen, -EINVAL,
+                        "%s:%d: minute_retention (%llds) is shorter than second_retention (%llds)",
+                        ctx->path, minute > second ? minute : second,
+                        (long long)c->minute_retention_s, (long long)c->second_retention_s);
+    return 0;
+}
+
 int config_load(config *c, const char *path, char *err, size_t errlen)
 {
     char reason[UTIL_ERRLEN] = "syntax error";
-    struct load_ctx ctx = {c, reason, sizeof(reason), path, 0, false};
-    FILE *f = fopen(path, "r");
+    struct load_ctx ctx = {.c = c, .err = reason, .errlen = sizeof(reason), .path = path};
+    struct stat st;
     int line;
 
-    if (!f)
+    if (!(ctx.f = fopen(path, "re")))
         return util_err(err, errlen, -errno, "%s: cannot read config: %s", path, strerror(errno));
-    line = ini_parse_file(f, on_value, &ctx);
-    fclose(f);
+    if (fstat(fileno(ctx.f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        fclose(ctx.f);
+        return util_err(err, errlen, -EINVAL, "%s: cannot read config: not a regular file", path);
+    }
+    line = ini_parse_stream(read_line, &ctx, on_value, &ctx);
+    fclose(ctx.f);
+    if (ctx.too_long)
+        return util_err(err, errlen, -EINVAL, "%s:%d: line longer than %d characters", path,
+                        ctx.line, ctx.too_long - 2);
     if (line != 0)
         return util_err(err, errlen, -EINVAL, "%s:%d: %s", path, line, reason);
-    return 0;
+    return check_retention(&ctx, err, errlen);
 }
 
 int config_finish(config *c, char *err, size_t errlen)

@@ -27,21 +27,23 @@
 #define CONFIG_MAX_UIDS 64
 
 typedef struct config {
-    double rate_hz;         /* ticks per second; 50 */
-    char *state_dir;        /* database and default socket */
-    char *db_path;          /* default: state_dir/wattprof.db */
-    char *socket_path;      /* default: /run/wattprof/io.wattprof.sock for the system
-                               daemon without its own state_dir, else state_dir/ */
-    bool system_paths;      /* root (or CAP_PERFMON): system defaults */
-    bool state_dir_set;     /* state_dir came from the config or --state-dir */
-    char *model_path;       /* default: state_dir/models/current.json if it exists,
-                               else NULL: the built-in cputime model */
-    char *group;            /* members see every process; "wattprof" */
-    unsigned max_clients;   /* 64 */
-    double drift_threshold; /* relative error that is flagged; 0.10 */
-    double rescan_s;        /* /proc rescan period; 5 (1 without the proc connector) */
-    int sampler_priority;   /* [sampler] priority: SCHED_FIFO priority of the sampling
-                               thread, 1..99; 0 = normal scheduling (the default) */
+    double rate_hz;                /* ticks per second; 50 */
+    char *state_dir;               /* database and default socket */
+    char *db_path;                 /* default: state_dir/wattprof.db */
+    char *socket_path;             /* default: /run/wattprof/io.wattprof.sock for the system
+                                      daemon without its own state_dir, else state_dir/ */
+    bool system_paths;             /* root (or CAP_PERFMON): system defaults */
+    bool state_dir_set;            /* state_dir came from the config or --state-dir */
+    char *model_path;              /* default: state_dir/models/current.json if it exists,
+                                      else NULL: the built-in cputime model */
+    char *group;                   /* members see every process; "wattprof" */
+    unsigned max_clients;          /* 64 */
+    unsigned max_clients_per_user; /* connections of one unprivileged uid; 16 */
+    double client_timeout_s;       /* idle connections are closed after this; 60 */
+    double drift_threshold;        /* relative error that is flagged; 0.10 */
+    double rescan_s;               /* /proc rescan period; 5 (1 without the proc connector) */
+    int sampler_priority;          /* [sampler] priority: SCHED_FIFO priority of the sampling
+                                      thread, 1..99; 0 = normal scheduling (the default) */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;
@@ -67,6 +69,11 @@ typedef struct config {
  * watch every user) picks system paths, else paths under
  * $XDG_RUNTIME_DIR / $HOME for an unprivileged run. */
 int config_init(config *c, bool as_root);
+/* Ticks per second the sampler can run at. */
+#define CONFIG_MIN_RATE_HZ 1.0
+#define CONFIG_MAX_RATE_HZ 1000.0
+/* Parses a rate in [CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ] (--rate, rate_hz). */
+int config_parse_rate(const char *v, double *out);
 /* Reads an INI file over the current values. Errors name FILE:LINE. */
 int config_load(config *c, const char *path, char *err, size_t errlen);
 /* Derives what depends on other values (db and socket under state_dir). */
@@ -203,8 +210,18 @@ void snapshot_unref(snapshot *snap);
 /* Sources for status: RAPL zones and the event set. */
 const rapl *sampler_rapl(const sampler *s);
 const sample_eventset *sampler_events(const sampler *s);
-/* True when the loop has ticked since the previous call (for the watchdog). */
+/* True when a tick was stored since the previous call (for the watchdog:
+ * a sampler that ticks but stores nothing is not alive). */
 bool sampler_progressed(sampler *s);
+/* Now on the clock stored rows are stamped with: CLOCK_REALTIME, except
+ * after a step back, which stamps do not follow (they run on from the
+ * newest); queries measure their windows back from it, so a step back
+ * does not hide the newest seconds. */
+int64_t sampler_now_ns(sampler *s);
+/* -errno of the first failed write of the --record file, 0 while none. */
+int sampler_record_error(sampler *s);
+/* Ticks stored as unattributed because the model gave no finite power. */
+uint64_t sampler_unattributable(sampler *s);
 /* True once a replay has consumed its whole file. */
 bool sampler_replay_done(const sampler *s);
 /* Installs a new model (takes ownership) at the next tick; its events must

@@ -122,9 +122,9 @@ static int parse_args(int argc, char **argv, config *c)
                 r = set(&c->pid_file, optarg);
             break;
         case 'r':
-            if (util_parse_double(optarg, &c->rate_hz) < 0 || c->rate_hz <= 0 ||
-                c->rate_hz > 1000) {
-                log_error("--rate '%s': expected ticks per second in (0, 1000]", optarg);
+            if (config_parse_rate(optarg, &c->rate_hz) < 0) {
+                log_error("--rate '%s': expected ticks per second from %g to %g", optarg,
+                          CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ);
                 r = -EINVAL;
             }
             break;
@@ -147,6 +147,8 @@ static int parse_args(int argc, char **argv, config *c)
     return r;
 }
 
+/* Creates path and its missing parents (0755); path itself, when this
+ * creates it, gets exactly `mode` whatever the umask. */
 static int mkdir_p(const char *path, mode_t mode)
 {
     char tmp[4096];
@@ -155,11 +157,13 @@ static int mkdir_p(const char *path, mode_t mode)
     for (char *p = tmp + 1; *p; p++)
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+            if (mkdir(tmp, 0755) < 0 && errno != EEXIST)
                 return -errno;
             *p = '/';
         }
-    return mkdir(tmp, mode) < 0 && errno != EEXIST ? -errno : 0;
+    if (mkdir(tmp, mode) < 0)
+        return errno == EEXIST ? 0 : -errno;
+    return chmod(tmp, mode) < 0 ? -errno : 0;
 }
 
 static int dir_of(const char *path, char *out, size_t len)
@@ -182,13 +186,26 @@ static void raise_nofile(void)
     }
 }
 
+/* The database's folder, when the daemon creates it: 0750, the files in it
+ * 0640 (they hold every user's command lines); others may still pass
+ * through it (0751) when the socket is in it too, to reach the socket. */
+static mode_t state_dir_mode(const config *c, const char *db_dir)
+{
+    char sock_dir[4096];
+
+    if (dir_of(c->socket_path, sock_dir, sizeof(sock_dir)) == 0 && strcmp(sock_dir, db_dir) == 0)
+        return 0751;
+    return 0750;
+}
+
 static int open_store(const config *c, store **st)
 {
     store_config sc;
     char err[UTIL_ERRLEN], dir[4096];
     int r;
 
-    if (dir_of(c->db_path, dir, sizeof(dir)) == 0 && (r = mkdir_p(dir, 0755)) < 0) {
+    if (dir_of(c->db_path, dir, sizeof(dir)) == 0 &&
+        (r = mkdir_p(dir, state_dir_mode(c, dir))) < 0) {
         log_error("cannot create %s: %s", dir, strerror(-r));
         return r;
     }
@@ -421,7 +438,10 @@ static int run(config *cfg)
                             .version = WATTPROF_VERSION,
                             .url = "https://wattprof.invalid/",
                             .priv_gid = privileged_gid(cfg),
-                            .max_clients = cfg->max_clients};
+                            .max_clients = cfg->max_clients,
+                            .max_clients_per_uid = cfg->max_clients_per_user,
+                            .idle_timeout_ms = (unsigned)(cfg->client_timeout_s * 1000),
+                            .refuse_error = "io.wattprof.Monitor.TooManyClients"};
     if ((r = rpc_server_new(&rc, fd, &srv)) < 0) {
         close(fd);
         log_error("rpc server: %s", strerror(-r));

@@ -34,6 +34,12 @@ static int64_t now_s(void)
     return (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000000ull);
 }
 
+/* Now for the windows of queries: the clock stored rows are stamped with. */
+static int64_t data_now_s(daemon_ctx *ctx)
+{
+    return sampler_now_ns(ctx->smp) / 1000000000;
+}
+
 static json_object *num_or_null(double v)
 {
     return isfinite(v) ? json_object_new_double(v) : NULL;
@@ -203,19 +209,33 @@ static int invalid_regex(rpc_call *call, const char *pattern)
     return rpc_error(call, "io.wattprof.Monitor.InvalidRegex", e);
 }
 
+static int storage_unavailable(rpc_call *call, const char *why)
+{
+    json_object *p = json_object_new_object();
+    json_object_object_add(p, "reason", json_object_new_string(why));
+    rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", p);
+    return -EIO;
+}
+
+/* The read-only connection of the queries.  While the writer cannot commit
+ * (a full disk, a corrupt page) the database lags behind what was measured:
+ * a query would look empty or stale, so it is StorageUnavailable instead. */
 static int reader(daemon_ctx *ctx, rpc_call *call)
 {
     char err[UTIL_ERRLEN];
+    store_stats ss;
 
+    store_get_stats(ctx->st, &ss);
+    if (ss.error) {
+        snprintf(err, sizeof(err), "%.400s (%llu rows wait in memory, %llu lost)", ss.error_text,
+                 (unsigned long long)ss.pending_rows, (unsigned long long)ss.rows_lost);
+        return storage_unavailable(call, err);
+    }
     if (ctx->reader)
         return 0;
     store_flush(ctx->st);
-    if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0) {
-        json_object *p = json_object_new_object();
-        json_object_object_add(p, "reason", json_object_new_string(err));
-        rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", p);
-        return -EIO;
-    }
+    if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0)
+        return storage_unavailable(call, err);
     return 0;
 }
 
@@ -244,14 +264,46 @@ static const char *param_string(json_object *params, const char *key)
         if (rpc_params_check(call, params, spec_, sizeof(spec_) / sizeof(spec_[0])) < 0)           \
             return 0;                                                                              \
     } while (0)
-#define OPT(name, type)                                                                            \
+#define OPT(name_, type_)                                                                          \
     {                                                                                              \
-        name, RPC_T_##type, true                                                                   \
+        .name = name_, .type = RPC_T_##type_, .optional = true                                     \
     }
-#define REQ(name, type)                                                                            \
+#define REQ(name_, type_)                                                                          \
     {                                                                                              \
-        name, RPC_T_##type, false                                                                  \
+        .name = name_, .type = RPC_T_##type_                                                       \
     }
+/* A number in [lo, hi], optional or required. */
+#define OPT_IN(name_, type_, lo, hi)                                                               \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .optional = true, .ranged = true, .min = lo,         \
+        .max = hi                                                                                  \
+    }
+#define REQ_IN(name_, type_, lo, hi)                                                               \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .ranged = true, .min = lo, .max = hi                 \
+    }
+
+/* The ranges of the interface's numbers: what lies outside is a mistake
+ * (or an attack), refused with InvalidParameter naming the field. */
+#define P_UID_MAX 4294967294.0 /* (uid_t)-1 is no one */
+#define P_PID_MAX 4194304.0    /* the kernel's PID_MAX_LIMIT */
+#define P_TIME_MAX 1e10        /* seconds since the epoch: the year 2286 */
+#define P_SPAN_MAX 1e9         /* seconds: 31 years */
+#define P_LIMIT_MAX 100000.0   /* processes in one Subscribe reply (from memory) */
+/* Stored processes in one ListProcesses reply: a page; the rest by offset.
+ * A page of 1000 is about 0.3 MB of JSON (4 MB with the longest command
+ * lines), where all of them could be tens of MB and seconds of the server
+ * thread. */
+#define P_PAGE_MAX 1000.0
+
+/* An unprivileged caller asking about another uid: PermissionDenied, the
+ * same answer from every method. */
+static bool other_uid(json_object *params, const rpc_peer *peer)
+{
+    json_object *v;
+    return !peer->privileged && json_object_object_get_ex(params, "uid", &v) && v &&
+           json_object_get_int64(v) != (int64_t)peer->uid;
+}
 
 static bool param_present(json_object *params, const char *key)
 {
@@ -334,6 +386,19 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
                  st->reads_unskippable);
         json_object_array_add(a, json_object_new_string(line));
     }
+    if (sampler_record_error(ctx->smp)) {
+        snprintf(line, sizeof(line),
+                 "--record %.300s: writing failed (%s); the recording stops there",
+                 ctx->cfg->record_path, strerror(-sampler_record_error(ctx->smp)));
+        json_object_array_add(a, json_object_new_string(line));
+    }
+    if (sampler_unattributable(ctx->smp)) {
+        snprintf(line, sizeof(line),
+                 "%llu ticks could not be attributed (the model gave no finite power for their "
+                 "rates): their energy is stored as unattributed",
+                 (unsigned long long)sampler_unattributable(ctx->smp));
+        json_object_array_add(a, json_object_new_string(line));
+    }
     if (ss->dropped) {
         snprintf(line, sizeof(line), "%llu records dropped: the storage queue was full",
                  (unsigned long long)ss->dropped);
@@ -341,6 +406,13 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
     }
     if (ss->error)
         json_object_array_add(a, json_object_new_string(ss->error_text));
+    if (ss->rows_lost) {
+        snprintf(line, sizeof(line),
+                 "%llu rows were lost: the database could not be written for too long "
+                 "(%zu rows are kept in memory at most)",
+                 (unsigned long long)ss->rows_lost, ss->max_pending_rows);
+        json_object_array_add(a, json_object_new_string(line));
+    }
     return a;
 }
 
@@ -422,19 +494,24 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
     char err[UTIL_ERRLEN];
     int r;
 
-    CHECK_PARAMS(call, params, OPT("window_s", FLOAT), OPT("sort", STRING), OPT("limit", INT),
-                 OPT("uid", INT), OPT("comm", STRING), OPT("include_exited", BOOL));
-    if (!(window >= 1) || window > 1e9)
-        return rpc_error_invalid_parameter(call, "window_s");
+    CHECK_PARAMS(call, params, OPT_IN("window_s", FLOAT, 1, P_SPAN_MAX), OPT("sort", STRING),
+                 OPT_IN("limit", INT, 0, P_PAGE_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
+                 OPT("comm", STRING), OPT("include_exited", BOOL),
+                 OPT_IN("offset", INT, 0, P_TIME_MAX));
+    if (other_uid(params, peer))
+        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (sort && strcmp(sort, "power") == 0)
         q.sort = STORE_SORT_POWER;
     else if (sort && strcmp(sort, "cpu") == 0)
         q.sort = STORE_SORT_CPU;
     else if (sort && strcmp(sort, "energy") != 0)
         return rpc_error_invalid_parameter(call, "sort");
-    q.until = now_s() + 1;
+    q.until = data_now_s(ctx) + 1;
     q.since = q.until - (int64_t)ceil(window);
-    q.limit = (size_t)fmax(0, param_double(params, "limit", 0));
+    size_t page = (size_t)param_double(params, "limit", 0);
+    page = page ? page : (size_t)P_PAGE_MAX;
+    q.limit = page + 1; /* one more: is there a next page? */
+    q.offset = (size_t)param_double(params, "offset", 0);
     q.uid = param_present(params, "uid") ? (int64_t)param_double(params, "uid", -1) : -1;
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
@@ -452,14 +529,18 @@ static int m_list_processes(rpc_call *call, json_object *params, const rpc_peer 
         return r;
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     user_cache users = {0};
+    bool more = n > page;
+    n = more ? page : n;
     pthread_mutex_lock(&ctx->lock);
     for (size_t i = 0; i < n; i++)
         json_object_array_add(
             a, stored_json(&p[i], ctx->model, (double)(q.until - q.since), true, &users));
     pthread_mutex_unlock(&ctx->lock);
-    store_processes_free(p, n);
+    store_processes_free(p, more ? n + 1 : n);
     json_object_object_add(reply, "window_s", json_object_new_double((double)(q.until - q.since)));
     json_object_object_add(reply, "processes", a);
+    json_object_object_add(reply, "next_offset",
+                           more ? json_object_new_int64((int64_t)(q.offset + n)) : NULL);
     return rpc_reply(call, reply);
 }
 
@@ -480,11 +561,8 @@ static int m_get_process(rpc_call *call, json_object *params, const rpc_peer *pe
     size_t n;
     char err[UTIL_ERRLEN];
 
-    CHECK_PARAMS(call, params, REQ("pid", INT), OPT("series_s", FLOAT));
-    if (!param_present(params, "pid") || pid <= 0)
-        return rpc_error_invalid_parameter(call, "pid");
-    if (!(series_s >= 1))
-        return rpc_error_invalid_parameter(call, "series_s");
+    CHECK_PARAMS(call, params, REQ_IN("pid", INT, 1, P_PID_MAX),
+                 OPT_IN("series_s", FLOAT, 1, P_SPAN_MAX));
     if (reader(ctx, call) < 0)
         return 0;
     sync_store(ctx);
@@ -531,7 +609,7 @@ static int m_get_process(rpc_call *call, json_object *params, const rpc_peer *pe
     return rpc_reply(call, reply);
 }
 
-static int history_query(rpc_call *call, json_object *params, const rpc_peer *peer,
+static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, const rpc_peer *peer,
                          store_history_query *q)
 {
     int kinds = param_present(params, "pid") + param_present(params, "comm") +
@@ -539,10 +617,15 @@ static int history_query(rpc_call *call, json_object *params, const rpc_peer *pe
                 (param_present(params, "host") &&
                  json_object_get_boolean(json_object_object_get(params, "host")));
 
-    if (kinds != 1)
-        return rpc_error_invalid_parameter(call, "pid");
+    if (kinds != 1) {
+        rpc_error_invalid_parameter_why(call, "pid",
+                                        "exactly one of pid, comm, uid or host: true is needed, "
+                                        "%d given",
+                                        kinds);
+        return -EINVAL;
+    }
     q->since = (int64_t)floor(param_double(params, "since", 0));
-    q->until = (int64_t)ceil(param_double(params, "until", (double)now_s() + 1));
+    q->until = (int64_t)ceil(param_double(params, "until", (double)data_now_s(ctx) + 1));
     if (q->until <= q->since) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "since", json_object_new_double((double)q->since));
@@ -552,8 +635,11 @@ static int history_query(rpc_call *call, json_object *params, const rpc_peer *pe
         return -EINVAL;
     }
     double step = param_double(params, "step_s", ceil((double)(q->until - q->since) / 1000));
-    if (!(step >= 1) && !(peer->privileged && step > 0))
-        return rpc_error_invalid_parameter(call, "step_s");
+    if (!(step >= 1) && !(peer->privileged && step > 0)) {
+        rpc_error_invalid_parameter_why(call, "step_s", "step_s is %g, not %s", step,
+                                        peer->privileged ? "above 0" : "1 or more");
+        return -EINVAL;
+    }
     q->step = step < 1 ? 1 : (int64_t)step;
     if (param_present(params, "pid")) {
         q->by = STORE_HISTORY_PID;
@@ -583,9 +669,11 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
     char err[UTIL_ERRLEN];
     int r;
 
-    CHECK_PARAMS(call, params, OPT("pid", INT), OPT("comm", STRING), OPT("uid", INT),
-                 OPT("host", BOOL), REQ("since", FLOAT), OPT("until", FLOAT), OPT("step_s", FLOAT));
-    if (history_query(call, params, peer, &q) < 0)
+    CHECK_PARAMS(call, params, OPT_IN("pid", INT, 1, P_PID_MAX), OPT("comm", STRING),
+                 OPT_IN("uid", INT, 0, P_UID_MAX), OPT("host", BOOL),
+                 REQ_IN("since", FLOAT, 0, P_TIME_MAX), OPT_IN("until", FLOAT, 0, P_TIME_MAX),
+                 OPT_IN("step_s", FLOAT, 0, P_SPAN_MAX));
+    if (history_query(ctx, call, params, peer, &q) < 0)
         return 0;
     if (reader(ctx, call) < 0)
         return 0;
@@ -643,11 +731,16 @@ static int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer
     double interval = param_double(params, "interval_s", 1);
     subscriber *sub;
 
-    CHECK_PARAMS(call, params, OPT("interval_s", FLOAT), OPT("limit", INT), OPT("uid", INT));
+    CHECK_PARAMS(call, params, OPT_IN("interval_s", FLOAT, 0, 86400),
+                 OPT_IN("limit", INT, 0, P_LIMIT_MAX), OPT_IN("uid", INT, 0, P_UID_MAX));
     if (!rpc_call_more(call))
         return rpc_error(call, RPC_ERR_EXPECTED_MORE, NULL);
+    if (other_uid(params, peer))
+        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (!(interval > 0) || (!peer->privileged && interval < 1))
-        return rpc_error_invalid_parameter(call, "interval_s");
+        return rpc_error_invalid_parameter_why(call, "interval_s", "interval_s is %g, not %s",
+                                               interval,
+                                               peer->privileged ? "above 0" : "1 or more");
     if (!(sub = calloc(1, sizeof(*sub))))
         return -ENOMEM;
     sub->call = rpc_call_ref(call);

@@ -123,6 +123,12 @@ struct sampler {
     pthread_t thread;
     atomic_bool stop;
     atomic_uint_fast64_t ticks;
+    /* Ticks whose rows went to the store (what the watchdog is fed on), and
+     * those of them the model could not attribute (stored as unattributed). */
+    atomic_uint_fast64_t stored_ticks, unattributable;
+    uint64_t unattributable_logged_ns;
+    bool tick_unattributable; /* the tick being stored: no calibration rows */
+    atomic_int record_error;  /* -errno of the first failed write of --record */
     uint64_t seen_ticks;
     uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
     int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
@@ -132,6 +138,8 @@ struct sampler {
     int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
     int64_t wall_offset;   /* realtime - monotonic for live ticks; only grows */
     bool wall_behind;      /* CLOCK_REALTIME is behind it (logged once) */
+    /* wall_offset, for other threads */
+    atomic_int_fast64_t wall_offset_pub;
 
     /* per-second accumulation */
     uint64_t second_start_ns;
@@ -891,7 +899,10 @@ static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
         pd[i] = (trace_proc_delta){t->pid, t->start, t->delta, t->ratio};
     }
     trace_tick t = {now, dt_ns, s->zone_delta, pd, s->n_active};
-    trace_write_tick(s->rec, &t);
+    int r = trace_write_tick(s->rec, &t);
+    if (r < 0 && atomic_exchange(&s->record_error, r) == 0)
+        log_error("--record %s: writing failed: %s; the recording stops there", s->cfg->record_path,
+                  strerror(-r));
 }
 
 static void class_of(sampler *s, struct tracked *t, const double *rates)
@@ -935,7 +946,7 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
     for (size_t i = 0; i < n_active; i++)
         for (size_t j = 0; j < ne; j++)
             s->class_rates[active[i]->klass * ne + j] += s->ap[i].rates[j];
-    for (size_t k = 0; at->measured && k < s->m->n_classes; k++)
+    for (size_t k = 0; at->measured && !s->tick_unattributable && k < s->m->n_classes; k++)
         store_push_calibration(s->st, t_ns, at->dt_s, s->model_id, (int)k, s->class_rates + k * ne,
                                ne);
 }
@@ -965,8 +976,10 @@ static int64_t live_time(sampler *s, uint64_t mono)
         log_warning("CLOCK_REALTIME stepped back %.1f s: stored times keep running forward",
                     (double)(s->wall_offset - off) / 1e9);
     s->wall_behind = behind;
-    if (off > s->wall_offset)
+    if (off > s->wall_offset) {
         s->wall_offset = off;
+        atomic_store(&s->wall_offset_pub, off);
+    }
     return (int64_t)mono + s->wall_offset;
 }
 
@@ -1037,6 +1050,35 @@ static void book(sampler *s, struct tracked *t, const attrib_proc *ap)
     s->sec_ratio_n++;
 }
 
+/* A tick the model gives no finite power for (rates or a duration out of
+ * any range: a recording's 1e308, or a model that overflows) is still
+ * stored: its measured energy, past the idle share, as unattributed, no
+ * process's share, counted for GetStatus. */
+static void unattributable_tick(sampler *s, attrib_tick *at, size_t n_active)
+{
+    double idle_full = s->idle_w * at->dt_s;
+    uint64_t n = atomic_fetch_add(&s->unattributable, 1) + 1, now = util_now_ns(CLOCK_MONOTONIC);
+
+    if (!at->measured || !(at->host_j >= 0 && at->host_j <= MODEL_MAX_POWER_W * at->dt_s))
+        at->host_j = 0; /* nothing, rather than a number from nowhere */
+    at->modeled_host_j = 0;
+    at->idle_j = isfinite(idle_full) ? fmin(idle_full, at->host_j) : 0;
+    at->active_j = at->unattributed_j = at->host_j - at->idle_j;
+    at->attributed_j = 0;
+    for (size_t i = 0; i < n_active; i++) {
+        s->ap[i].dynamic_w = s->ap[i].standalone_j = s->ap[i].attributed_j = 0;
+        for (size_t j = 0; j < s->m->n_events; j++)
+            s->rates[i * s->m->n_events + j] = 0; /* what the exporter sums stays finite */
+    }
+    s->tick_unattributable = true;
+    if (n == 1 || now - s->unattributable_logged_ns >= 10000000000ull) {
+        log_warning("a tick of %g s could not be attributed (model %s gives no finite power for "
+                    "its rates): stored as unattributed (%llu so far)",
+                    at->dt_s, s->m->name, (unsigned long long)n);
+        s->unattributable_logged_ns = now;
+    }
+}
+
 /* Attributes one tick of length dt over the processes with deltas; those
  * that slept had zero rates, so no dynamic power and no share, and their
  * standalone p_k(0)*dt is booked lazily (settle_idle). */
@@ -1066,10 +1108,9 @@ static void account(sampler *s, double dt)
     } else if (s->power->n > 0) {
         s->sec_fallback = true;
     }
-    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0) {
-        clear_active(s);
-        return;
-    }
+    s->tick_unattributable = false;
+    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0)
+        unattributable_tick(s, &at, n_active);
     add_idle_tick(s, dt);
     uint64_t this_tick = atomic_load(&s->ticks) + 1; /* tick() counts it next */
     for (size_t i = 0; i < n_active; i++) {
@@ -1094,6 +1135,7 @@ static void account(sampler *s, double dt)
     s->sec_dt += dt;
     s->second_ticks++;
     push_tick(s, t_ns, &at, n_active, active);
+    atomic_fetch_add(&s->stored_ticks, 1);
     clear_active(s);
 }
 
@@ -1673,10 +1715,29 @@ const sample_eventset *sampler_events(const sampler *s)
 
 bool sampler_progressed(sampler *s)
 {
-    uint64_t now = atomic_load(&s->ticks);
+    uint64_t now = atomic_load(&s->stored_ticks);
     bool moved = now != s->seen_ticks;
     s->seen_ticks = now;
     return moved || s->replay_done;
+}
+
+int64_t sampler_now_ns(sampler *s)
+{
+    int64_t off = atomic_load(&s->wall_offset_pub);
+
+    if (s->rep || off == 0)
+        return realtime_ns();
+    return (int64_t)util_now_ns(CLOCK_MONOTONIC) + off;
+}
+
+int sampler_record_error(sampler *s)
+{
+    return atomic_load(&s->record_error);
+}
+
+uint64_t sampler_unattributable(sampler *s)
+{
+    return atomic_load(&s->unattributable);
 }
 
 bool sampler_replay_done(const sampler *s)

@@ -42,6 +42,18 @@ def fake_meter_model(path, idle_w, per_cpu_w):
         json.dump(model, f)
     return path
 
+def one_event_model(path):
+    """Writes to `path` a model of task-clock alone (10 W + 40 W per core,
+    idle 20 W), for replays of recordings that hold only that event."""
+    with open(path, "w") as f:
+        json.dump({"format": "wattprof-model/1", "name": "one-event", "engine": "ridge",
+                   "target": ["package"], "events": ["perf::TASK-CLOCK"],
+                   "scaler": {"min": [0], "max": [1e9]},
+                   "classes": {"models": [{"name": "all", "intercept": 10.0, "coef": [40.0]}]},
+                   "idle_power_w": 20.0}, f)
+    return path
+
+
 class Daemon:
     def __init__(self, *args, state=None):
         self.dir = state or tempfile.mkdtemp(prefix="wattprofd-test-")

@@ -152,8 +152,8 @@ static void *publisher_main(void *arg)
 
 static int echo(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
 {
-    static const rpc_param_spec spec[] = {{"text", RPC_T_STRING, false},
-                                          {"repeat", RPC_T_INT, true}};
+    static const rpc_param_spec spec[] = {{.name = "text", .type = RPC_T_STRING},
+                                          {.name = "repeat", .type = RPC_T_INT, .optional = true}};
     json_object *v, *out;
     const char *text;
     int64_t repeat = 1;
@@ -188,8 +188,9 @@ static int echo(rpc_call *call, json_object *params, const rpc_peer *peer, void 
 
 static int counter(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
 {
-    static const rpc_param_spec spec[] = {{"count", RPC_T_INT, false},
-                                          {"interval_ms", RPC_T_INT, true}};
+    static const rpc_param_spec spec[] = {
+        {.name = "count", .type = RPC_T_INT},
+        {.name = "interval_ms", .type = RPC_T_INT, .optional = true}};
     json_object *v;
     long count, interval = 10;
     int r = rpc_params_check(call, params, spec, 2);
@@ -211,7 +212,7 @@ static int counter(rpc_call *call, json_object *params, const rpc_peer *peer, vo
 
 static int slow(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
 {
-    static const rpc_param_spec spec[] = {{"ms", RPC_T_INT, false}};
+    static const rpc_param_spec spec[] = {{.name = "ms", .type = RPC_T_INT}};
     json_object *v;
     long ms;
     int r = rpc_params_check(call, params, spec, 1);

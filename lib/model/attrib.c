@@ -15,8 +15,11 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
 {
     double sum_d = 0, idle_full;
 
-    if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) || !(t->untracked_dynamic_w >= 0))
+    if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) ||
+        !(t->untracked_dynamic_w >= 0) || (t->measured && isnan(t->host_j)))
         return -EINVAL;
+    if (t->dt_s > ATTRIB_MAX_TICK_S || (t->measured && !(t->host_j <= MODEL_MAX_POWER_W * t->dt_s)))
+        return -ERANGE;
     for (size_t i = 0; i < n; i++) {
         attrib_proc *p = &procs[i];
         if (p->klass < 0 || (size_t)p->klass >= m->n_classes)
@@ -24,7 +27,7 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
         double power = model_power(m, p->klass, p->rates);
         p->dynamic_w = model_dynamic_power(m, p->klass, p->rates);
         if (!isfinite(power) || !isfinite(p->dynamic_w))
-            return -EINVAL;
+            return -ERANGE;
         p->standalone_j = power * t->dt_s;
         sum_d += p->dynamic_w;
     }
@@ -33,7 +36,7 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
     if (!t->measured)
         t->host_j = t->modeled_host_j;
     if (!(t->host_j >= 0) || !isfinite(t->host_j))
-        return -EINVAL;
+        return -ERANGE;
 
     t->idle_j = fmin(idle_full, t->host_j);
     t->active_j = t->host_j - t->idle_j;

@@ -95,6 +95,23 @@ static json_object *get(json_object *o, const char *key, json_type type, bool re
     return v;
 }
 
+/* Every field of object `o` (at `where`) must be one of `known` (NULL
+ * terminated): a misspelt key would otherwise be dropped without a word. */
+static int check_keys(json_object *o, const char *const *known, struct parse_ctx *ctx,
+                      const char *where)
+{
+    json_object_object_foreach(o, key, val)
+    {
+        size_t i = 0;
+        (void)val;
+        while (known[i] && strcmp(known[i], key) != 0)
+            i++;
+        if (!known[i])
+            return FAIL(ctx, "%s: unknown field '%s%s'", ctx->origin, where, key);
+    }
+    return 0;
+}
+
 static int get_string(json_object *o, const char *key, bool required, char **out,
                       struct parse_ctx *ctx, const char *where)
 {
@@ -177,15 +194,50 @@ static int parse_scaler(model *m, json_object *root, struct parse_ctx *ctx)
     int r = 0;
     json_object *s = get(root, "scaler", json_type_object, true, ctx, "", &r);
 
+    static const char *const known[] = {"min", "max", NULL};
+
     if (!s)
         return r;
-    if ((r = get_numbers(s, "min", m->n_events, m->scale_min, ctx, "scaler.")) < 0 ||
+    if ((r = check_keys(s, known, ctx, "scaler.")) < 0 ||
+        (r = get_numbers(s, "min", m->n_events, m->scale_min, ctx, "scaler.")) < 0 ||
         (r = get_numbers(s, "max", m->n_events, m->scale_max, ctx, "scaler.")) < 0)
         return r;
     for (size_t j = 0; j < m->n_events; j++)
-        if (m->scale_max[j] < m->scale_min[j])
-            return FAIL(ctx, "%s: scaler.max[%zu] (%g) is below scaler.min[%zu] (%g) for '%s'",
+        if (!(m->scale_max[j] > m->scale_min[j]))
+            return FAIL(ctx, "%s: scaler.max[%zu] (%g) is not above scaler.min[%zu] (%g) for '%s'",
                         ctx->origin, j, m->scale_max[j], j, m->scale_min[j], m->events[j]);
+    return 0;
+}
+
+/* The largest power a class can give at rates from 0 to its scaler's max:
+ * a linear model is largest at a corner, so the sum of the largest terms
+ * bounds it, for the power and for the dynamic part alike.  Rates over the
+ * max give more, in proportion: 10 times the range still fits a double. */
+static double class_bound_w(const model *m, const model_class *c)
+{
+    double b = fabs(c->intercept);
+
+    for (size_t j = 0; j < m->n_events; j++) {
+        double width = m->scale_max[j] - m->scale_min[j];
+        double lo = fabs(m->scale_min[j] / width), hi = fabs((m->scale_max[j]) / width);
+        b += fabs(c->coef[j]) * fmax(fmax(lo, hi), 1.0);
+    }
+    return b;
+}
+
+/* A model that loads must give a power for every tick: coefficients that
+ * pass one by one can still overflow together (1e308 + 1e308). */
+static int check_range(const model *m, struct parse_ctx *ctx)
+{
+    for (size_t k = 0; k < m->n_classes; k++) {
+        double b = class_bound_w(m, &m->classes[k]);
+        if (!(b <= MODEL_MAX_POWER_W))
+            return FAIL(ctx,
+                        "%s: class '%s' gives up to %g W over the scaler's range, more than "
+                        "%g W: its coefficients are out of scale",
+                        ctx->origin, m->classes[k].name ? m->classes[k].name : "all", b,
+                        MODEL_MAX_POWER_W);
+    }
     return 0;
 }
 
@@ -200,8 +252,11 @@ static int parse_class_models(model *m, json_object *list, struct parse_ctx *ctx
         char where[48];
         int r;
         snprintf(where, sizeof(where), "classes.models[%zu].", k);
+        static const char *const known[] = {"name", "intercept", "coef", NULL};
         if (!json_object_is_type(c, json_type_object))
             return FAIL(ctx, "%s: field 'classes.models[%zu]' must be an object", ctx->origin, k);
+        if ((r = check_keys(c, known, ctx, where)) < 0)
+            return r;
         if (!(m->classes[k].coef = calloc(m->n_events, sizeof(double))))
             return -ENOMEM;
         if ((r = get_string(c, "name", true, &m->classes[k].name, ctx, where)) < 0 ||
@@ -218,8 +273,11 @@ static int parse_classes(model *m, json_object *root, struct parse_ctx *ctx)
     json_object *c = get(root, "classes", json_type_object, true, ctx, "", &r);
     json_object *list;
     char *event = NULL, *mode = NULL;
+    static const char *const known[] = {"models", "event", "mode", "threshold", NULL};
 
     if (!c)
+        return r;
+    if ((r = check_keys(c, known, ctx, "classes.")) < 0)
         return r;
     if (!(list = get(c, "models", json_type_array, true, ctx, "classes.", &r)))
         return r;
@@ -259,8 +317,12 @@ static int parse_training(model *m, json_object *root, struct parse_ctx *ctx)
     json_object *t = get(root, "training", json_type_object, false, ctx, "", &r);
     json_object *rows;
     double mape = NAN;
+    static const char *const known[] = {"rows",   "cv_mape",        "created", "cpu_model",
+                                        "kernel", "dataset_sha256", NULL};
 
     if (!t)
+        return r;
+    if ((r = check_keys(t, known, ctx, "training.")) < 0)
         return r;
     m->training.present = true;
     if ((rows = get(t, "rows", json_type_int, false, ctx, "training.", &r)))
@@ -280,6 +342,10 @@ static int parse_root(model *m, json_object *root, struct parse_ctx *ctx)
 {
     int r;
     char *format = NULL;
+    static const char *const known[] = {"format",       "name",     "engine", "description",
+                                        "target",       "events",   "scaler", "classes",
+                                        "idle_power_w", "training", NULL};
+    static const char *const engines[] = {"ols", "ridge", "lasso", NULL};
 
     if (!json_object_is_type(root, json_type_object))
         return FAIL(ctx, "%s: a model file is a JSON object", ctx->origin);
@@ -297,6 +363,12 @@ static int parse_root(model *m, json_object *root, struct parse_ctx *ctx)
                     "%s: engine 'expr' is an equation over program parameters, not a "
                     "power model over perf events",
                     ctx->origin);
+    for (r = 0; engines[r] && strcmp(engines[r], m->engine) != 0; r++)
+        ;
+    if (!engines[r])
+        return FAIL(ctx, "%s: engine '%s' is not one of ols, ridge, lasso", ctx->origin, m->engine);
+    if ((r = check_keys(root, known, ctx, "")) < 0)
+        return r;
     if ((r = get_string(root, "description", false, &m->description, ctx, "")) < 0 ||
         (r = get_strings(root, "target", &m->target, &m->n_target, ctx)) < 0 ||
         (r = get_strings(root, "events", &m->events, &m->n_events, ctx)) < 0)
@@ -308,10 +380,10 @@ static int parse_root(model *m, json_object *root, struct parse_ctx *ctx)
         (r = get_number(root, "idle_power_w", true, &m->idle_power_w, ctx, "")) < 0 ||
         (r = parse_training(m, root, ctx)) < 0)
         return r;
-    if (m->idle_power_w < 0)
-        return FAIL(ctx, "%s: idle_power_w must not be negative (%g)", ctx->origin,
-                    m->idle_power_w);
-    return 0;
+    if (!(m->idle_power_w >= 0 && m->idle_power_w <= MODEL_MAX_POWER_W))
+        return FAIL(ctx, "%s: idle_power_w (%g) is not from 0 to %g W", ctx->origin,
+                    m->idle_power_w, MODEL_MAX_POWER_W);
+    return check_range(m, ctx);
 }
 
 int model_parse(const char *text, size_t len, const char *origin, model **out, char *err,

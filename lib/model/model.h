@@ -15,6 +15,10 @@
 
 #define MODEL_FORMAT "wattprof-model/1"
 #define MODEL_MAX_CLASSES 2
+/* The most power a model may give over its scaler's range (and its idle
+ * power): a megawatt is no node's; a model past it is out of scale, and one
+ * that overflows would leave ticks it cannot attribute. */
+#define MODEL_MAX_POWER_W 1e6
 
 typedef enum model_class_mode {
     MODEL_CLASS_CUMULATIVE, /* cache-misses since the process was first seen */
@@ -125,7 +129,10 @@ typedef struct attrib_tick {
  * idle, process i gets active * d_i / D where D = sum d_i + untracked; the
  * rest is unattributed. Without a measurement host_j is set to the modeled
  * host energy. Guarantees sum attributed + idle + unattributed = host_j to
- * rounding, with no negative term. Returns -EINVAL on a bad dt or NaN input. */
+ * rounding, with no negative term. Returns -EINVAL on a bad dt or NaN input,
+ * -ERANGE for a tick no attribution can hold: over ATTRIB_MAX_TICK_S, a
+ * measurement or a model power over MODEL_MAX_POWER_W, or none finite. */
+#define ATTRIB_MAX_TICK_S 3600.0
 int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size_t n);
 
 #endif

@@ -4,6 +4,8 @@
 #include "rpc/internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -239,5 +241,21 @@ int rpc_error_invalid_parameter(rpc_call *call, const char *parameter)
     if (!p)
         return -ENOMEM;
     json_object_object_add(p, "parameter", json_object_new_string(parameter));
+    return rpc_error(call, RPC_ERR_INVALID_PARAMETER, p);
+}
+
+int rpc_error_invalid_parameter_why(rpc_call *call, const char *parameter, const char *fmt, ...)
+{
+    json_object *p = json_object_new_object();
+    char why[256];
+    va_list ap;
+
+    if (!p)
+        return -ENOMEM;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    json_object_object_add(p, "parameter", json_object_new_string(parameter));
+    json_object_object_add(p, "reason", json_object_new_string(why));
     return rpc_error(call, RPC_ERR_INVALID_PARAMETER, p);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define READS_PER_WAKEUP 16
@@ -22,6 +23,7 @@ void rpc_conn_end_call(struct rpc_conn *conn)
     conn->call = NULL;
     call->conn = NULL;
     rpc_call_unref(call);
+    conn->active_ns = util_now_ns(CLOCK_MONOTONIC);
 }
 
 void rpc_conn_close(struct rpc_conn *conn)
@@ -52,6 +54,7 @@ static void conn_flush(struct rpc_conn *conn)
             return;
         }
         rpc_buf_consume(&conn->out, (size_t)n);
+        conn->active_ns = util_now_ns(CLOCK_MONOTONIC);
     }
 }
 
@@ -70,10 +73,11 @@ static void conn_send(struct rpc_conn *conn, const char *text, size_t len)
     if (conn->dead)
         return;
     if (conn->out.len > 0 && conn->out.len + len > srv->max_output) {
-        log_warning("rpc: dropping client (pid %d, uid %u): %zu bytes of output unread, "
-                    "limit %zu",
-                    (int)conn->peer.pid, (unsigned)conn->peer.uid, conn->out.len + len,
-                    srv->max_output);
+        if (rpc_noise_allow(srv, conn->peer.uid))
+            log_warning("rpc: dropping client (pid %d, uid %u): %zu bytes of output unread, "
+                        "limit %zu",
+                        (int)conn->peer.pid, (unsigned)conn->peer.uid, conn->out.len + len,
+                        srv->max_output);
         atomic_fetch_add(&srv->dropped, 1);
         rpc_conn_close(conn);
         return;
@@ -103,8 +107,9 @@ void rpc_conn_bad_request(struct rpc_conn *conn, const char *field, const char *
     char *text;
     size_t len;
 
-    log_info("rpc: bad request from pid %d uid %u: %s", (int)conn->peer.pid,
-             (unsigned)conn->peer.uid, why);
+    if (rpc_noise_allow(conn->srv, conn->peer.uid))
+        log_info("rpc: bad request from pid %d uid %u: %s", (int)conn->peer.pid,
+                 (unsigned)conn->peer.uid, why);
     atomic_fetch_add(&conn->srv->bad_requests, 1);
     conn->closing = true;
     if (p) {
@@ -134,6 +139,7 @@ static void conn_process(struct rpc_conn *conn)
             rpc_conn_bad_request(conn, "", why);
             break;
         }
+        conn->active_ns = util_now_ns(CLOCK_MONOTONIC);
         rpc_dispatch(conn, msg, len);
         rpc_buf_consume(&conn->in, len + 1);
     }
@@ -224,21 +230,20 @@ void rpc_conn_free(struct rpc_conn *conn)
     free(conn);
 }
 
-int rpc_conn_new(rpc_server *srv, int fd)
+int rpc_conn_new(rpc_server *srv, int fd, const rpc_peer *peer)
 {
     struct rpc_conn *conn = calloc(1, sizeof(*conn));
     struct epoll_event ev = {.events = EPOLLIN};
-    int r;
 
     if (!conn)
         return -ENOMEM;
     conn->srv = srv;
     conn->fd = fd;
-    r = rpc_peer_get(fd, srv->priv_gid, &conn->peer);
+    conn->peer = *peer;
+    conn->active_ns = util_now_ns(CLOCK_MONOTONIC);
     ev.data.ptr = conn;
-    if (r == 0 && epoll_ctl(srv->ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-        r = -errno;
-    if (r < 0) {
+    if (epoll_ctl(srv->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int r = -errno;
         free(conn);
         return r;
     }

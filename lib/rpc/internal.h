@@ -128,15 +128,18 @@ struct rpc_conn {
     int fd;
     rpc_peer peer;
     rpc_buf in, out;
-    rpc_call *call;  /* the call being answered; later ones wait in `in` */
-    uint32_t events; /* what epoll watches now */
-    bool eof;        /* the peer will send nothing more */
-    bool closing;    /* close once the output is sent (after a bad request) */
-    bool dead;       /* closed; freed at the end of the loop iteration */
+    rpc_call *call;     /* the call being answered; later ones wait in `in` */
+    uint32_t events;    /* what epoll watches now */
+    bool eof;           /* the peer will send nothing more */
+    bool closing;       /* close once the output is sent (after a bad request) */
+    bool dead;          /* closed; freed at the end of the loop iteration */
+    uint64_t active_ns; /* CLOCK_MONOTONIC of the last progress: connected, a call
+                           started or ended, output sent (not a partial message) */
 };
 
-/* Accepts fd (already non-blocking) as a new connection watched by epoll. */
-int rpc_conn_new(rpc_server *srv, int fd);
+/* Accepts fd (already non-blocking) of `peer` as a new connection watched
+ * by epoll. */
+int rpc_conn_new(rpc_server *srv, int fd, const rpc_peer *peer);
 /* Handles what epoll reported for the connection. */
 void rpc_conn_event(struct rpc_conn *conn, uint32_t events);
 /* After anything happened: dispatch what waits, send, close when done. */
@@ -165,13 +168,32 @@ void rpc_dispatch(struct rpc_conn *conn, const char *msg, size_t len);
 const rpc_method *rpc_server_find_method(const rpc_server *srv, const char *name);
 const rpc_idl *rpc_server_find_interface(const rpc_server *srv, const char *name, size_t len);
 
+/* ---- noise.c: per-uid log rate limit ---- */
+
+#define RPC_NOISE_SLOTS 16 /* uids tracked at once; more take over the oldest */
+
+struct rpc_noise {
+    uid_t uid;
+    bool used;
+    uint64_t since_ns;   /* when the last line about uid was logged */
+    uint64_t suppressed; /* lines left out since */
+};
+
+/* True when a line about `uid` may be logged now (one a second); else counts
+ * it as left out.  A line that is allowed first reports the count. */
+bool rpc_noise_allow(rpc_server *srv, uid_t uid);
+/* Reports the counts of windows that have ended (server thread, each loop). */
+void rpc_noise_flush(rpc_server *srv);
+
 /* ---- server.c ---- */
 
 struct rpc_server {
     char *vendor, *product, *version, *url;
     gid_t priv_gid;
     size_t max_request, max_output;
-    unsigned max_clients;
+    unsigned max_clients, max_per_uid;
+    uint64_t idle_ns, next_sweep_ns;
+    char *refuse_error; /* NULL: refuse without a word */
     int listen_fd, ep;
     rpc_queue *q;
     rpc_idl *ifaces; /* fixed once the thread runs: read there without locks */
@@ -183,9 +205,10 @@ struct rpc_server {
     bool started;
     atomic_bool stop;
     bool accept_paused;
-    uint64_t accept_resume_ns, refuse_logged_ns;
+    uint64_t accept_resume_ns;
+    struct rpc_noise noise[RPC_NOISE_SLOTS];
     atomic_uint clients;
-    atomic_uint_fast64_t accepted, refused, dropped, bad_requests, calls;
+    atomic_uint_fast64_t accepted, refused, idle_closed, dropped, bad_requests, calls;
 };
 
 /* service.c: registers org.varlink.service (GetInfo, GetInterfaceDescription). */

@@ -3,6 +3,7 @@
 #include "rpc/internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
 
 static bool type_matches(json_object *v, enum rpc_type t)
@@ -32,6 +33,27 @@ static const rpc_param_spec *find_spec(const char *name, const rpc_param_spec *s
     return NULL;
 }
 
+/* A ranged number outside its range: InvalidParameter saying so.  An
+ * integer is compared as an integer (one past 2^53 is not rounded into
+ * range) and shown as written. */
+static int check_range(rpc_call *call, const char *key, json_object *v, const rpc_param_spec *s)
+{
+    if (json_object_is_type(v, json_type_int)) {
+        int64_t i = json_object_get_int64(v);
+        if ((double)i >= s->min && (double)i <= s->max && (s->max >= 9e18 || i <= (int64_t)s->max))
+            return 0;
+        rpc_error_invalid_parameter_why(call, key, "%s is %" PRId64 ", not from %.15g to %.15g",
+                                        key, i, s->min, s->max);
+        return -EINVAL;
+    }
+    double d = json_object_get_double(v);
+    if (d >= s->min && d <= s->max)
+        return 0;
+    rpc_error_invalid_parameter_why(call, key, "%s is %.6g, not from %.15g to %.15g", key, d,
+                                    s->min, s->max);
+    return -EINVAL;
+}
+
 int rpc_params_check(rpc_call *call, json_object *params, const rpc_param_spec *spec, size_t n)
 {
     json_object *v;
@@ -43,6 +65,8 @@ int rpc_params_check(rpc_call *call, json_object *params, const rpc_param_spec *
             rpc_error_invalid_parameter(call, key);
             return -EINVAL;
         }
+        if (val && s->ranged && check_range(call, key, val, s) != 0)
+            return -EINVAL;
     }
     for (size_t i = 0; i < n; i++) {
         if (spec[i].optional)

@@ -20,7 +20,12 @@
  * fields of the wrong type) gets org.varlink.service.InvalidParameter, with
  * "parameter" naming the field at fault ("" for the message as a whole) and
  * a "reason" for a person, and the connection is closed; a client whose unsent output would pass
- * max_output bytes is dropped; connections past max_clients are accepted and closed at once.
+ * max_output bytes is dropped.  No user can lock the others out: an unprivileged uid holds at
+ * most max_clients_per_uid connections, unprivileged peers together at most three quarters of
+ * max_clients (the rest is kept for root and the privileged group), and a connection that
+ * completes no call for idle_timeout_ms while none is in progress (silent, or sending a message
+ * it never finishes) is closed.  A refused connection is accepted, told why (the configured
+ * refuse_error with a "reason") and closed.
  *
  * Functions return 0 (or a count) on success and a negative errno on
  * failure; those that take `err` fill it with one line for a person. */
@@ -36,6 +41,7 @@
 #define RPC_MAX_REQUEST_DEFAULT (64 * 1024)  /* bytes, NUL excluded */
 #define RPC_MAX_OUTPUT_DEFAULT (1024 * 1024) /* unsent bytes per client */
 #define RPC_MAX_CLIENTS_DEFAULT 64
+#define RPC_MAX_PER_UID_DEFAULT 16
 
 /* The standard errors of org.varlink.service. */
 #define RPC_ERR_INTERFACE_NOT_FOUND "org.varlink.service.InterfaceNotFound"
@@ -110,6 +116,9 @@ int rpc_error(rpc_call *call, const char *name, json_object *params);
 
 /* org.varlink.service.InvalidParameter naming the parameter at fault. */
 int rpc_error_invalid_parameter(rpc_call *call, const char *parameter);
+/* The same with a "reason" for a person (printf format). */
+int rpc_error_invalid_parameter_why(rpc_call *call, const char *parameter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* True when the call asked for a stream ("more": true). */
 bool rpc_call_more(const rpc_call *call);
@@ -134,12 +143,16 @@ typedef struct rpc_param_spec {
     const char *name;
     enum rpc_type type;
     bool optional;
+    bool ranged;     /* a number that must lie in [min, max] */
+    double min, max; /* ranged only */
 } rpc_param_spec;
 
 /* Checks params against n specs: every required field present, every field
- * known and of its type (JSON null counts as absent for optional fields).
- * On the first mismatch replies InvalidParameter naming the field and
- * returns -EINVAL, so a handler just returns what this returns. */
+ * known and of its type (JSON null counts as absent for optional fields),
+ * every ranged number within its range.  On the first mismatch replies
+ * InvalidParameter naming the field (with a "reason" for a person when it
+ * is out of range) and returns -EINVAL, so a handler just returns what
+ * this returns. */
 int rpc_params_check(rpc_call *call, json_object *params, const rpc_param_spec *spec, size_t n);
 
 /* ---- Server ---- */
@@ -155,6 +168,14 @@ typedef struct rpc_server_config {
      * 0: RPC_MAX_OUTPUT_DEFAULT */
     size_t max_output;
     unsigned max_clients; /* 0: RPC_MAX_CLIENTS_DEFAULT */
+    /* Connections one unprivileged uid may hold; 0: RPC_MAX_PER_UID_DEFAULT */
+    unsigned max_clients_per_uid;
+    /* Closes a connection with no call in progress that completed none for
+     * this long; 0: never. */
+    unsigned idle_timeout_ms;
+    /* The error a refused connection gets, with {"reason": ...}, before it
+     * is closed ("iface.TooManyClients"); NULL: closed without a word. */
+    const char *refuse_error;
 } rpc_server_config;
 
 /* Creates a server that will accept on listen_fd (which it then owns and
@@ -185,7 +206,8 @@ void rpc_server_free(rpc_server *srv);
 typedef struct rpc_server_stats {
     unsigned clients;      /* connected now */
     uint64_t accepted;     /* connections accepted and served */
-    uint64_t refused;      /* connections closed at once for max_clients */
+    uint64_t refused;      /* connections closed at once for the client limits */
+    uint64_t idle_closed;  /* connections closed for idle_timeout_ms */
     uint64_t dropped;      /* clients dropped for output over max_output */
     uint64_t bad_requests; /* oversized or malformed requests */
     uint64_t calls;        /* method calls dispatched */

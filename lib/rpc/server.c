@@ -1,7 +1,8 @@
 /* rpc server: the Varlink server thread.  One epoll loop owns the listening
  * socket, every connection and the wakeup of the reply queue; all sockets are
  * non-blocking, so a client can only ever cost the daemon memory, and that
- * memory is bounded (max_request in, max_output out, max_clients). */
+ * memory is bounded (max_request in, max_output out, max_clients), and no
+ * client can hold a slot it does not use (per-uid shares, idle timeout). */
 #include "rpc/internal.h"
 
 #include "util/util.h"
@@ -60,24 +61,75 @@ static void resume_accept(rpc_server *srv)
     srv->accept_paused = false;
 }
 
-static void refuse(rpc_server *srv, int fd)
+/* Who may take another connection: NULL when `peer` may, else why not.
+ * Privileged peers may fill every slot; the unprivileged together leave a
+ * quarter of them free, and each uid has a share of its own, so no user
+ * can lock out root, the group or the other users. */
+static const char *admit(rpc_server *srv, const rpc_peer *peer, char *why, size_t len)
 {
-    uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+    unsigned total = atomic_load(&srv->clients), same_uid = 0, unprivileged = 0;
+    unsigned shared = srv->max_clients - srv->max_clients / 4;
 
+    if (total >= srv->max_clients) {
+        snprintf(why, len, "%u clients are connected, the most the daemon serves (max_clients)",
+                 total);
+        return why;
+    }
+    if (peer->privileged)
+        return NULL;
+    for (struct rpc_conn *c = srv->conns; c; c = c->next) {
+        if (c->dead || c->peer.privileged)
+            continue;
+        unprivileged++;
+        same_uid += c->peer.uid == peer->uid;
+    }
+    if (same_uid >= srv->max_per_uid)
+        snprintf(why, len,
+                 "uid %u has %u connections open, the most one user may have "
+                 "(max_clients_per_user)",
+                 (unsigned)peer->uid, same_uid);
+    else if (unprivileged >= shared)
+        snprintf(why, len,
+                 "%u clients of unprivileged users are connected, the most they may have; "
+                 "the other %u slots are kept for root and the daemon's group",
+                 unprivileged, srv->max_clients - shared);
+    else
+        return NULL;
+    return why;
+}
+
+/* Tells a refused client why (when an error name is configured), then
+ * closes.  The reply is small: a fresh socket's buffer takes it whole. */
+static void refuse(rpc_server *srv, int fd, const rpc_peer *peer, const char *why)
+{
+    json_object *p;
+    char *text;
+    size_t len;
+
+    if (srv->refuse_error && (p = json_object_new_object())) {
+        json_object_object_add(p, "reason", json_object_new_string(why));
+        if (rpc_msg_error(srv->refuse_error, p, &text, &len) == 0) {
+            if (send(fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+                /* gone already: the close says the rest */
+            }
+            free(text);
+        }
+    }
     atomic_fetch_add(&srv->refused, 1); /* before the client can see the close */
     close(fd);
-    /* One line a second at most: a flood of clients must not flood the log. */
-    if (now - srv->refuse_logged_ns >= 1000000000ull || srv->refuse_logged_ns == 0) {
-        log_warning("rpc: refusing connections: %u clients connected (max_clients)",
-                    srv->max_clients);
-        srv->refuse_logged_ns = now;
-    }
+    /* A flood of clients must not flood the log. */
+    if (rpc_noise_allow(srv, peer->uid))
+        log_warning("rpc: refusing a connection of pid %d uid %u: %s", (int)peer->pid,
+                    (unsigned)peer->uid, why);
 }
 
 static void accept_clients(rpc_server *srv)
 {
     for (;;) {
         int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), r;
+        rpc_peer peer;
+        char why[256];
+        const char *no;
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -85,16 +137,70 @@ static void accept_clients(rpc_server *srv)
                 pause_accept(srv, errno);
             return;
         }
-        if (atomic_load(&srv->clients) >= srv->max_clients) {
-            refuse(srv, fd);
+        if ((r = rpc_peer_get(fd, srv->priv_gid, &peer)) < 0) {
+            log_warning("rpc: dropping a new connection: its credentials: %s", strerror(-r));
+            close(fd);
             continue;
         }
-        r = rpc_conn_new(srv, fd);
+        if ((no = admit(srv, &peer, why, sizeof(why)))) {
+            refuse(srv, fd, &peer, no);
+            continue;
+        }
+        r = rpc_conn_new(srv, fd, &peer);
         if (r < 0) {
             log_warning("rpc: dropping a new connection: %s", strerror(-r));
             close(fd);
         }
     }
+}
+
+/* ---- idle connections ---- */
+
+/* How often idle connections are looked for: a quarter of the timeout, so
+ * one is closed at most a quarter late, and at least once a second. */
+static uint64_t sweep_period_ns(const rpc_server *srv)
+{
+    uint64_t p = srv->idle_ns / 4;
+    return p < 10000000ull ? 10000000ull : p > 1000000000ull ? 1000000000ull : p;
+}
+
+/* Closes connections with no call in progress that made no progress for
+ * idle_ns: silent ones and those that never finish a message. */
+static void sweep_idle(rpc_server *srv)
+{
+    uint64_t now = util_now_ns(CLOCK_MONOTONIC);
+    unsigned closed = 0;
+    rpc_peer first = {0};
+
+    if (srv->idle_ns == 0 || now < srv->next_sweep_ns)
+        return;
+    srv->next_sweep_ns = now + sweep_period_ns(srv);
+    for (struct rpc_conn *c = srv->conns; c; c = c->next) {
+        if (c->dead || c->call || now - c->active_ns < srv->idle_ns)
+            continue;
+        if (closed++ == 0)
+            first = c->peer;
+        rpc_conn_close(c);
+    }
+    if (closed == 0)
+        return;
+    atomic_fetch_add(&srv->idle_closed, closed);
+    log_info("rpc: closed %u connection%s idle for %.1f s (the first of pid %d uid %u)", closed,
+             closed == 1 ? "" : "s", (double)srv->idle_ns / 1e9, (int)first.pid,
+             (unsigned)first.uid);
+}
+
+/* The epoll_wait timeout: until accepting resumes or the next sweep. */
+static int wait_ms(const rpc_server *srv)
+{
+    int ms = srv->accept_paused ? ACCEPT_PAUSE_MS : -1;
+    uint64_t now, due;
+
+    if (srv->idle_ns == 0 || !srv->conns)
+        return ms;
+    now = util_now_ns(CLOCK_MONOTONIC);
+    due = srv->next_sweep_ns > now ? (srv->next_sweep_ns - now + 999999) / 1000000 : 0;
+    return ms < 0 || (uint64_t)ms > due ? (int)due : ms;
 }
 
 /* ---- the thread ---- */
@@ -125,7 +231,7 @@ static void *server_main(void *arg)
     srv->q->thread = pthread_self();
     atomic_store(&srv->q->running, true);
     while (!atomic_load(&srv->stop)) {
-        int n = epoll_wait(srv->ep, evs, 32, srv->accept_paused ? ACCEPT_PAUSE_MS : -1);
+        int n = epoll_wait(srv->ep, evs, 32, wait_ms(srv));
         if (n < 0 && errno != EINTR) {
             log_error("rpc: epoll_wait: %s; the server stops", strerror(errno));
             break;
@@ -139,6 +245,8 @@ static void *server_main(void *arg)
                 rpc_conn_event(evs[i].data.ptr, evs[i].events);
         }
         resume_accept(srv);
+        sweep_idle(srv);
+        rpc_noise_flush(srv);
         reap(srv);
     }
     for (struct rpc_conn *c = srv->conns; c; c = c->next)
@@ -178,11 +286,18 @@ int rpc_server_new(const rpc_server_config *cfg, int listen_fd, rpc_server **out
     srv->max_request = cfg->max_request ? cfg->max_request : RPC_MAX_REQUEST_DEFAULT;
     srv->max_output = cfg->max_output ? cfg->max_output : RPC_MAX_OUTPUT_DEFAULT;
     srv->max_clients = cfg->max_clients ? cfg->max_clients : RPC_MAX_CLIENTS_DEFAULT;
+    srv->max_per_uid =
+        cfg->max_clients_per_uid ? cfg->max_clients_per_uid : RPC_MAX_PER_UID_DEFAULT;
+    srv->idle_ns = (uint64_t)cfg->idle_timeout_ms * 1000000ull;
     srv->vendor = dup_or_empty(cfg->vendor);
     srv->product = dup_or_empty(cfg->product);
     srv->version = dup_or_empty(cfg->version);
     srv->url = dup_or_empty(cfg->url);
-    r = srv->vendor && srv->product && srv->version && srv->url ? 0 : -ENOMEM;
+    srv->refuse_error = cfg->refuse_error ? strdup(cfg->refuse_error) : NULL;
+    r = srv->vendor && srv->product && srv->version && srv->url &&
+                (srv->refuse_error || !cfg->refuse_error)
+            ? 0
+            : -ENOMEM;
     if (r == 0)
         r = rpc_queue_new(&srv->q);
     if (r == 0 && (srv->ep = epoll_create1(EPOLL_CLOEXEC)) < 0)
@@ -314,6 +429,7 @@ void rpc_server_free(rpc_server *srv)
     free(srv->product);
     free(srv->version);
     free(srv->url);
+    free(srv->refuse_error);
     free(srv);
 }
 
@@ -322,6 +438,7 @@ void rpc_server_get_stats(rpc_server *srv, rpc_server_stats *st)
     st->clients = atomic_load(&srv->clients);
     st->accepted = atomic_load(&srv->accepted);
     st->refused = atomic_load(&srv->refused);
+    st->idle_closed = atomic_load(&srv->idle_closed);
     st->dropped = atomic_load(&srv->dropped);
     st->bad_requests = atomic_load(&srv->bad_requests);
     st->calls = atomic_load(&srv->calls);

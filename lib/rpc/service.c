@@ -34,7 +34,7 @@ static int get_info(rpc_call *call, json_object *params, const rpc_peer *peer, v
 static int get_description(rpc_call *call, json_object *params, const rpc_peer *peer,
                            void *userdata)
 {
-    static const rpc_param_spec spec[] = {{"interface", RPC_T_STRING, false}};
+    static const rpc_param_spec spec[] = {{.name = "interface", .type = RPC_T_STRING}};
     rpc_server *srv = userdata;
     json_object *v, *out;
     const char *name;

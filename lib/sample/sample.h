@@ -274,6 +274,8 @@ int trace_writer_open(const char *path, const trace_header *h, trace_writer **ou
                       size_t errlen);
 int trace_write_proc(trace_writer *w, const procs_info *info);
 int trace_write_exit(trace_writer *w, pid_t pid, uint64_t start_ticks);
+/* Writes a tick; the file is flushed once a second of ticks.  The first
+ * write error is returned from then on (the file is cut there). */
 int trace_write_tick(trace_writer *w, const trace_tick *t);
 /* Flushes and closes; returns the first write error, if any. */
 int trace_writer_close(trace_writer *w);

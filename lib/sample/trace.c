@@ -19,12 +19,14 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TRACE_FORMAT "wattprof-trace/1"
 #define TRACE_STDIO_BUF (1u << 20)
@@ -54,7 +56,7 @@ struct trace_writer {
     size_t n_events, n_zones;
     char *line; /* the tick line being built, reused */
     size_t line_cap, line_len;
-    uint64_t last_t;
+    uint64_t last_t, flushed_t; /* tick times of the last line, of the last flush */
     bool any_tick;
     int error; /* first write error: the file is cut there, later writes are refused */
 };
@@ -265,9 +267,14 @@ int trace_writer_open(const char *path, const trace_header *h, trace_writer **ou
         return -ENOMEM;
     w->n_events = h->n_events;
     w->n_zones = h->n_zones;
-    w->f = fopen(path, "we");
-    if (!w->f) {
-        r = util_err(err, errlen, -errno, "%s: %s", path, strerror(errno));
+    /* A recording holds every process's command line: not for others. */
+    r = util_open_private(path, O_WRONLY | O_TRUNC);
+    if (r >= 0 && !(w->f = fdopen(r, "w"))) {
+        close(r);
+        r = -errno;
+    }
+    if (r < 0) {
+        util_err(err, errlen, r, "%s: %s", path, strerror(-r));
         free(w);
         return r;
     }
@@ -386,6 +393,13 @@ int trace_write_tick(trace_writer *w, const trace_tick *t)
     trace_puts(w, "]}}\n");
     if ((r = trace_emit(w, w->line, w->line_len)) < 0)
         return r;
+    /* Once a second of ticks to the file: a crash loses at most that, and a
+     * full disk is seen within it rather than at the end. */
+    if (t->mono_ns - w->flushed_t >= 1000000000ull) {
+        w->flushed_t = t->mono_ns;
+        if (fflush(w->f) != 0)
+            return w->error = errno ? -errno : -EIO;
+    }
     w->last_t = t->mono_ns;
     w->any_tick = true;
     return 0;
@@ -429,6 +443,18 @@ struct trace_reader {
     char *cmdline, *cgroup;
     uint64_t last_t;
     bool any_tick, ended;
+    /* The processes declared by a proc record and not ended by an exit. */
+    struct trace_ident *ids;
+    size_t ids_cap, ids_used; /* used: live and deleted slots */
+};
+
+/* One declared process, by identity (pid and start: pids are reused). */
+struct trace_ident {
+    uint64_t start;
+    pid_t pid;
+    enum { TRACE_ID_FREE, TRACE_ID_LIVE, TRACE_ID_GONE } state;
+    char comm[17];
+    unsigned long line, tick_line; /* of its proc record, of the last tick naming it */
 };
 
 /* Where in the line a value is: the keys and indexes leading to it. */
@@ -809,6 +835,96 @@ static int trace_grow_procs(trace_reader *r, size_t n)
     return 0;
 }
 
+/* ---- the declared processes: open addressing, deleted slots marked ---- */
+
+static size_t trace_id_slot(const trace_reader *r, pid_t pid, uint64_t start)
+{
+    uint64_t h = (uint64_t)(uint32_t)pid * 0x9E3779B97F4A7C15ull ^ start * 0xC2B2AE3D27D4EB4Full;
+    size_t i = (size_t)(h ^ (h >> 29)) & (r->ids_cap - 1);
+
+    while (r->ids[i].state != TRACE_ID_FREE && !(r->ids[i].pid == pid && r->ids[i].start == start))
+        i = (i + 1) & (r->ids_cap - 1);
+    return i;
+}
+
+/* The live entry of (pid, start), or NULL. */
+static struct trace_ident *trace_id_find(trace_reader *r, pid_t pid, uint64_t start)
+{
+    struct trace_ident *id;
+
+    if (!r->ids_cap)
+        return NULL;
+    id = &r->ids[trace_id_slot(r, pid, start)];
+    return id->state == TRACE_ID_LIVE ? id : NULL;
+}
+
+/* Keeps at most half the slots used, dropping deleted ones on the way. */
+static int trace_id_reserve(trace_reader *r)
+{
+    struct trace_ident *old = r->ids;
+    size_t old_cap = r->ids_cap, cap = old_cap ? old_cap : 64;
+
+    if ((r->ids_used + 1) * 2 <= old_cap)
+        return 0;
+    while ((r->ids_used + 1) * 2 > cap)
+        cap *= 2;
+    if (!(r->ids = calloc(cap, sizeof(*r->ids)))) {
+        r->ids = old;
+        return -ENOMEM;
+    }
+    r->ids_cap = cap;
+    r->ids_used = 0;
+    for (size_t i = 0; i < old_cap; i++)
+        if (old[i].state == TRACE_ID_LIVE) {
+            r->ids[trace_id_slot(r, old[i].pid, old[i].start)] = old[i];
+            r->ids_used++;
+        }
+    free(old);
+    return 0;
+}
+
+/* A proc record: a new process, or a new name (exec) for a declared one;
+ * the same record twice is a fault of the file. */
+static int trace_id_declare(trace_reader *r, const procs_info *p, trace_path *path, char *err,
+                            size_t errlen)
+{
+    struct trace_ident *id = trace_id_find(r, p->pid, p->start_ticks);
+    int e;
+
+    if (id && strcmp(id->comm, p->comm) == 0)
+        return trace_bad(r, path, err, errlen,
+                         "pid %d (start %llu) is already declared as '%s' on line %lu", (int)p->pid,
+                         (unsigned long long)p->start_ticks, id->comm, id->line);
+    if (!id) {
+        if ((e = trace_id_reserve(r)) < 0)
+            return e;
+        id = &r->ids[trace_id_slot(r, p->pid, p->start_ticks)];
+        if (id->state == TRACE_ID_FREE)
+            r->ids_used++;
+        *id = (struct trace_ident){.start = p->start_ticks, .pid = p->pid, .state = TRACE_ID_LIVE};
+    }
+    snprintf(id->comm, sizeof(id->comm), "%s", p->comm);
+    id->line = r->lineno;
+    return 0;
+}
+
+/* A tick's process must be declared, live, and named once in the tick. */
+static int trace_id_check_delta(trace_reader *r, const trace_proc_delta *d, trace_path *path,
+                                char *err, size_t errlen)
+{
+    struct trace_ident *id = trace_id_find(r, d->pid, d->start_ticks);
+
+    if (!id)
+        return trace_bad(r, path, err, errlen,
+                         "pid %d (start %llu) has no proc record before it (or has exited)",
+                         (int)d->pid, (unsigned long long)d->start_ticks);
+    if (id->tick_line == r->lineno)
+        return trace_bad(r, path, err, errlen, "pid %d (start %llu) is listed twice in the tick",
+                         (int)d->pid, (unsigned long long)d->start_ticks);
+    id->tick_line = r->lineno;
+    return 0;
+}
+
 static int trace_parse_delta(trace_reader *r, json_object *o, trace_path *path, trace_proc_delta *d,
                              char *err, size_t errlen)
 {
@@ -832,7 +948,7 @@ static int trace_parse_delta(trace_reader *r, json_object *o, trace_path *path, 
         return trace_bad(r, path, err, errlen, "is not a process id");
     }
     d->pid = (pid_t)pid;
-    return 0;
+    return trace_id_check_delta(r, d, path, err, errlen);
 }
 
 static int trace_parse_tick(trace_reader *r, json_object *o, trace_path *path, trace_tick *t,
@@ -929,7 +1045,7 @@ static int trace_parse_proc(trace_reader *r, json_object *o, trace_path *path, p
     strcpy(p->job, job);
     p->cmdline = r->cmdline;
     p->cgroup = r->cgroup;
-    return 0;
+    return trace_id_declare(r, p, path, err, errlen);
 }
 
 static int trace_parse_exit(trace_reader *r, json_object *o, trace_path *path, procs_info *p,
@@ -951,6 +1067,9 @@ static int trace_parse_exit(trace_reader *r, json_object *o, trace_path *path, p
         return trace_bad(r, path, err, errlen, "is not a process id");
     }
     p->pid = (pid_t)pid;
+    struct trace_ident *id = trace_id_find(r, p->pid, p->start_ticks);
+    if (id)
+        id->state = TRACE_ID_GONE; /* its slot stays used until the next growth */
     return 0;
 }
 
@@ -1104,6 +1223,7 @@ void trace_reader_close(trace_reader *r)
     free(r->values);
     free(r->cmdline);
     free(r->cgroup);
+    free(r->ids);
     free(r->line);
     free(r->path);
     free(r);

@@ -253,7 +253,7 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
                  " FROM w JOIN processes p ON p.id = w.process_id"
                  " WHERE (?3 < 0 OR p.uid = ?3) AND (?4 IS NULL OR regexp(?4, p.comm))"
                  " AND (?6 = 0 OR p.exit_time IS NULL)"
-                 " ORDER BY %s DESC, p.id LIMIT ?5",
+                 " ORDER BY %s DESC, p.id LIMIT ?5 OFFSET ?7",
                  sort_column(sort));
         rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->list[sort], NULL);
         if (rc != SQLITE_OK)
@@ -286,6 +286,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
         sqlite3_bind_text(st, 4, q->comm_regex, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 5, q->limit ? (int64_t)q->limit : -1);
     sqlite3_bind_int(st, 6, q->only_running);
+    sqlite3_bind_int64(st, 7, (int64_t)q->offset);
     ret = 0;
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         store_process *p = push((void **)&v, &count, &cap, sizeof(*v));

@@ -9,8 +9,10 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
@@ -178,8 +180,15 @@ static int pragmas(sqlite3 *db, int64_t max_db_bytes)
 int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
-    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-    int r;
+    int rc, r;
+
+    /* The database holds every user's command lines: created 0640 whatever
+     * the umask (SQLite gives its -wal and -shm files the database's mode). */
+    r = util_open_private(path, O_RDWR);
+    if (r < 0)
+        return util_err(err, errlen, r, "%s: cannot open the database: %s", path, strerror(-r));
+    close(r);
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 
     if (rc != SQLITE_OK) {
         int sys = db ? sqlite3_system_errno(db) : 0;

@@ -187,6 +187,11 @@ int store_close(store *s)
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
     r = s->req_result;
+    /* What a full disk or a broken database cost, said once at the end. */
+    if (s->stats.rows_lost || s->acc.rows)
+        log_warning("%s: %llu rows could not be stored%s%s", s->path,
+                    (unsigned long long)(s->stats.rows_lost + s->acc.rows),
+                    s->stats.error ? ": " : "", s->stats.error ? s->stats.error_text : "");
     destroy(s);
     return r;
 }
@@ -262,6 +267,7 @@ void store_get_stats(store *s, store_stats *out)
     out->dropped = atomic_load(&s->dropped);
     out->queue_capacity = s->queue.mask + 1;
     out->queue_high_water = atomic_load(&s->high_water);
+    out->max_pending_rows = s->cfg.max_pending_rows;
     out->db_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
 }
 

@@ -167,6 +167,8 @@ typedef struct store_stats {
     uint64_t commit_failures;
     uint64_t rows_written; /* per-second rows upserted (all tables) */
     uint64_t rows_lost;    /* rows discarded after max_pending_rows */
+    uint64_t pending_rows; /* rows held in memory, not yet committed */
+    size_t max_pending_rows;
     double last_commit_ms, max_commit_ms;
     int64_t last_commit_ns; /* CLOCK_REALTIME of the last successful commit */
     uint64_t maintenance_runs;
@@ -298,6 +300,7 @@ typedef struct store_process_query {
                              when their minute starts inside */
     store_sort sort;
     size_t limit;           /* 0 = no limit */
+    size_t offset;          /* rows of the order to skip first (paging) */
     int64_t uid;            /* -1 = any */
     const char *comm_regex; /* regex on comm (util_regex: PCRE2), NULL = any */
     bool only_running;      /* leave out processes that have exited */

@@ -84,6 +84,7 @@ static void commit_done(store *s, uint64_t rows, int64_t t0)
     if (ms > s->stats.max_commit_ms)
         s->stats.max_commit_ms = ms;
     s->stats.last_commit_ns = now_ns(CLOCK_REALTIME);
+    s->stats.pending_rows = s->acc.rows;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -96,6 +97,7 @@ static void commit_failed(store *s)
         s->stats.rows_lost += s->acc.rows;
         agg_discard(&s->acc);
     }
+    s->stats.pending_rows = s->acc.rows;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -200,6 +202,7 @@ static size_t drain(store *s)
     ring_release(&s->queue, n);
     pthread_mutex_lock(&s->lock);
     s->stats.rows_lost += lost;
+    s->stats.pending_rows = s->acc.rows;
     s->stats.drains++;
     pthread_mutex_unlock(&s->lock);
     return n;

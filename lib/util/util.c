@@ -2,12 +2,15 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 extern char *program_invocation_short_name;
 
@@ -36,6 +39,28 @@ int util_err(char *err, size_t errlen, int error, const char *fmt, ...)
         va_end(ap);
     }
     return error < 0 ? error : -error;
+}
+
+int util_open_private(const char *path, int flags)
+{
+    int fd = open(path, flags | O_CREAT | O_EXCL | O_CLOEXEC, UTIL_PRIVATE_FILE_MODE);
+    bool created = fd >= 0;
+    struct stat st;
+    mode_t want;
+
+    if (fd < 0 && errno == EEXIST && !(flags & O_EXCL))
+        fd = open(path, (flags & ~O_CREAT) | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return fd;
+    want = created ? UTIL_PRIVATE_FILE_MODE : st.st_mode & 07770;
+    if ((st.st_mode & 07777) != want && fchmod(fd, want) < 0) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    return fd;
 }
 
 int util_read_file(const char *path, char **buf, size_t *len)

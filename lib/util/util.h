@@ -40,6 +40,16 @@ int util_err(char *err, size_t errlen, int error, const char *fmt, ...)
  * -errno; *len excludes the terminator. */
 int util_read_file(const char *path, char **buf, size_t *len);
 
+/* Files that hold other users' command lines (the database, a recording)
+ * are created with this mode whatever the umask; group: the daemon's group. */
+#define UTIL_PRIVATE_FILE_MODE 0640
+
+/* open(path, flags | O_CREAT | O_CLOEXEC) for such a file: a regular file it
+ * creates gets exactly UTIL_PRIVATE_FILE_MODE, one that exists loses the
+ * permissions of others; anything else (a device, a FIFO) is left as it
+ * is.  Returns the descriptor or -errno. */
+int util_open_private(const char *path, int flags);
+
 /* SHA-256 of a buffer as 64 lowercase hex digits plus NUL (hex must hold 65). */
 void util_sha256_hex(const void *data, size_t len, char hex[65]);
 

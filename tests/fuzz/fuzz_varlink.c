@@ -39,9 +39,12 @@ static const char fuzz_interface[] =
 
 static int echo(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
 {
-    static const rpc_param_spec spec[] = {{"text", RPC_T_STRING, false}, {"n", RPC_T_INT, true},
-                                          {"f", RPC_T_FLOAT, true},      {"b", RPC_T_BOOL, true},
-                                          {"o", RPC_T_OBJECT, true},     {"a", RPC_T_ARRAY, true}};
+    static const rpc_param_spec spec[] = {{.name = "text", .type = RPC_T_STRING},
+                                          {.name = "n", .type = RPC_T_INT, .optional = true},
+                                          {.name = "f", .type = RPC_T_FLOAT, .optional = true},
+                                          {.name = "b", .type = RPC_T_BOOL, .optional = true},
+                                          {.name = "o", .type = RPC_T_OBJECT, .optional = true},
+                                          {.name = "a", .type = RPC_T_ARRAY, .optional = true}};
     int r = rpc_params_check(call, params, spec, sizeof(spec) / sizeof(spec[0]));
 
     if (r < 0)
@@ -52,7 +55,7 @@ static int echo(rpc_call *call, json_object *params, const rpc_peer *peer, void 
 /* Answers count replies at once, on the server thread. */
 static int stream(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
 {
-    static const rpc_param_spec spec[] = {{"count", RPC_T_INT, false}};
+    static const rpc_param_spec spec[] = {{.name = "count", .type = RPC_T_INT}};
     json_object *v;
     int64_t count;
     int r = rpc_params_check(call, params, spec, 1);
@@ -78,7 +81,7 @@ static int stream(rpc_call *call, json_object *params, const rpc_peer *peer, voi
 static int fail(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
 {
     static const int codes[] = {-EINVAL, -EPERM, -EACCES, -EOPNOTSUPP, -EIO, -ENOMEM};
-    static const rpc_param_spec spec[] = {{"code", RPC_T_INT, false}};
+    static const rpc_param_spec spec[] = {{.name = "code", .type = RPC_T_INT}};
     json_object *v, *p;
     int64_t code;
     int r = rpc_params_check(call, params, spec, 1);

@@ -24,10 +24,12 @@ for v in 1e100h 1e300d 36700d nan inf -inf 1e309; do
 done
 expect_fail "second_retention = nanm" 1 "c.conf:2: bad value 'nanm' for 'second_retention'" \
   run_with second_retention nanm
-for v in 36600d 90d 1.5h; do
+for v in 36600d 90d 1d; do
   expect_fail "minute_retention = $v loads" 1 "--record and --replay cannot be combined" \
     run_with minute_retention "$v"
 done
+expect_fail "second_retention = 1.5h loads" 1 "--record and --replay cannot be combined" \
+  run_with second_retention 1.5h
 
 # [sampler] priority: a SCHED_FIFO priority, 0 (off) to 99.
 run_sampler() {
@@ -64,4 +66,74 @@ expect_fail "[track] comm = '(' " 1 \
   run_track '('
 expect_fail "[track] comm = '^(mpirun|lmp_[a-z]+)\$' loads" 1 "--record and --replay cannot be combined" \
   run_track '^(mpirun|lmp_[a-z]+)$'
+
+# rate_hz and --rate: 1 to 1000 ticks per second.  Below 0.5 the ticks per
+# second rounded to 0 and the first tick died of SIGFPE (a ring's modulo).
+run_rate_conf() {
+  printf '[daemon]\nrate_hz = %s\n' "$1" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+run_rate_flag() {
+  "$wattprofd" --rate "$1" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+for v in 0.4 0.49 0.5 0.999 0 -1 1000.001 1e308 nan inf x ""; do
+  expect_fail "rate_hz = '$v'" 1 "c.conf:2: bad value for 'rate_hz' in [daemon]: '$v': ticks per second from 1 to 1000" \
+    run_rate_conf "$v"
+  expect_fail "--rate '$v'" 1 "--rate '$v': expected ticks per second from 1 to 1000" \
+    run_rate_flag "$v"
+done
+# The client limits: a whole number of connections, a timeout from 1 s to a day.
+run_daemon_key() { # $1 = key of [daemon], $2 = its value
+  printf '[daemon]\n%s = %s\n' "$1" "$2" >"$tmp/c.conf"
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+for v in 0 0.5 2d 1e9 x ""; do
+  expect_fail "client_timeout = '$v'" 1 "c.conf:2: bad value for 'client_timeout' in [daemon]: '$v': from 1s to 1d" \
+    run_daemon_key client_timeout "$v"
+done
+for v in 0 -1 1.5 100001; do
+  expect_fail "max_clients_per_user = '$v'" 1 "c.conf:2: bad value '$v' for 'max_clients_per_user' in [daemon]" \
+    run_daemon_key max_clients_per_user "$v"
+done
+for kv in "client_timeout 1s" "client_timeout 1d" "client_timeout 2m" "max_clients_per_user 1"; do
+  expect_fail "$kv loads" 1 "--record and --replay cannot be combined" run_daemon_key $kv
+done
+for v in 1 1000 50; do
+  expect_fail "rate_hz = $v loads" 1 "--record and --replay cannot be combined" run_rate_conf "$v"
+  expect_fail "--rate $v loads" 1 "--record and --replay cannot be combined" run_rate_flag "$v"
+done
+
+# Config files that passed and should not have: a folder read as an empty
+# config, a group that does not exist, a key set twice (or continued on an
+# indented line), a line too long for the parser (it counted the rest as
+# more lines, so errors named the wrong one), retentions that disagree.
+run_file() { # $1 = config file
+  "$wattprofd" --config "$1" --state-dir "$tmp/state" --socket "$tmp/s.sock" \
+    --record "$tmp/rec" --replay "$tmp/rep"
+}
+mkdir -p "$tmp/folder"
+expect_fail "--config FOLDER" 1 "$tmp/folder: cannot read config: not a regular file" run_file "$tmp/folder"
+printf '[daemon]\ngroup = no-such-group-x\n' >"$tmp/c.conf"
+expect_fail "group = no-such-group-x" 1 "c.conf:2: bad value for 'group' in [daemon]: no group 'no-such-group-x' on this system" \
+  run_file "$tmp/c.conf"
+printf '[daemon]\ngroup = root\n' >"$tmp/c.conf"
+expect_fail "group = root loads" 1 "--record and --replay cannot be combined" run_file "$tmp/c.conf"
+printf '[daemon]\nrate_hz = 10\n\n[track]\ncomm = x\n[daemon]\nrate_hz = 20\n' >"$tmp/c.conf"
+expect_fail "rate_hz set twice" 1 "c.conf:7: 'rate_hz' in [daemon] is set again (first on line 2)" run_file "$tmp/c.conf"
+printf '[daemon]\nrate_hz = 10\n  20\n' >"$tmp/c.conf"
+expect_fail "rate_hz continued on an indented line" 1 "c.conf:3: 'rate_hz' in [daemon] is set again (first on line 2)" \
+  run_file "$tmp/c.conf"
+{ printf '[track]\n# a comment\ncomm = '; head -c 300 /dev/zero | tr '\0' a; printf '\nbogus = 1\n'; } >"$tmp/c.conf"
+expect_fail "a 307-character line" 1 "c.conf:3: line longer than 198 characters" run_file "$tmp/c.conf"
+{ printf '[track]\ncomm = '; head -c 190 /dev/zero | tr '\0' a; printf '\nbogus = 1\n'; } >"$tmp/c.conf"
+expect_fail "a 197-character line is read, the next line named right" 1 "c.conf:3: unknown key 'bogus' in section [track]" \
+  run_file "$tmp/c.conf"
+printf '[storage]\nminute_retention = 1h\n\nsecond_retention = 2h\n' >"$tmp/c.conf"
+expect_fail "minute_retention shorter than second_retention" 1 \
+  "c.conf:4: minute_retention (3600s) is shorter than second_retention (7200s)" run_file "$tmp/c.conf"
+printf '[storage]\nsecond_retention = 30s\n' >"$tmp/c.conf"
+expect_fail "second_retention under a minute" 1 "c.conf:2: second_retention (30s) is under 60s" run_file "$tmp/c.conf"
 finish

@@ -209,7 +209,12 @@ def client():
         c.call("io.wattprof.Monitor.GetStatus")
         key = "answered"
     except (Closed, BrokenPipeError, ConnectionResetError):
-        key = "refused"  # past max_clients: closed at once
+        key = "refused"  # past max_clients: closed at once, before the call was read
+    except VarlinkError as e:
+        key = "refused" if e.name == "io.wattprof.Monitor.TooManyClients" else None
+        if not key:
+            with lock:
+                results["other"].append(repr(e))
     except Exception as e:  # noqa: BLE001 -- reported below
         key = None
         with lock:

@@ -106,9 +106,12 @@ check(f"the command's CPU counter kept the ended processes' CPU ({final_cpu:.2f}
       f"{N * 0.01:.0f} s burned)", final_cpu >= 0.5 * min(exited, N) * 0.01, f"{final_cpu:.3f} s")
 # The daemon's own per-process totals (Varlink, from its database) add up
 # to the command's counter: no ended process's energy was dropped.
-procs = d.call("io.wattprof.Monitor.ListProcesses",
-               {"window_s": 3600.0, "include_exited": True, "comm": "^wpxshort$",
-                "limit": 100000})["processes"]
+procs, page = [], {"next_offset": 0}
+while page["next_offset"] is not None:  # pages of at most 1000
+    page = d.call("io.wattprof.Monitor.ListProcesses",
+                  {"window_s": 3600.0, "include_exited": True, "comm": "^wpxshort$",
+                   "offset": page["next_offset"]})
+    procs += page["processes"]
 want = sum(p["total_j"] for p in procs)
 got = value(after, "wattprof_process_energy_joules_total", 'command="wpxshort"')
 check(f"the command's energy counter {got:.4f} J = the sum of its {len(procs)} processes' "

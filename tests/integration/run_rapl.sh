@@ -37,4 +37,20 @@ check "dram $dram J within 2 % of the $dram_truth J written" within "$dram" "$dr
 check "model target (package) $host_j J is the package energy" within "$host_j" "$pkg" 1e-9
 sum=$(awk -v a="$idle" -v b="$att" -v c="$unatt" 'BEGIN { printf "%.9f", a + b + c }')
 check "idle + attributed + unattributed = host ($sum vs $host_j)" within "$sum" "$host_j" 1e-6
+
+# A zone that cannot be read for a while (energy_uj renamed away) is a gap,
+# not a lost run: the report comes, says how many reads failed and why, and
+# the command's exit status (3) is passed through.  No writer runs: the
+# counters stay put, so only the failed reads are in question.
+# shellcheck disable=SC2016 # expanded by the inner shell
+"$fake" -- bash -c '
+  z=$FAKE_POWERCAP/intel-rapl/intel-rapl:0
+  "$1" run --json --interval 20 --output "$2/gap.json" -- \
+    sh -c "mv $z/energy_uj $z/gone; sleep 0.3; mv $z/gone $z/energy_uj; exit 3"
+  ' _ "$WATTPROF" "$tmp" 2>"$tmp/gap.err"
+rc=$?
+check "a run with failed RAPL reads passes the command's exit status 3 through (got $rc)" test $rc = 3
+check "... and prints no failure ($(cat "$tmp/gap.err"))" test ! -s "$tmp/gap.err"
+check "... its report counts the failed reads and names the error" \
+  test "$(json_get "$tmp/gap.json" 'd["rapl"]["read_errors"] >= 3' 'd["rapl"]["first_read_error"] != None' 'd["exit_status"]')" = "True True 3"
 finish

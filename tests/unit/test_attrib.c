@@ -128,6 +128,18 @@ static void test_edges(void **state)
     p.klass = 2;
     t.host_j = 1;
     assert_int_equal(attrib_tick_compute(m, &t, &p, 1), -EINVAL);
+    /* Input no attribution can hold: -ERANGE, which the sampler stores as
+     * unattributed (a recording's dt of 2^62 ns, a delta of 1e308). */
+    p.klass = 1;
+    t.dt_s = 0x1p62 / 1e9;
+    assert_int_equal(attrib_tick_compute(m, &t, &p, 1), -ERANGE);
+    t.dt_s = 0.02;
+    t.host_j = 1e308;
+    assert_int_equal(attrib_tick_compute(m, &t, &p, 1), -ERANGE);
+    t.host_j = 1;
+    double huge[] = {1e308, 1e308};
+    p.rates = huge;
+    assert_int_equal(attrib_tick_compute(m, &t, &p, 1), -ERANGE);
     model_free(m);
 }
 

@@ -140,13 +140,34 @@ static void test_validation_names_field(void **state)
     expect_error(replace("\"event\": \"cache-misses\"", "\"event\": \"LLC-misses\""),
                  "classes.event 'LLC-misses' is not one of the model's events");
     expect_error(replace("\"idle_power_w\": 41.5", "\"idle_power_w\": -1"),
-                 "idle_power_w must not be negative");
+                 "idle_power_w (-1) is not from 0 to 1e+06 W");
+    /* Coefficients that pass one by one but overflow together, or out of
+     * scale; a scaler with no width. */
+    expect_error(replace("[1, 2, 3, 4]", "[1e308, 1e308, 0, 0]"),
+                 "class 'low-miss' gives up to inf W over the scaler's range, more than 1e+06 W");
+    expect_error(replace("\"intercept\": 109.7", "\"intercept\": 2e6"),
+                 "class 'high-miss' gives up to 2e+06 W");
+    expect_error(replace("\"min\": [0, 0, 0, 0]", "\"min\": [0, 5.2e9, 0, 0]"),
+                 "scaler.max[1] (5.2e+09) is not above scaler.min[1] (5.2e+09) for 'instructions'");
     expect_error(replace("\"idle_power_w\": 41.5,", ""), "missing field 'idle_power_w'");
     expect_error(replace("\"instructions\"", "\"cycles\""), "lists 'cycles' twice");
     expect_error(replace("\"max\": [3.1e9", "\"max\": [-3.1e9"), "scaler.max[0]");
     expect_error(replace("\"mode\": \"cumulative\"", "\"mode\": \"sometimes\""),
                  "classes.mode 'sometimes'");
     expect_error("[1, 2]", "a model file is a JSON object");
+    /* A misspelt or unknown field was dropped silently, any engine taken. */
+    expect_error(replace("\"ridge\"", "\"bogus\""),
+                 "engine 'bogus' is not one of ols, ridge, lasso");
+    expect_error(replace("\"idle_power_w\": 41.5", "\"idle_power_w\": 41.5, \"idle_w\": 3"),
+                 "t.json: unknown field 'idle_w'");
+    expect_error(replace("\"intercept\": 63.2", "\"intercept\": 63.2, \"coeff\": [1]"),
+                 "unknown field 'classes.models[1].coeff'");
+    expect_error(replace("\"mode\": \"cumulative\"", "\"mode\": \"cumulative\", \"thresh\": 1"),
+                 "unknown field 'classes.thresh'");
+    expect_error(replace("\"min\": [0, 0, 0, 0]", "\"min\": [0, 0, 0, 0], \"mean\": 1"),
+                 "unknown field 'scaler.mean'");
+    expect_error(replace("\"rows\": 86400", "\"rows\": 86400, \"cv\": 1"),
+                 "unknown field 'training.cv'");
 }
 
 static void test_unreadable_file(void **state)

@@ -273,7 +273,8 @@ struct fixture {
 
 static int h_echo(rpc_call *call, json_object *params, const rpc_peer *peer, void *ud)
 {
-    static const rpc_param_spec spec[] = {{"text", RPC_T_STRING, false}, {"n", RPC_T_FLOAT, true}};
+    static const rpc_param_spec spec[] = {{.name = "text", .type = RPC_T_STRING},
+                                          {.name = "n", .type = RPC_T_FLOAT, .optional = true}};
     int r = rpc_params_check(call, params, spec, 2);
     json_object *out;
 

@@ -1570,12 +1570,18 @@ static void test_pending_rows_bounded(void **state)
     assert_true(store_flush(s) < 0);
     store_get_stats(s, &st);
     assert_int_equal(st.rows_lost, 20);
+    assert_int_equal(st.pending_rows, 0); /* given up, not held */
+    assert_int_equal(st.max_pending_rows, 10);
+    push_many_at(s, T0 + 1, 50, 4);
+    assert_true(store_flush(s) < 0);
+    store_get_stats(s, &st);
+    assert_int_equal(st.pending_rows, 4); /* under the bound: held for a retry */
     assert_int_equal(mkdir(f->dir, 0700), 0);
     push_many_at(s, T0 + 1, 100, 2);
     assert_int_equal(store_flush(s), 0);
     assert_int_equal(store_close(s), 0);
-    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 2);
-    assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 100);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 6);
+    assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 50);
 }
 
 /* A full database (max_db_bytes): the commit fails with -ENOSPC and keeps

@@ -13,6 +13,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +22,10 @@
 #include <unistd.h>
 
 #define BOOT "01234567-89ab-cdef-0123-456789abcdef"
+/* A proc record line of a process named "p". */
+#define PROC(pid, start)                                                                           \
+    "{\"proc\":{\"pid\":" #pid ",\"ppid\":1,\"start\":" #start ",\"uid\":0,\"comm\":\"p\","        \
+    "\"cmdline\":\"\",\"cgroup\":\"/\"}}\n"
 #define HEADER                                                                                     \
     "{\"format\":\"wattprof-trace/1\",\"events\":[\"cycles\",\"instructions\"],"                   \
     "\"zones\":[{\"id\":\"intel-rapl:0\",\"name\":\"package-0\"}],\"rate_hz\":50,"                 \
@@ -104,18 +109,37 @@ static void free_expect(expect *e, size_t n_events)
     }
 }
 
-static void make_record(gsl_rng *rng, expect *e, uint64_t *t, size_t ne, size_t nz)
+/* The processes a random trace has declared and not ended: a reader takes
+ * ticks only of these. */
+#define POOL_MAX 40
+typedef struct pool {
+    pid_t pid[POOL_MAX];
+    uint64_t start[POOL_MAX];
+    size_t n;
+} pool;
+
+static void make_record(gsl_rng *rng, expect *e, uint64_t *t, size_t ne, size_t nz, pool *live)
 {
     unsigned what = (unsigned)gsl_rng_uniform_int(rng, 10);
 
     memset(e, 0, sizeof(*e));
     e->proc.pid = (pid_t)gsl_rng_uniform_int(rng, 4194304) + 1;
     e->proc.start_ticks = gsl_rng_get(rng) * (uint64_t)gsl_rng_get(rng);
-    if (what == 0) {
+    if (what == 0 && live->n > 0) { /* one of the live ones ends */
+        size_t k = gsl_rng_uniform_int(rng, live->n);
         e->kind = TRACE_EXIT;
+        e->proc.pid = live->pid[k];
+        e->proc.start_ticks = live->start[k];
+        live->n--;
+        live->pid[k] = live->pid[live->n];
+        live->start[k] = live->start[live->n];
         return;
     }
-    if (what == 1) {
+    if (what <= 1 || live->n == 0) {
+        if (live->n < POOL_MAX) {
+            live->pid[live->n] = e->proc.pid;
+            live->start[live->n++] = e->proc.start_ticks;
+        }
         e->kind = TRACE_PROC;
         e->proc.ppid = (pid_t)gsl_rng_uniform_int(rng, 4194304);
         e->proc.uid = (uid_t)gsl_rng_get(rng);
@@ -136,12 +160,17 @@ static void make_record(gsl_rng *rng, expect *e, uint64_t *t, size_t ne, size_t 
     e->tick.energy_j = malloc(nz * sizeof(double));
     for (size_t z = 0; z < nz; z++)
         e->tick.energy_j[z] = random_value(rng, false);
-    e->tick.n_procs = gsl_rng_uniform_int(rng, 30);
+    /* Each live process at most once, in a random order. */
+    e->tick.n_procs = gsl_rng_uniform_int(rng, live->n + 1);
     e->tick.procs = calloc(e->tick.n_procs + 1, sizeof(trace_proc_delta));
+    size_t order[POOL_MAX];
+    for (size_t i = 0; i < live->n; i++)
+        order[i] = i;
+    gsl_ran_shuffle(rng, order, live->n, sizeof(size_t));
     for (size_t i = 0; i < e->tick.n_procs; i++) {
         trace_proc_delta *p = &e->tick.procs[i];
-        p->pid = (pid_t)gsl_rng_uniform_int(rng, 4194304) + 1;
-        p->start_ticks = gsl_rng_get(rng);
+        p->pid = live->pid[order[i]];
+        p->start_ticks = live->start[order[i]];
         p->scaled = malloc(ne * sizeof(double));
         p->ratio = malloc(ne * sizeof(double));
         for (size_t k = 0; k < ne; k++) {
@@ -199,12 +228,13 @@ static void test_round_trip(void **state)
     trace_writer *w;
     trace_reader *r;
     uint64_t t = 1000;
+    pool live = {.n = 0};
 
     gsl_rng_set(rng, 20261130);
     snprintf(path, sizeof(path), "%s/round.jsonl", tmpdir);
     assert_int_equal(trace_writer_open(path, &h, &w, err, sizeof(err)), 0);
     for (size_t i = 0; i < N; i++) {
-        make_record(rng, &e[i], &t, 5, 3);
+        make_record(rng, &e[i], &t, 5, 3, &live);
         if (e[i].kind == TRACE_TICK)
             assert_int_equal(trace_write_tick(w, &e[i].tick), 0);
         else if (e[i].kind == TRACE_PROC)
@@ -290,6 +320,8 @@ static void test_exact_edges(void **state)
     trace_writer *w;
     snprintf(path, sizeof(path), "%s/edges.jsonl", tmpdir);
     assert_int_equal(trace_writer_open(path, &h, &w, err, sizeof(err)), 0);
+    procs_info one = {.pid = 1, .comm = "one", .cmdline = "", .cgroup = ""};
+    assert_int_equal(trace_write_proc(w, &one), 0);
     for (size_t i = 0; i < n; i += PER_TICK) {
         p.scaled = vals + i;
         t.mono_ns = i + 1;
@@ -302,6 +334,7 @@ static void test_exact_edges(void **state)
     trace_tick rt;
     procs_info pi;
     assert_int_equal(trace_reader_open(path, &r, err, sizeof(err)), 0);
+    assert_int_equal(trace_read(r, &kind, &rt, &pi, err, sizeof(err)), 1);
     for (size_t i = 0; i < n; i += PER_TICK) {
         assert_int_equal(trace_read(r, &kind, &rt, &pi, err, sizeof(err)), 1);
         assert_same_doubles(vals + i, rt.procs[0].scaled, PER_TICK);
@@ -359,17 +392,39 @@ static const bad_case bad_cases[] = {
     {"energy length", HEADER "\n{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1,2],\"procs\":[]}}\n", 2,
      "[1,2]", 0, "tick.energy_j: has 2 values, expected 1 (one per zone", -EBADMSG},
     {"d length",
-     HEADER "\n{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,\"start\":6,"
-            "\"d\":[1,2,3],\"r\":[1,1]}]}}\n",
-     2, "[1,2,3]", 0, "tick.procs[0].d: has 3 values, expected 2 (one per event", -EBADMSG},
+     HEADER "\n" PROC(5, 6) PROC(
+         7, 8) "{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,\"start\":6,"
+               "\"d\":[1,2,3],\"r\":[1,1]}]}}\n",
+     4, "[1,2,3]", 0, "tick.procs[0].d: has 3 values, expected 2 (one per event", -EBADMSG},
     {"r non-numeric",
-     HEADER "\n{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,\"start\":6,"
-            "\"d\":[1,2],\"r\":[1,\"x\"]}]}}\n",
-     2, "\"x\"", 0, "tick.procs[0].r[1]: is not a number", -EBADMSG},
+     HEADER "\n" PROC(5, 6) PROC(
+         7, 8) "{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,\"start\":6,"
+               "\"d\":[1,2],\"r\":[1,\"x\"]}]}}\n",
+     4, "\"x\"", 0, "tick.procs[0].r[1]: is not a number", -EBADMSG},
     {"ratio above one",
-     HEADER "\n{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,\"start\":6,"
-            "\"d\":[1,2],\"r\":[1,1]},{\"pid\":7,\"start\":8,\"d\":[1,2],\"r\":[1.5,1]}]}}\n",
-     2, "1.5", 0, "tick.procs[1].r[0]: is a running/enabled ratio above 1", -EBADMSG},
+     HEADER "\n" PROC(5, 6) PROC(
+         7, 8) "{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,\"start\":6,"
+               "\"d\":[1,2],\"r\":[1,1]},{\"pid\":7,\"start\":8,\"d\":[1,2],\"r\":[1.5,1]}]}}\n",
+     4, "1.5", 0, "tick.procs[1].r[0]: is a running/enabled ratio above 1", -EBADMSG},
+    /* Ticks name only declared processes, each once; a process is declared once. */
+    {"undeclared pid",
+     HEADER "\n" PROC(5, 6) "{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,"
+                            "\"start\":7,\"d\":[1,2],\"r\":[1,1]}]}}\n",
+     3, "{\"pid\":5", 0, "tick.procs[0]: pid 5 (start 7) has no proc record before it", -EBADMSG},
+    {"pid after its exit",
+     HEADER "\n" PROC(5, 6) "{\"exit\":{\"pid\":5,\"start\":6}}\n"
+                            "{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,"
+                            "\"start\":6,\"d\":[1,2],\"r\":[1,1]}]}}\n",
+     4, "{\"pid\":5", 0, "pid 5 (start 6) has no proc record before it (or has exited)", -EBADMSG},
+    {"pid twice in a tick",
+     HEADER
+     "\n" PROC(5, 6) "{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[1],\"procs\":[{\"pid\":5,"
+                     "\"start\":6,\"d\":[1,2],\"r\":[1,1]},{\"pid\":5,\"start\":6,\"d\":[1,2],"
+                     "\"r\":[1,1]}]}}\n",
+     3, "{\"pid\":5,\"start\":6,\"d\":[1,2],\"r\":[1,1]}]", 0,
+     "tick.procs[1]: pid 5 (start 6) is listed twice in the tick", -EBADMSG},
+    {"proc record twice", HEADER "\n" PROC(5, 6) PROC(5, 6), 3, "{\"pid\"", 0,
+     "proc: pid 5 (start 6) is already declared as 'p' on line 2", -EBADMSG},
     {"negative energy", HEADER "\n{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[-0.5],\"procs\":[]}}\n",
      2, "-0.5", 0, "tick.energy_j[0]: is negative", -EBADMSG},
     {"NaN energy", HEADER "\n{\"tick\":{\"t\":1,\"dt\":2,\"energy_j\":[NaN],\"procs\":[]}}\n", 2,
@@ -527,6 +582,8 @@ static void test_writer_refuses(void **state)
 
     snprintf(path, sizeof(path), "%s/refuse.jsonl", tmpdir);
     assert_int_equal(trace_writer_open(path, &h, &w, err, sizeof(err)), 0);
+    procs_info three = {.pid = 3, .start_ticks = 4, .comm = "three", .cmdline = "", .cgroup = ""};
+    assert_int_equal(trace_write_proc(w, &three), 0);
     assert_int_equal(trace_write_tick(w, &t), -EINVAL); /* NaN energy */
     t.energy_j = &e;
     t.procs = &p;
@@ -541,7 +598,7 @@ static void test_writer_refuses(void **state)
     assert_int_equal(trace_writer_close(w), 0);
     /* what was refused left no trace: the file reads cleanly */
     assert_int_equal(read_all(path, err, sizeof(err), &records), 0);
-    assert_int_equal(records, 1);
+    assert_int_equal(records, 2);
 
     h.rate_hz = 0;
     assert_int_equal(trace_writer_open(path, &h, &w, err, sizeof(err)), -EINVAL);
