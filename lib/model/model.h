@@ -97,6 +97,53 @@ const char *model_expr_text(const model_expr *m);
  * not finite. */
 int model_expr_predict(const model_expr *m, const double *const *cols, size_t n, double *out);
 
+/* ---- Online calibration (calib.c) ----------------------------------------
+ * Fits P_measured = idle + s * P_dynamic over the recent seconds of a node
+ * (docs/calibration.md): the intercept is the node's idle power even when
+ * the node never idles, provided the load varied enough to tell. */
+typedef struct calib_config {
+    size_t window;          /* rows (seconds) kept; 900 */
+    double half_life_s;     /* a row's weight halves with every this many
+                               seconds of age; 300 */
+    size_t min_rows;        /* rows kept by the outlier test before idle can
+                               be identified; 30 */
+    double min_spread_w;    /* least weighted standard deviation of the load,
+                               in measured watts (s * sd of P_dynamic); 1 */
+    double max_idle_se_w;   /* idle is identified when its standard error is */
+    double max_idle_se_rel; /* at most max(this W, this share of idle); 0.5, 0.02 */
+    double reject_k;        /* rows whose residual exceeds k robust standard
+                               deviations (1.4826 x the median absolute
+                               residual) are left out; 4 */
+} calib_config;
+
+typedef struct calib_fit {
+    bool identifiable;        /* idle_w can be used */
+    const char *why;          /* when not: the reason, a static string */
+    double idle_w, idle_se_w; /* intercept and its standard error, watts */
+    double scale, scale_se;   /* measured watts per model watt */
+    double r2;                /* weighted, over the rows kept */
+    size_t rows, rejected;    /* rows kept, rows left out as outliers */
+    double spread_w;          /* s * weighted sd of P_dynamic: the load's spread */
+    double dyn_mean_w;        /* weighted mean of P_dynamic, model watts */
+} calib_fit;
+
+typedef struct calib calib;
+
+void calib_config_default(calib_config *c);
+/* cfg NULL: the defaults. -EINVAL for a bad configuration. */
+int calib_new(const calib_config *cfg, calib **out);
+void calib_free(calib *c);
+/* Forgets every row (a new model predicts another P_dynamic). */
+void calib_reset(calib *c);
+size_t calib_rows(const calib *c);
+/* One second at time t_s (seconds, any origin, non-decreasing): the model's
+ * dynamic host power dyn_w (>= 0) and the measured host power host_w (> 0:
+ * zero is a stalled meter). -EINVAL, and nothing kept, for a row that is no
+ * measurement; the oldest row goes when the window is full. */
+int calib_add(calib *c, double t_s, double dyn_w, double host_w);
+/* Fits the rows now (linear in the rows; meant for once a second). */
+int calib_fit_now(calib *c, calib_fit *out);
+
 /* ---- Attribution (attrib.c) ---------------------------------------------- */
 
 /* One tracked process in one tick. */
