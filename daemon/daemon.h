@@ -105,6 +105,29 @@ typedef struct daemon_hist {
     double sum_s;
 } daemon_hist;
 
+/* Where attribution's idle power comes from (docs/calibration.md), in the
+ * order it is chosen: this node's live fit when it can tell idle; else the
+ * node's latest fit that could (from this run, or stored in the database);
+ * else the model's trained idle; else, for an uncalibrated model, the 5th
+ * percentile of measured power. Without RAPL: the model's. */
+typedef enum daemon_idle_source {
+    DAEMON_IDLE_FITTED,
+    DAEMON_IDLE_STORED,
+    DAEMON_IDLE_MODEL,
+    DAEMON_IDLE_PERCENTILE,
+} daemon_idle_source;
+
+typedef struct daemon_calib {
+    daemon_idle_source source;
+    double idle_w;          /* in use */
+    calib_fit live;         /* the fit of the recent seconds, identifiable or not */
+    store_node_calib best;  /* the node's latest identifiable fit; best.t 0: none */
+    size_t percentile_rows; /* seconds behind the percentile */
+} daemon_calib;
+
+/* "fitted", "stored", "model", "percentile". */
+const char *daemon_idle_source_name(daemon_idle_source s);
+
 /* Everything `status` shows, refreshed once a second. */
 typedef struct daemon_status {
     uint64_t ticks;
@@ -123,7 +146,7 @@ typedef struct daemon_status {
      * their counters could be opened (not stored), and times the kernel
      * dropped process events (each answered by a rescan). */
     uint64_t procs_missed, connector_overruns;
-    char idle_source[64];
+    daemon_calib calib;
     double *event_ratio; /* mean running/enabled per event over the last second */
     /* Since start, for counters: energies in joules. */
     double total_measured_j, total_modeled_j, total_idle_j, total_unattributed_j;
@@ -206,6 +229,10 @@ const sample_eventset *sampler_events(const sampler *s);
 bool sampler_progressed(sampler *s);
 /* True once a replay has consumed its whole file. */
 bool sampler_replay_done(const sampler *s);
+/* The node's stored calibration, from the database (before sampler_start):
+ * what attribution uses until the node's live fit can tell idle. Ignored
+ * when its target domains are not the model's. */
+void sampler_set_stored_calib(sampler *s, const store_node_calib *c);
 /* Installs a new model (takes ownership) at the next tick; its events must
  * be a subset of the running event set. */
 int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen);

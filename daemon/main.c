@@ -282,9 +282,56 @@ static void drift_flag(daemon_ctx *ctx, bool *flagged)
     snapshot_unref(snap);
 }
 
+/* The node's stored calibration for the model's domains, handed to the
+ * sampler before it starts; *saved_t is its time (0 when none). */
+static void load_calibration(daemon_ctx *ctx, int64_t *saved_t)
+{
+    char err[UTIL_ERRLEN], target[64];
+    store_node_calib c;
+    store_reader *r;
+    int ret;
+
+    *saved_t = 0;
+    model_target_key(ctx->model, target, sizeof(target));
+    if ((ret = store_reader_open(ctx->cfg->db_path, &r, err, sizeof(err))) == 0) {
+        ret = store_node_calib_get(r, target, &c, err, sizeof(err));
+        store_reader_close(r);
+    }
+    if (ret == -ENOENT) {
+        log_info("no stored calibration for %s: idle comes from a fit once the load has varied",
+                 target);
+        return;
+    }
+    if (ret < 0) {
+        log_warning("cannot read the stored calibration: %s", err);
+        return;
+    }
+    sampler_set_stored_calib(ctx->smp, &c);
+    *saved_t = c.t;
+    log_info("stored calibration for %s: idle %.2f +- %.2f W, from %lld s of this node", target,
+             c.idle_w, c.idle_se_w, (long long)c.rows);
+}
+
+/* Keeps the node's latest identifiable fit in the database, at most once a
+ * minute (and at exit: `final`). */
+static void save_calibration(daemon_ctx *ctx, int64_t *saved_t, bool final)
+{
+    snapshot *snap = sampler_snapshot(ctx->smp);
+    const store_node_calib *b = snap ? &snap->st.calib.best : NULL;
+
+    if (b && b->t > *saved_t && (final || b->t >= *saved_t + 60)) {
+        if (*saved_t == 0)
+            log_info("idle identified: %.2f +- %.2f W (scale %.3f, R2 %.4f, %lld s)", b->idle_w,
+                     b->idle_se_w, b->scale, b->r2, (long long)b->rows);
+        if (store_node_calib_save(ctx->st, b) == 0)
+            *saved_t = b->t;
+    }
+    snapshot_unref(snap);
+}
+
 /* Until SIGTERM/SIGINT: READY=1 once the sampler has ticked, then once a
  * second, streams and health. */
-static void main_loop(daemon_ctx *ctx, int sfd)
+static void main_loop(daemon_ctx *ctx, int sfd, int64_t *calib_saved)
 {
     uint64_t watchdog_us = 0;
     bool watchdog = sd_watchdog_enabled(0, &watchdog_us) > 0, replay_reported = false;
@@ -317,6 +364,7 @@ static void main_loop(daemon_ctx *ctx, int sfd)
         methods_publish(ctx);
         notify_status(ctx);
         drift_flag(ctx, &drift);
+        save_calibration(ctx, calib_saved, false);
         /* The watchdog means "the sampler is alive", not "main is alive". */
         if (watchdog && sampler_progressed(ctx->smp))
             sd_notify(0, "WATCHDOG=1");
@@ -347,6 +395,7 @@ static int run(config *cfg)
     model *m = NULL;
     int32_t model_id = 0;
     int fd = -1, sfd = -1, r;
+    int64_t calib_saved = 0;
     char err[UTIL_ERRLEN];
     sigset_t mask;
 
@@ -376,6 +425,7 @@ static int run(config *cfg)
         model_free(m);
         goto out;
     }
+    load_calibration(&ctx, &calib_saved);
     if ((r = open_socket(cfg, &fd)) < 0)
         goto out;
     rpc_server_config rc = {.vendor = "wattprof",
@@ -408,11 +458,13 @@ static int run(config *cfg)
         goto out;
     }
     log_start(&ctx);
-    main_loop(&ctx, sfd);
+    main_loop(&ctx, sfd, &calib_saved);
     sd_notify(0, "STOPPING=1");
 out:
     exporter_stop(exp);
     sampler_stop(ctx.smp);
+    if (ctx.smp && ctx.st)
+        save_calibration(&ctx, &calib_saved, true);
     rpc_server_free(srv);
     methods_free(&ctx);
     sampler_free(ctx.smp);

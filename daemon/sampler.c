@@ -147,7 +147,10 @@ struct sampler {
     uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
     bool skip_warned;                /* the log said once why some are never skipped */
     double idle_w;
-    char idle_source[64];
+    calib *fit;       /* measured against the model's dynamic power, per second */
+    daemon_calib cal; /* the idle in use and where it comes from */
+    double sec_dyn_j; /* the model's dynamic host energy this second */
+    int64_t fit_t_ns; /* sampler_clock of the fit's newest row */
 
     pthread_mutex_t snap_lock;
     snapshot *snap;
@@ -1085,6 +1088,7 @@ static void account(sampler *s, double dt)
     s->total_modeled_j += at.modeled_host_j;
     s->total_idle_j += at.idle_j;
     s->total_unattr_j += at.unattributed_j;
+    s->sec_dyn_j += at.modeled_host_j - at.idle_w * dt;
     for (size_t z = 0; z < s->power->n; z++)
         s->zone_total_j[z] += s->zone_delta[z];
     s->sec_host_j += at.host_j;
@@ -1123,23 +1127,80 @@ snapshot *sampler_snapshot(sampler *s)
     return snap;
 }
 
-/* An uncalibrated model's idle power is a generic guess; with RAPL, a low
- * percentile of measured host power over the last hour is the node's own. */
-static void update_idle(sampler *s, double host_w)
+const char *daemon_idle_source_name(daemon_idle_source src)
 {
-    if (s->power->n == 0 || s->m->training.present) {
-        s->idle_w = s->m->idle_power_w;
-        snprintf(s->idle_source, sizeof(s->idle_source), "%s",
-                 s->m->training.present ? "model" : "model (uncalibrated)");
+    static const char *const names[] = {"fitted", "stored", "model", "percentile"};
+    return names[src];
+}
+
+/* Keeps an identifiable live fit as the node's best. */
+static void keep_fit(sampler *s, const calib_fit *f, int64_t t_ns)
+{
+    store_node_calib *b = &s->cal.best;
+
+    model_target_key(s->m, b->target, sizeof(b->target));
+    b->t = t_ns / 1000000000;
+    b->idle_w = f->idle_w;
+    b->idle_se_w = f->idle_se_w;
+    b->scale = f->scale;
+    b->r2 = f->r2;
+    b->spread_w = f->spread_w;
+    b->rows = (int64_t)f->rows;
+    snprintf(b->model_sha256, sizeof(b->model_sha256), "%s", s->m->sha256);
+}
+
+/* Once a second: the second's measured host power and the model's dynamic
+ * power (NAN: not measured) go into the fit, and idle comes from the best
+ * source there is (daemon_idle_source). Never silently: status shows the
+ * source and the fit. */
+static void update_idle(sampler *s, double host_w, double dyn_w)
+{
+    daemon_calib *c = &s->cal;
+
+    if (s->power->n == 0) {
+        s->idle_w = c->idle_w = s->m->idle_power_w;
+        c->source = DAEMON_IDLE_MODEL;
         return;
     }
-    /* Before the first measured second there is no percentile: the model's
-     * idle, which attribution caps at the measured energy, stands in. */
-    if (isfinite(host_w))
+    /* A second that mixes two models is neither model's. (The clock is
+     * read only here: a replay's starts with its first tick.) */
+    if (isfinite(host_w) && !s->model_changed) {
+        s->fit_t_ns = sampler_clock(s);
         ring_add(&s->idle_power, host_w);
-    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : s->m->idle_power_w;
-    snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
-             s->idle_power.n);
+        calib_add(s->fit, (double)s->fit_t_ns / 1e9, dyn_w, host_w);
+    }
+    c->percentile_rows = s->idle_power.n;
+    calib_fit_now(s->fit, &c->live);
+    if (c->live.identifiable)
+        keep_fit(s, &c->live, s->fit_t_ns);
+    if (c->live.identifiable) {
+        c->source = DAEMON_IDLE_FITTED;
+        c->idle_w = c->live.idle_w;
+    } else if (c->best.t > 0) {
+        c->source = DAEMON_IDLE_STORED;
+        c->idle_w = c->best.idle_w;
+    } else if (s->m->training.present || s->idle_power.n == 0) {
+        /* Before the first measured second there is no percentile: the
+         * model's idle, which attribution caps at the measured energy,
+         * stands in. */
+        c->source = DAEMON_IDLE_MODEL;
+        c->idle_w = s->m->idle_power_w;
+    } else {
+        c->source = DAEMON_IDLE_PERCENTILE;
+        c->idle_w = ring_percentile(&s->idle_power, 5);
+    }
+    s->idle_w = c->idle_w;
+}
+
+void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
+{
+    char target[sizeof(c->target)];
+
+    model_target_key(s->m, target, sizeof(target));
+    if (strcmp(target, c->target) != 0 || !(c->idle_w >= 0))
+        return;
+    s->cal.best = *c;
+    update_idle(s, NAN, NAN);
 }
 
 /* Describes the first zone that has not advanced for SAMPLER_STALL_NS, and
@@ -1208,7 +1269,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     power_fault(s, st->power_fault, sizeof(st->power_fault));
     st->procs_missed = s->procs_missed;
     st->connector_overruns = s->connector_overruns;
-    snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
+    st->calib = s->cal;
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
         st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
     st->total_measured_j = s->total_measured_j;
@@ -1273,7 +1334,7 @@ static void publish(sampler *s)
             snap->procs[snap->n_procs++] = to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs);
+    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs, s->sec_dyn_j / secs);
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -1285,7 +1346,7 @@ static void publish(sampler *s)
         }
     }
     snapshot_unref(snap);
-    s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = 0;
+    s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = s->sec_dyn_j = 0;
     s->sec_fallback = false;
     s->sec_cpu_s = s->sec_dt = 0;
     s->second_ticks = 0;
@@ -1312,6 +1373,13 @@ static void take_pending_model(sampler *s)
         s->pending_map = NULL;
         s->model_changed = true;
         set_zero_rates(s);
+        /* The fit is of the old model's dynamic power; idle is the node's
+         * and stays, for the same domains. */
+        calib_reset(s->fit);
+        char target[sizeof(s->cal.best.target)];
+        model_target_key(s->m, target, sizeof(target));
+        if (strcmp(target, s->cal.best.target) != 0)
+            s->cal.best.t = 0;
         for (size_t i = 0; i < s->n; i++) {
             struct tracked *t = s->procs[i];
             t->class_stat = 0;
@@ -1552,7 +1620,7 @@ static int alloc_scratch(sampler *s)
     if (ring_init(&s->lateness, per_second * 60) < 0 ||
         ring_init(&s->tick_work, per_second * 60) < 0 ||
         ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
-        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0)
+        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -1590,7 +1658,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         sampler_free(s);
         return r;
     }
-    update_idle(s, NAN);
+    update_idle(s, NAN, NAN);
     *out = s;
     return 0;
 }
@@ -1638,6 +1706,7 @@ void sampler_free(sampler *s)
     free(s->tick_work.v);
     free(s->idle_power.v);
     free(s->drift.v);
+    calib_free(s->fit);
     counters_delta_free(&s->d);
     if (s->rec && trace_writer_close(s->rec) < 0)
         log_error("recording to %s failed: some ticks may be missing", s->cfg->record_path);

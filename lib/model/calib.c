@@ -27,6 +27,7 @@ struct calib {
     calib_config cfg;
     double *t, *x, *y; /* ring of rows: time, dynamic model power, measured power */
     bool *keep;        /* kept by the latest fit's outlier test */
+    double *w;         /* each row's weight for the fit under way */
     double *scratch;
     size_t n, next;
     double newest_t;
@@ -65,8 +66,9 @@ int calib_new(const calib_config *cfg, calib **out)
     c->x = calloc(cfg->window, sizeof(double));
     c->y = calloc(cfg->window, sizeof(double));
     c->scratch = calloc(cfg->window, sizeof(double));
+    c->w = calloc(cfg->window, sizeof(double));
     c->keep = calloc(cfg->window, sizeof(bool));
-    if (!c->t || !c->x || !c->y || !c->scratch || !c->keep) {
+    if (!c->t || !c->x || !c->y || !c->scratch || !c->w || !c->keep) {
         calib_free(c);
         return -ENOMEM;
     }
@@ -82,6 +84,7 @@ void calib_free(calib *c)
     free(c->x);
     free(c->y);
     free(c->scratch);
+    free(c->w);
     free(c->keep);
     free(c);
 }
@@ -119,11 +122,6 @@ typedef struct sums {
     size_t n;
 } sums;
 
-static double weight(const calib *c, size_t i)
-{
-    return exp2(-(c->newest_t - c->t[i]) / c->cfg.half_life_s);
-}
-
 static sums sum_kept(const calib *c)
 {
     sums s = {0};
@@ -131,7 +129,7 @@ static sums sum_kept(const calib *c)
     for (size_t i = 0; i < c->n; i++) {
         if (!c->keep[i])
             continue;
-        double w = weight(c, i);
+        double w = c->w[i];
         s.w += w;
         s.w2 += w * w;
         s.mx += w * c->x[i];
@@ -145,7 +143,7 @@ static sums sum_kept(const calib *c)
     for (size_t i = 0; i < c->n; i++) {
         if (!c->keep[i])
             continue;
-        double w = weight(c, i), dx = c->x[i] - s.mx, dy = c->y[i] - s.my;
+        double w = c->w[i], dx = c->x[i] - s.mx, dy = c->y[i] - s.my;
         s.sxx += w * dx * dx;
         s.sxy += w * dx * dy;
         s.syy += w * dy * dy;
@@ -201,8 +199,10 @@ int calib_fit_now(calib *c, calib_fit *f)
     f->why = "too few measured seconds";
     if (c->n < 3)
         return 0;
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         c->keep[i] = true;
+        c->w[i] = exp2(-(c->newest_t - c->t[i]) / c->cfg.half_life_s);
+    }
     for (int pass = 0; pass < CALIB_MAX_PASSES && fit_pass(c, &s, &idle, &scale); pass++)
         ;
     s = sum_kept(c);

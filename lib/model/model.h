@@ -63,6 +63,8 @@ const char *model_default_text(void);
 int model_to_json(model *m, char **out);
 int model_save(model *m, const char *path, char *err, size_t errlen);
 void model_free(model *m);
+/* The model's target domains joined by '+' ("package+dram"), cut to len. */
+void model_target_key(const model *m, char *out, size_t len);
 /* Fresh zeroed model with room for n_events events and n_classes classes. */
 model *model_new(size_t n_events, size_t n_classes);
 
