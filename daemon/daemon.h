@@ -42,6 +42,8 @@ typedef struct config {
     double rescan_s;        /* /proc rescan period; 5 (1 without the proc connector) */
     int sampler_priority;   /* [sampler] priority: SCHED_FIFO priority of the sampling
                                thread, 1..99; 0 = normal scheduling (the default) */
+    char *meter_cgroup;     /* [sampler] meter_cgroup: the power meter sees only this
+                               cgroup's processes (a folder); NULL: the whole host */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;
@@ -137,7 +139,8 @@ typedef struct daemon_status {
     double host_measured_w, host_modeled_w, idle_w, unattributed_w;
     double drift; /* mean relative error over the last minute, NAN without RAPL */
     bool drift_flagged;
-    double untracked_cpu; /* host busy CPU not seen by any tracked process, s/s */
+    double untracked_cpu; /* the meter's busy CPU not seen by any tracked process, s/s */
+    double untracked_w;   /* the model's dynamic power of it: unattributed */
     size_t tracked;
     double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
     size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
@@ -236,6 +239,17 @@ void sampler_set_stored_calib(sampler *s, const store_node_calib *c);
 /* Installs a new model (takes ownership) at the next tick; its events must
  * be a subset of the running event set. */
 int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen);
+
+/* ---- The meter's CPU time (hostcpu.c) ------------------------------------ */
+
+/* Busy CPU seconds so far of the whole host (cgroup NULL: /proc/stat), or
+ * of the processes of a cgroup folder (v2 cpu.stat, v1 cpuacct.usage).
+ * -errno when it cannot be read. */
+int hostcpu_busy_s(const char *cgroup, double *busy_s);
+/* The model's dynamic power of `cpu` busy cores seen as task-clock alone
+ * (event cpu_event, class klass); 0 when cpu_event < 0. `rates` is scratch
+ * for m->n_events values. */
+double hostcpu_untracked_power(const model *m, int cpu_event, int klass, double cpu, double *rates);
 
 /* ---- Varlink methods (methods.c) ------------------------------------------ */
 

@@ -120,6 +120,8 @@ static json_object *host_json(const daemon_status *st)
         o, "attributed_w",
         json_object_new_double(fmax(0, total - st->idle_w - st->unattributed_w)));
     json_object_object_add(o, "unattributed_w", json_object_new_double(st->unattributed_w));
+    json_object_object_add(o, "untracked_cpu", num_or_null(st->untracked_cpu));
+    json_object_object_add(o, "untracked_dynamic_w", num_or_null(st->untracked_w));
     return o;
 }
 
@@ -346,7 +348,9 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
         json_object_array_add(a, json_object_new_string(line));
     }
     if (isfinite(st->untracked_cpu) && st->untracked_cpu > 0.05) {
-        snprintf(line, sizeof(line), "%.2f cores of CPU time were not seen by any tracked process",
+        snprintf(line, sizeof(line),
+                 "%.2f cores of CPU time were not seen by any tracked process: their energy is "
+                 "unattributed",
                  st->untracked_cpu);
         json_object_array_add(a, json_object_new_string(line));
     }

@@ -140,17 +140,24 @@ struct sampler {
     bool sec_fallback; /* a tick of this second had RAPL but no measurement */
     double *sec_ratio_sum;
     size_t sec_ratio_n;
-    uint64_t host_busy_prev;
+    double busy_prev;     /* the meter's busy CPU seconds at the last second's end */
+    double sec_untracked; /* the meter's CPU no tracked process used, cores */
+    double untracked_w;   /* its dynamic power, booked unattributed next second */
+    int cpu_event;        /* the model's task-clock event, or -1 */
+    double *untracked_rates;
     struct ring lateness, tick_work, idle_power, drift;
     uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
     uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
     uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
     bool skip_warned;                /* the log said once why some are never skipped */
     double idle_w;
-    calib *fit;       /* measured against the model's dynamic power, per second */
-    daemon_calib cal; /* the idle in use and where it comes from */
-    double sec_dyn_j; /* the model's dynamic host energy this second */
-    int64_t fit_t_ns; /* sampler_clock of the fit's newest row */
+    calib *fit;             /* measured against the model's dynamic power, per second */
+    daemon_calib cal;       /* the idle in use and where it comes from */
+    double sec_dyn_j;       /* the model's dynamic host energy this second */
+    double idle_debt_j;     /* idle the latest ticks could not book (keep_idle_debt) */
+    uint64_t idle_short_ns; /* since a tick last booked all its idle */
+    double dyn_scale;       /* the fit's scale for this model, for unmeasured ticks; 0: none */
+    int64_t fit_t_ns;       /* sampler_clock of the fit's newest row */
 
     pthread_mutex_t snap_lock;
     snapshot *snap;
@@ -217,23 +224,6 @@ static double ring_mean(const struct ring *r)
 static int64_t realtime_ns(void)
 {
     return (int64_t)util_now_ns(CLOCK_REALTIME);
-}
-
-/* Busy jiffies of the whole host from /proc/stat, as seconds. */
-static double host_busy_s(void)
-{
-    unsigned long long v[8] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-
-    if (!f)
-        return NAN;
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n != 8)
-        return NAN;
-    /* user nice system [idle iowait] irq softirq steal */
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* ---- the event set and the model ------------------------------------------- */
@@ -377,6 +367,10 @@ static void set_zero_rates(sampler *s)
     for (size_t k = 0; k < s->m->n_classes; k++)
         s->zero_power[k] = model_power(s->m, (int)k, zero);
     s->zero_class = model_classify(s->m, 0);
+    s->cpu_event = -1;
+    for (size_t j = 0; j < ne && s->task_clock >= 0; j++)
+        if (s->model_map[j] == s->task_clock)
+            s->cpu_event = (int)j;
 }
 
 /* The class a tick without events books a process in: its own, or in
@@ -1040,6 +1034,25 @@ static void book(sampler *s, struct tracked *t, const attrib_proc *ap)
     s->sec_ratio_n++;
 }
 
+/* Attribution caps idle at a tick's measured energy, and a meter not
+ * updated since the previous tick reads less than the tick used: the idle
+ * it could not book is owed, and the next ticks book it first, so that the
+ * catch-up does not go to the processes. A shortfall that lasts longer
+ * than a zone may stay still (SAMPLER_STILL_NS) is no stale reading but an
+ * idle above the host's power: it is dropped, not carried. */
+static void keep_idle_debt(sampler *s, const attrib_tick *at)
+{
+    double owed = at->idle_w * at->dt_s - at->idle_j;
+
+    if (!(owed > 1e-12)) {
+        s->idle_debt_j = 0;
+        s->idle_short_ns = 0;
+        return;
+    }
+    s->idle_short_ns += (uint64_t)(at->dt_s * 1e9);
+    s->idle_debt_j = s->idle_short_ns < SAMPLER_STILL_NS ? owed : 0;
+}
+
 /* Attributes one tick of length dt over the processes with deltas; those
  * that slept had zero rates, so no dynamic power and no share, and their
  * standalone p_k(0)*dt is booked lazily (settle_idle). */
@@ -1047,7 +1060,11 @@ static void account(sampler *s, double dt)
 {
     size_t ne = s->m->n_events, n_active = s->n_active;
     struct tracked **active = s->active;
-    attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
+    /* Idle the latest ticks could not book (keep_idle_debt) comes first. */
+    attrib_tick at = {.dt_s = dt,
+                      .idle_w = s->idle_w + s->idle_debt_j / dt,
+                      .untracked_dynamic_w = s->untracked_w,
+                      .dynamic_scale = s->dyn_scale};
     /* A replay keeps the recording's own timeline. */
     /* A live tick is stamped when it read the hardware: the same instant
      * as its recording's, so a replay keys it to the same second. */
@@ -1073,6 +1090,7 @@ static void account(sampler *s, double dt)
         clear_active(s);
         return;
     }
+    keep_idle_debt(s, &at);
     add_idle_tick(s, dt);
     uint64_t this_tick = atomic_load(&s->ticks) + 1; /* tick() counts it next */
     for (size_t i = 0; i < n_active; i++) {
@@ -1088,7 +1106,7 @@ static void account(sampler *s, double dt)
     s->total_modeled_j += at.modeled_host_j;
     s->total_idle_j += at.idle_j;
     s->total_unattr_j += at.unattributed_j;
-    s->sec_dyn_j += at.modeled_host_j - at.idle_w * dt;
+    s->sec_dyn_j += at.modeled_host_j - (at.idle_w + at.untracked_dynamic_w) * dt;
     for (size_t z = 0; z < s->power->n; z++)
         s->zone_total_j[z] += s->zone_delta[z];
     s->sec_host_j += at.host_j;
@@ -1190,6 +1208,12 @@ static void update_idle(sampler *s, double host_w, double dyn_w)
         c->idle_w = ring_percentile(&s->idle_power, 5);
     }
     s->idle_w = c->idle_w;
+    /* A tick without a measurement (a stalled zone) scales the model's
+     * dynamic power as the fit does, when the fit is of this model. */
+    bool fitted = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+    s->dyn_scale = fitted && strcmp(c->best.model_sha256, s->m->sha256) == 0 && c->best.scale > 0
+                       ? c->best.scale
+                       : 0;
 }
 
 void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
@@ -1228,8 +1252,6 @@ static void power_fault(sampler *s, char *out, size_t len)
 
 static void fill_status(sampler *s, daemon_status *st, double secs)
 {
-    double busy = s->rep ? NAN : host_busy_s();
-
     st->ticks = atomic_load(&s->ticks);
     st->achieved_hz = s->second_ticks / secs;
     st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
@@ -1253,12 +1275,8 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
         ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
     st->drift = ring_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
-    if (isfinite(busy) && s->host_busy_prev)
-        st->untracked_cpu = fmax(0, (busy - (double)s->host_busy_prev / 1e3) - s->sec_cpu_s) / secs;
-    else
-        st->untracked_cpu = NAN;
-    if (isfinite(busy))
-        s->host_busy_prev = (uint64_t)(busy * 1e3);
+    st->untracked_cpu = s->sec_untracked;
+    st->untracked_w = s->untracked_w;
     st->tracked = s->n;
     st->reads_skipped = s->sec_reads ? (double)s->sec_skipped / (double)s->sec_reads : NAN;
     st->reads_unskippable = 0;
@@ -1311,6 +1329,31 @@ static int publish_exits(sampler *s, snapshot *snap)
     return 0;
 }
 
+/* The meter's CPU that no tracked process used over the second just
+ * ended, and its dynamic power through the model's CPU coefficient (the
+ * class zero rates fall in). A model without task-clock gets the tracked
+ * processes' mean power per CPU. The next second's ticks book that power
+ * as unattributed: the meter's CPU is read once a second, not per tick. A
+ * replay has no record of it. */
+static void measure_untracked(sampler *s, double secs)
+{
+    double busy = NAN, tracked_w = s->sec_dyn_j / secs;
+
+    if (s->rep || hostcpu_busy_s(s->cfg->meter_cgroup, &busy) < 0)
+        busy = NAN;
+    double untracked = (busy - s->busy_prev - s->sec_cpu_s) / secs; /* NAN when unknown */
+    s->sec_untracked = isfinite(untracked) ? fmax(0, untracked) : NAN;
+    s->busy_prev = busy;
+    if (!isfinite(s->sec_untracked))
+        s->untracked_w = 0;
+    else if (s->cpu_event >= 0)
+        s->untracked_w = hostcpu_untracked_power(s->m, s->cpu_event, s->zero_class,
+                                                 s->sec_untracked, s->untracked_rates);
+    else
+        s->untracked_w =
+            s->sec_cpu_s > 0 ? tracked_w / (s->sec_cpu_s / secs) * s->sec_untracked : 0;
+}
+
 static void publish(sampler *s)
 {
     double secs = s->sec_dt > 0 ? s->sec_dt : 1;
@@ -1334,7 +1377,9 @@ static void publish(sampler *s)
             snap->procs[snap->n_procs++] = to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs, s->sec_dyn_j / secs);
+    measure_untracked(s, secs);
+    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs,
+                s->sec_dyn_j / secs + (isfinite(s->sec_untracked) ? s->untracked_w : 0));
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -1612,7 +1657,9 @@ static int alloc_scratch(sampler *s)
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
     s->zone_total_j = calloc(s->power->n + 1, sizeof(double));
-    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum || !s->zone_total_j)
+    s->untracked_rates = calloc(s->es->n + 1, sizeof(double));
+    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum || !s->zone_total_j ||
+        !s->untracked_rates)
         return -ENOMEM;
     if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
         return -ENOMEM;
@@ -1640,6 +1687,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     s->st = st;
     s->recent.cap = c->exporter_top_pids;
     s->period_ns = (uint64_t)llround(1e9 / c->rate_hz);
+    s->busy_prev = s->sec_untracked = NAN;
     pthread_mutex_init(&s->pending_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
     if (c->track_comm && (r = util_regex_new(c->track_comm, &s->comm_re, why, sizeof(why))) < 0)
@@ -1648,6 +1696,12 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         r = open_sources(s, err, errlen);
     if (r == 0)
         r = map_model(s->es, m, &s->model_map, err, errlen);
+    double busy;
+    if (r == 0 && c->meter_cgroup && (r = hostcpu_busy_s(c->meter_cgroup, &busy)) < 0)
+        util_err(err, errlen, r,
+                 "[sampler] meter_cgroup: %s: cannot read its CPU time (cpu.stat or "
+                 "cpuacct.usage): %s",
+                 c->meter_cgroup, strerror(-r));
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
         set_zero_rates(s);
@@ -1700,6 +1754,7 @@ void sampler_free(sampler *s)
     free(s->zone_settle_ns);
     free(s->sec_ratio_sum);
     free(s->zone_total_j);
+    free(s->untracked_rates);
     groups_free(&s->groups);
     recent_free(&s->recent);
     free(s->lateness.v);

@@ -165,6 +165,9 @@ typedef struct attrib_tick {
     double idle_w;              /* idle power to book (model's, or a measured percentile) */
     double untracked_dynamic_w; /* dynamic power of activity no tracked process
                                    explains (system-wide counters), >= 0 */
+    double dynamic_scale;       /* measured watts per model watt (a calibration's
+                                   scale) for host_j without a measurement;
+                                   0 (unset) is 1 */
     /* outputs */
     double modeled_host_j; /* idle*dt + sum d_i*dt (+ untracked): the model's view */
     double idle_j, active_j, attributed_j, unattributed_j;
@@ -173,7 +176,8 @@ typedef struct attrib_tick {
 /* Splits one tick's host energy: idle = min(idle_w*dt, host), active = host -
  * idle, process i gets active * d_i / D where D = sum d_i + untracked; the
  * rest is unattributed. Without a measurement host_j is set to the modeled
- * host energy. Guarantees sum attributed + idle + unattributed = host_j to
+ * host energy, its dynamic part times dynamic_scale (modeled_host_j stays
+ * the model's own). Guarantees sum attributed + idle + unattributed = host_j to
  * rounding, with no negative term. Returns -EINVAL on a bad dt or NaN input. */
 int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size_t n);
 
