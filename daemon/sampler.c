@@ -24,6 +24,7 @@
 
 #define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
+#define SAMPLER_UNTRACKED_S 5    /* time constant of the untracked CPU's mean */
 #define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
 
 /* A RAPL zone this long without advancing is no measurement (200 ms: real
@@ -142,6 +143,7 @@ struct sampler {
     size_t sec_ratio_n;
     double busy_prev;     /* the meter's busy CPU seconds at the last second's end */
     double sec_untracked; /* the meter's CPU no tracked process used, cores */
+    double untracked_avg; /* its mean over the latest seconds (measure_untracked) */
     double untracked_w;   /* its dynamic power, booked unattributed next second */
     int cpu_event;        /* the model's task-clock event, or -1 */
     double *untracked_rates;
@@ -1329,15 +1331,30 @@ static int publish_exits(sampler *s, snapshot *snap)
     return 0;
 }
 
-/* The meter's CPU that no tracked process used over the second just
- * ended, and its dynamic power through the model's CPU coefficient (the
- * class zero rates fall in). A model without task-clock gets the tracked
- * processes' mean power per CPU. The next second's ticks book that power
- * as unattributed: the meter's CPU is read once a second, not per tick. A
- * replay has no record of it. */
-static void measure_untracked(sampler *s, double secs)
+/* The model's dynamic power of `cpu` untracked cores: through the model's
+ * CPU coefficient (the class zero rates fall in), or for a model without
+ * task-clock the tracked processes' mean power per CPU this second. */
+static double untracked_power(sampler *s, double cpu)
 {
-    double busy = NAN, tracked_w = s->sec_dyn_j / secs;
+    if (!isfinite(cpu))
+        return 0;
+    if (s->cpu_event >= 0)
+        return hostcpu_untracked_power(s->m, s->cpu_event, s->zero_class, cpu, s->untracked_rates);
+    return s->sec_cpu_s > 0 ? s->sec_dyn_j / s->sec_cpu_s * cpu : 0;
+}
+
+/* The meter's CPU that no tracked process used over the second just
+ * ended (sec_untracked), and the dynamic power the next second's ticks book
+ * as unattributed (untracked_w): the meter's CPU is read once a second,
+ * not per tick, so they book a mean of the latest seconds (time constant
+ * SAMPLER_UNTRACKED_S). The last second's own value would be off by its
+ * change from one second to the next, and since a process's share is
+ * d / (D + untracked), such noise hands the tracked processes more than
+ * their share on average, not only more or less. A replay has no record
+ * of it. Returns the power of this second's own value, for the fit. */
+static double measure_untracked(sampler *s, double secs)
+{
+    double busy = NAN;
 
     if (s->rep || hostcpu_busy_s(s->cfg->meter_cgroup, &busy) < 0)
         busy = NAN;
@@ -1345,13 +1362,14 @@ static void measure_untracked(sampler *s, double secs)
     s->sec_untracked = isfinite(untracked) ? fmax(0, untracked) : NAN;
     s->busy_prev = busy;
     if (!isfinite(s->sec_untracked))
-        s->untracked_w = 0;
-    else if (s->cpu_event >= 0)
-        s->untracked_w = hostcpu_untracked_power(s->m, s->cpu_event, s->zero_class,
-                                                 s->sec_untracked, s->untracked_rates);
+        s->untracked_avg = NAN;
+    else if (!isfinite(s->untracked_avg))
+        s->untracked_avg = s->sec_untracked;
     else
-        s->untracked_w =
-            s->sec_cpu_s > 0 ? tracked_w / (s->sec_cpu_s / secs) * s->sec_untracked : 0;
+        s->untracked_avg +=
+            (1 - exp(-secs / SAMPLER_UNTRACKED_S)) * (s->sec_untracked - s->untracked_avg);
+    s->untracked_w = untracked_power(s, s->untracked_avg);
+    return untracked_power(s, s->sec_untracked);
 }
 
 static void publish(sampler *s)
@@ -1377,9 +1395,8 @@ static void publish(sampler *s)
             snap->procs[snap->n_procs++] = to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    measure_untracked(s, secs);
-    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs,
-                s->sec_dyn_j / secs + (isfinite(s->sec_untracked) ? s->untracked_w : 0));
+    double untracked_w = measure_untracked(s, secs);
+    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs, s->sec_dyn_j / secs + untracked_w);
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -1687,7 +1704,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     s->st = st;
     s->recent.cap = c->exporter_top_pids;
     s->period_ns = (uint64_t)llround(1e9 / c->rate_hz);
-    s->busy_prev = s->sec_untracked = NAN;
+    s->busy_prev = s->sec_untracked = s->untracked_avg = NAN;
     pthread_mutex_init(&s->pending_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
     if (c->track_comm && (r = util_regex_new(c->track_comm, &s->comm_re, why, sizeof(why))) < 0)

@@ -1,0 +1,247 @@
+#!/usr/bin/python3
+"""Right joules on a node that never idles (docs/calibration.md).
+
+A fake RAPL meter (tests/helpers/fake-powercap) whose package counter
+energy-writer advances at 20 W + 30 W per busy CPU of the test's own cgroup,
+and the built-in, uncalibrated model (6.6 W per busy CPU, idle 57 W). A
+background load that never stops keeps changing between 20 % and 90 % of a
+CPU; burners of known CPU time (the kernel's rusage) run after a warm-up.
+
+Checked, each source of idle in turn (and first a quiet node, where
+burners of 1 and 2 CPU s must be within 2 % as before):
+  fitted      a fresh daemon on the busy, varying node identifies idle
+              within 60 s (status: source fitted, identifiable, idle within
+              1 W of 20 W), and each burner's attributed energy is within
+              2 % of 30 W x its CPU time;
+  stored      restarted on the same database under a steady load that no
+              tracked process explains (the fit cannot tell idle), it
+              starts from the stored fit: source stored, a burner within
+              3 %, and the untracked load's energy (30 W per CPU of it)
+              unattributed within 10 %;
+  percentile  a fresh database under the same steady load: source
+              percentile, not identifiable, with the reason, and a warning;
+  model       a model trained to the meter under the steady load: source
+              model.
+Every second stored: host = idle + attributed + unattributed, none negative.
+Figures, with the host's load, are printed for docs/calibration.md."""
+import json, os, shutil, signal, subprocess, sys, tempfile, time
+
+SRCDIR = os.environ["SRCDIR"]
+BUILDDIR = os.environ["BUILDDIR"]
+IDLE_W, PER_CPU_W = 20.0, 30.0
+
+if "FAKE_POWERCAP" not in os.environ:
+    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
+    sys.stdout.flush()
+    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
+
+sys.path.insert(0, os.path.join(SRCDIR, "tests"))
+import daemon_harness  # noqa: E402
+from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
+
+work = tempfile.mkdtemp(prefix="wattprofd-busy-")
+# The meter sees only this test's processes (a cpuacct cgroup), so that the
+# other work of a shared machine neither moves it nor takes a share.
+cgroup = f"/sys/fs/cgroup/cpuacct/wattprof-busy-{os.getpid()}"
+try:
+    os.mkdir(cgroup)
+except OSError as e:
+    print(f"SKIP: no cpuacct cgroup for a meter that sees only the test's processes: {e}")
+    sys.exit(77)
+if os.getuid() != 0 or not shutil.which("chrt"):
+    print("SKIP: the meter must run at real-time priority (root and chrt): a starved writer"
+          " is a stalled meter")
+    sys.exit(77)
+
+# A name of this run's own: other tests on a shared machine run burners too.
+name = f"wpbn{os.getpid()}"[:15]
+wpburn = os.path.join(work, name)
+shutil.copy(os.environ["BURN"], wpburn)
+os.chmod(wpburn, 0o755)
+untracked = os.path.join(work, f"wpbg{os.getpid()}"[:15])  # a load no tracked process explains
+shutil.copy(os.environ["BURN"], untracked)
+os.chmod(untracked, 0o755)
+truth = os.path.join(work, "truth")
+writer = subprocess.Popen(["chrt", "-f", "10", os.path.join(BUILDDIR, "tests", "energy-writer"),
+                           "--truth", truth, "--cpuacct", cgroup,
+                           f"intel-rapl:0={IDLE_W}+{PER_CPU_W}*load"])
+deadline = time.monotonic() + 5
+while not os.path.exists(truth) and time.monotonic() < deadline:
+    time.sleep(0.01)
+conf = os.path.join(work, "wattprofd.conf")
+with open(conf, "w") as f:
+    # The daemon counts the CPU no tracked process used in the meter's cgroup.
+    f.write(f"[track]\ncomm = ^{name}$\n[sampler]\nmeter_cgroup = {cgroup}\n")
+state = os.path.join(work, "node")
+loads = []
+
+
+def spawn(*args, prog=None):
+    """A burner in the meter's cgroup; it waits first so that the daemon
+    tracks it before it works."""
+    p = subprocess.Popen([prog or wpburn, "--wait", "1", *args])
+    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+        f.write(str(p.pid))
+    return p
+
+
+def proc_cpu(pid):
+    """CPU seconds so far of a running process (utime + stime)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of(p):
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime
+
+
+def status(d):
+    loads.append(os.getloadavg()[0])
+    return d.call("io.wattprof.Monitor.GetStatus")["status"]
+
+
+def calib_line(c):
+    return (f"source {c['source']}, idle {c['idle_w']:.2f} W"
+            + (f" +- {c['idle_se_w']:.2f}, scale {c['scale']:.3f}, R2 {c['r2']:.4f}"
+               if c["idle_se_w"] is not None else "")
+            + f"; live fit: {c['rows']} s kept, {c['rejected']} left out, spread "
+            + (f"{c['spread_w']:.1f} W" if c["spread_w"] is not None else "-")
+            + (f", idle {c['live_idle_w']:.2f} +- {c['live_idle_se_w']:.2f} W"
+               if c["live_idle_w"] is not None and c["live_idle_se_w"] is not None else "")
+            + ("" if c["identifiable"] else f", not identifiable: {c['reason']}"))
+
+
+def burners(d, cpu_s, tol, what):
+    """Runs one burner per CPU time in cpu_s; checks each one's energy."""
+    ps = [spawn(str(s)) for s in cpu_s]
+    cpus = [cpu_of(p) for p in ps]
+    time.sleep(2.5)  # past a second boundary and the store's commit
+    for p, cpu in zip(ps, cpus):
+        got = d.call("io.wattprof.Monitor.GetProcess", {"pid": p.pid})["process"]["total_j"]
+        want = PER_CPU_W * cpu
+        check(f"{what}: a burner of {cpu:.2f} CPU s gets {PER_CPU_W:g} W per CPU within"
+              f" {tol:.0%}", abs(got - want) <= tol * want,
+              f"{got:.2f} J against {want:.2f} J ({(got - want) / want:+.2%});"
+              f" load {os.getloadavg()[0]:.1f}")
+
+
+def conserved(d, what):
+    rows = d.sql("SELECT host_j, idle_j, attributed_j, unattributed_j FROM host_attribution")
+    bad = [r for r in rows if min(r) < 0 or abs(r[0] - r[1] - r[2] - r[3]) > 1e-9 * max(1, r[0])]
+    check(f"{what}: every second, host = idle + attributed + unattributed, none negative",
+          rows and not bad, f"{len(rows)} rows, {bad[:2]}")
+
+
+background = None
+try:
+    # ---- a quiet node: no regression --------------------------------------
+    d = Daemon("--config", conf, state=os.path.join(work, "quiet"))
+    time.sleep(2)
+    burners(d, [1.0, 2.0], 0.02, "quiet node")
+    print(f"quiet node: {calib_line(status(d)['calibration'])}")
+    conserved(d, "quiet node")
+    check("quiet node: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+
+    # ---- fitted: the busy, varying node ----------------------------------
+    background = spawn("--vary", "3", "120", "0.2,0.9,0.5,0.3,0.8,0.6")
+    t0 = time.monotonic()
+    d = Daemon("--config", conf, state=state)
+    st = status(d)
+    while st["calibration"] is None or st["calibration"]["source"] != "fitted":
+        if time.monotonic() - t0 > 60:
+            break
+        time.sleep(1)
+        st = status(d)
+    took = time.monotonic() - t0
+    c = st["calibration"]
+    print(f"after {took:.0f} s: {calib_line(c)}")
+    check("busy node: idle is fitted within 60 s", c["source"] == "fitted" and c["identifiable"],
+          calib_line(c))
+    check("busy node: the fitted idle is the meter's 20 W within 1 W",
+          abs(c["idle_w"] - IDLE_W) <= 1.0, calib_line(c))
+    powers = sorted(r[0] / r[1] for r in d.sql("SELECT host_j, duration_s FROM host_attribution"
+                                               " WHERE measured AND duration_s > 0.9"))
+    print(f"note - measured power over the warm-up: 5th percentile"
+          f" {powers[len(powers) // 20]:.1f} W, median {powers[len(powers) // 2]:.1f} W"
+          f" (the idle a percentile would have taken)")
+    burners(d, [2.0, 4.0], 0.02, "busy node, fitted")
+    st = status(d)
+    print(f"after the burners: {calib_line(st['calibration'])}")
+    fitted_idle = st["calibration"]["idle_w"]
+    conserved(d, "busy node")
+    check("busy node: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+    background.kill()
+    background.wait()
+    stored = d.sql("SELECT target, idle_w, idle_se_w, rows FROM node_calibration")
+    check("the node's fit is stored", len(stored) == 1 and stored[0][0] == "package"
+          and abs(stored[0][1] - fitted_idle) <= 0.5, str(stored))
+
+    # ---- stored: restarted under a steady load that is not tracked -------
+    background = spawn("--duty", "0.7", "1000", prog=untracked)
+    time.sleep(1.5)
+    d = Daemon("--config", conf, state=state)
+    time.sleep(1.5)
+    st = status(d)
+    c = st["calibration"]
+    print(f"restarted, steady untracked load: {calib_line(c)}")
+    check("restarted: idle is the stored fit from the first second",
+          c["source"] == "stored" and abs(c["idle_w"] - stored[0][1]) < 1e-9, calib_line(c))
+    time.sleep(1)
+    t_a, cpu_a = time.time(), proc_cpu(background.pid)
+    burners(d, [2.0], 0.03, "steady node, stored, untracked load beside")
+    t_b, cpu_b = time.time(), proc_cpu(background.pid)
+    # What the untracked load did is unattributed: 30 W per CPU of it.
+    rows = d.sql("SELECT sum(unattributed_j), sum(duration_s) FROM host_attribution"
+                 " WHERE t >= ? AND t < ?", int(t_a) + 1, int(t_b) - 1)
+    want = PER_CPU_W * (cpu_b - cpu_a) / (t_b - t_a) * rows[0][1]
+    check("the untracked load's energy is unattributed (30 W per CPU of it, within 10 %)",
+          abs(rows[0][0] - want) <= 0.1 * want,
+          f"{rows[0][0]:.2f} J unattributed against {want:.2f} J over {rows[0][1]:.1f} s;"
+          f" status says {st['host']['untracked_cpu']} cores untracked")
+    conserved(d, "steady node, stored")
+    check("restarted: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+
+    # ---- percentile: the same steady load, a fresh database ---------------
+    d = Daemon("--config", conf, state=os.path.join(work, "fresh"))
+    time.sleep(3.5)
+    st = status(d)
+    c = st["calibration"]
+    print(f"fresh database, steady load: {calib_line(c)}")
+    check("fresh database, steady load: idle is the percentile, and not identifiable",
+          c["source"] == "percentile" and not c["identifiable"] and c["reason"], calib_line(c))
+    check("... and a warning says the percentile is idle only if the node idles",
+          any("5th percentile" in w for w in st["warnings"]), str(st["warnings"]))
+    out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
+                         capture_output=True, text=True)
+    check("wattprof status shows where idle comes from", out.returncode == 0 and
+          "percentile" in out.stdout and "not identifiable" in out.stdout, out.stdout[-600:])
+    check("fresh database: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+
+    # ---- model: a model trained to the meter ------------------------------
+    model = fake_meter_model(os.path.join(work, "model.json"), IDLE_W, PER_CPU_W)
+    d = Daemon("--config", conf, "--model", model, state=os.path.join(work, "trained"))
+    time.sleep(2.5)
+    c = status(d)["calibration"]
+    print(f"trained model, steady load: {calib_line(c)}")
+    check("trained model: idle is the model's", c["source"] == "model" and c["idle_w"] == IDLE_W,
+          calib_line(c))
+    check("trained model: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+finally:
+    if background:
+        background.kill()
+        background.wait()
+    writer.send_signal(signal.SIGTERM)
+    writer.wait()
+    time.sleep(0.2)
+    try:
+        os.rmdir(cgroup)
+    except OSError as e:
+        print(f"note - {cgroup} left: {e}")
+print(f"host load average during the test: {min(loads):.1f} to {max(loads):.1f}"
+      f" on {os.cpu_count()} CPUs" if loads else "")
+if not daemon_harness.failures:
+    shutil.rmtree(work, ignore_errors=True)
+finish()
