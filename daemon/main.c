@@ -297,11 +297,8 @@ static void load_calibration(daemon_ctx *ctx, int64_t *saved_t)
         ret = store_node_calib_get(r, target, &c, err, sizeof(err));
         store_reader_close(r);
     }
-    if (ret == -ENOENT) {
-        log_info("no stored calibration for %s: idle comes from a fit once the load has varied",
-                 target);
-        return;
-    }
+    if (ret == -ENOENT)
+        return; /* status says where idle comes from */
     if (ret < 0) {
         log_warning("cannot read the stored calibration: %s", err);
         return;
@@ -425,7 +422,6 @@ static int run(config *cfg)
         model_free(m);
         goto out;
     }
-    load_calibration(&ctx, &calib_saved);
     if ((r = open_socket(cfg, &fd)) < 0)
         goto out;
     rpc_server_config rc = {.vendor = "wattprof",
@@ -453,6 +449,7 @@ static int run(config *cfg)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    load_calibration(&ctx, &calib_saved);
     if ((r = rpc_server_start(srv)) < 0 || (r = sampler_start(ctx.smp)) < 0) {
         log_error("starting threads: %s", strerror(-r));
         goto out;

@@ -1180,6 +1180,7 @@ static void update_idle(sampler *s, double host_w, double dyn_w)
     if (s->power->n == 0) {
         s->idle_w = c->idle_w = s->m->idle_power_w;
         c->source = DAEMON_IDLE_MODEL;
+        c->live.why = "no power meter (RAPL) to fit against";
         return;
     }
     /* A second that mixes two models is neither model's. (The clock is
