@@ -85,6 +85,32 @@ static void print_model(const query_opts *q, json_object *m, double drift, bool 
                flagged ? " - OVER THRESHOLD" : "");
 }
 
+/* Where idle comes from, and what the node's fit says. */
+static void print_calibration(const query_opts *q, json_object *c)
+{
+    const char *src = query_str(c, "source");
+    char w[FMT_LEN], when[FMT_LEN];
+
+    label(q, "Idle");
+    printf("%s, %s", fmt_power(w, query_num(c, "idle_w")), src);
+    if (!strcmp(src, "fitted") || !strcmp(src, "stored"))
+        printf(" (+- %.2f W, scale %.3f, R2 %.4f, fitted %s)", query_num(c, "idle_se_w"),
+               query_num(c, "scale"), query_num(c, "r2"),
+               fmt_iso8601(when, query_num(c, "fitted")));
+    else if (!strcmp(src, "percentile"))
+        printf(" %s(5th percentile of measured power: idle only if the node idles)%s",
+               q->color ? C_WARN : "", q->color ? C_OFF : "");
+    printf("\n");
+    label(q, "Fit");
+    printf("%lld s kept, %lld left out, load spread %.2f W, ", (long long)query_int(c, "rows", 0),
+           (long long)query_int(c, "rejected", 0), query_num(c, "spread_w"));
+    if (json_object_get_boolean(query_obj(c, "identifiable")))
+        printf("idle %.2f +- %.2f W\n", query_num(c, "live_idle_w"),
+               query_num(c, "live_idle_se_w"));
+    else
+        printf("idle not identifiable: %s\n", query_str(c, "reason"));
+}
+
 static void print_status(const query_opts *q, json_object *st)
 {
     json_object *host = query_obj(st, "host"), *db = query_obj(st, "database");
@@ -104,6 +130,8 @@ static void print_status(const query_opts *q, json_object *st)
            fmt_power(a, query_num(host, "measured_w")), fmt_power(b, query_num(host, "modeled_w")),
            fmt_power(c, query_num(host, "idle_w")), fmt_power(d, query_num(host, "attributed_w")),
            fmt_power(e, query_num(host, "unattributed_w")));
+    if (query_obj(st, "calibration"))
+        print_calibration(q, query_obj(st, "calibration"));
     print_zones(q, query_obj(st, "zones"));
     print_events(q, query_obj(st, "events"));
     print_model(q, query_obj(st, "model"), query_num(st, "drift"),

@@ -65,6 +65,7 @@ void config_free(config *c)
     free(c->group);
     free(c->track_comm);
     free(c->track_cgroup);
+    free(c->meter_cgroup);
     free(c->record_path);
     free(c->pid_file);
     free(c->replay_path);
@@ -318,6 +319,8 @@ static int config_set(config *c, const char *section, const char *key, const cha
     }
     if (strcmp(section, "sampler") == 0) {
         long n;
+        if (strcmp(key, "meter_cgroup") == 0)
+            return set_str(&c->meter_cgroup, v);
         if (strcmp(key, "priority") != 0)
             return -ENOENT;
         if (util_parse_long(v, &n) < 0 || n < 0 || n > 99)

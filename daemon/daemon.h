@@ -44,6 +44,8 @@ typedef struct config {
     double rescan_s;               /* /proc rescan period; 5 (1 without the proc connector) */
     int sampler_priority;          /* [sampler] priority: SCHED_FIFO priority of the sampling
                                       thread, 1..99; 0 = normal scheduling (the default) */
+    char *meter_cgroup;            /* [sampler] meter_cgroup: the power meter sees only this
+                                      cgroup's processes (a folder); NULL: the whole host */
     /* [track]: which processes; all when none is set */
     uid_t track_uids[CONFIG_MAX_UIDS];
     size_t n_track_uids;
@@ -113,6 +115,29 @@ typedef struct daemon_hist {
     double sum_s;
 } daemon_hist;
 
+/* Where attribution's idle power comes from (docs/calibration.md), in the
+ * order it is chosen: this node's live fit when it can tell idle; else the
+ * node's latest fit that could (from this run, or stored in the database);
+ * else the model's trained idle; else, for an uncalibrated model, the 5th
+ * percentile of measured power. Without RAPL: the model's. */
+typedef enum daemon_idle_source {
+    DAEMON_IDLE_FITTED,
+    DAEMON_IDLE_STORED,
+    DAEMON_IDLE_MODEL,
+    DAEMON_IDLE_PERCENTILE,
+} daemon_idle_source;
+
+typedef struct daemon_calib {
+    daemon_idle_source source;
+    double idle_w;          /* in use */
+    calib_fit live;         /* the fit of the recent seconds, identifiable or not */
+    store_node_calib best;  /* the node's latest identifiable fit; best.t 0: none */
+    size_t percentile_rows; /* seconds behind the percentile */
+} daemon_calib;
+
+/* "fitted", "stored", "model", "percentile". */
+const char *daemon_idle_source_name(daemon_idle_source s);
+
 /* Everything `status` shows, refreshed once a second. */
 typedef struct daemon_status {
     uint64_t ticks;
@@ -122,7 +147,8 @@ typedef struct daemon_status {
     double host_measured_w, host_modeled_w, idle_w, unattributed_w;
     double drift; /* mean relative error over the last minute, NAN without RAPL */
     bool drift_flagged;
-    double untracked_cpu; /* host busy CPU not seen by any tracked process, s/s */
+    double untracked_cpu; /* the meter's busy CPU not seen by any tracked process, s/s */
+    double untracked_w;   /* the model's dynamic power of it: unattributed */
     size_t tracked;
     double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
     size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
@@ -131,7 +157,7 @@ typedef struct daemon_status {
      * their counters could be opened (not stored), and times the kernel
      * dropped process events (each answered by a rescan). */
     uint64_t procs_missed, connector_overruns;
-    char idle_source[64];
+    daemon_calib calib;
     double *event_ratio; /* mean running/enabled per event over the last second */
     /* Since start, for counters: energies in joules. */
     double total_measured_j, total_modeled_j, total_idle_j, total_unattributed_j;
@@ -224,9 +250,24 @@ int sampler_record_error(sampler *s);
 uint64_t sampler_unattributable(sampler *s);
 /* True once a replay has consumed its whole file. */
 bool sampler_replay_done(const sampler *s);
+/* The node's stored calibration, from the database (before sampler_start):
+ * what attribution uses until the node's live fit can tell idle. Ignored
+ * when its target domains are not the model's. */
+void sampler_set_stored_calib(sampler *s, const store_node_calib *c);
 /* Installs a new model (takes ownership) at the next tick; its events must
  * be a subset of the running event set. */
 int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen);
+
+/* ---- The meter's CPU time (hostcpu.c) ------------------------------------ */
+
+/* Busy CPU seconds so far of the whole host (cgroup NULL: /proc/stat), or
+ * of the processes of a cgroup folder (v2 cpu.stat, v1 cpuacct.usage).
+ * -errno when it cannot be read. */
+int hostcpu_busy_s(const char *cgroup, double *busy_s);
+/* The model's dynamic power of `cpu` busy cores seen as task-clock alone
+ * (event cpu_event, class klass); 0 when cpu_event < 0. `rates` is scratch
+ * for m->n_events values. */
+double hostcpu_untracked_power(const model *m, int cpu_event, int klass, double cpu, double *rates);
 
 /* ---- Varlink methods (methods.c) ------------------------------------------ */
 

@@ -245,17 +245,42 @@ static void put_host(FILE *f, daemon_ctx *ctx, const snapshot *snap, const char 
 static void model_labels(daemon_ctx *ctx, char name[128], char sha[65], char *targets, size_t len,
                          bool *calibrated)
 {
-    size_t used = 0;
-
     pthread_mutex_lock(&ctx->lock);
     snprintf(name, 128, "%s", ctx->model->name);
     snprintf(sha, 65, "%s", ctx->model->sha256);
-    targets[0] = '\0';
-    for (size_t i = 0; i < ctx->model->n_target && used < len; i++)
-        used += (size_t)snprintf(targets + used, len - used, "%s%s", i ? "+" : "",
-                                 ctx->model->target[i]);
+    model_target_key(ctx->model, targets, len);
     *calibrated = ctx->model->training.present;
     pthread_mutex_unlock(&ctx->lock);
+}
+
+/* Where idle comes from, and the node's fit (docs/calibration.md). */
+static void put_calibration(FILE *f, const daemon_calib *c)
+{
+    bool fit = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+
+    put_family(f, "wattprof_idle_power_watts", "gauge",
+               "Idle power attribution uses, by where it comes from (fitted, stored, model, "
+               "percentile).");
+    fprintf(f, "wattprof_idle_power_watts{source=\"%s\"} ", daemon_idle_source_name(c->source));
+    put_number(f, c->idle_w);
+    fputc('\n', f);
+    put_family(f, "wattprof_idle_power_stderr_watts", "gauge",
+               "Standard error of the fitted idle in use (NaN when idle is not from a fit).");
+    put_plain(f, "wattprof_idle_power_stderr_watts", fit ? c->best.idle_se_w : NAN);
+    put_family(f, "wattprof_calibration_scale_ratio", "gauge",
+               "Measured watts per watt of the model's dynamic power, of the fit in use.");
+    put_plain(f, "wattprof_calibration_scale_ratio", fit ? c->best.scale : NAN);
+    put_family(f, "wattprof_calibration_r2_ratio", "gauge", "R squared of the fit in use.");
+    put_plain(f, "wattprof_calibration_r2_ratio", fit ? c->best.r2 : NAN);
+    put_family(f, "wattprof_calibration_identifiable", "gauge",
+               "1 when the fit of the recent seconds can tell idle (the load varied enough).");
+    put_plain(f, "wattprof_calibration_identifiable", c->live.identifiable);
+    put_family(f, "wattprof_calibration_rows", "gauge",
+               "Seconds the fit of the recent seconds kept (outliers left out).");
+    put_plain(f, "wattprof_calibration_rows", (double)c->live.rows);
+    put_family(f, "wattprof_calibration_load_spread_watts", "gauge",
+               "Standard deviation of the load in the fit of the recent seconds, in watts.");
+    put_plain(f, "wattprof_calibration_load_spread_watts", c->live.spread_w);
 }
 
 static void put_status(FILE *f, const snapshot *snap, const char *model_name, const char *sha,
@@ -282,6 +307,7 @@ static void put_status(FILE *f, const snapshot *snap, const char *model_name, co
     put_plain(f, "wattprof_exited_processes_total", (double)st->exited);
     put_family(f, "wattprof_ticks_total", "counter", "Sampling ticks since the daemon started.");
     put_plain(f, "wattprof_ticks_total", (double)st->ticks);
+    put_calibration(f, &st->calib);
     put_hist(f, "wattprof_sampling_lateness_seconds",
              "How late each tick woke after its deadline (live sampling only).", &st->lateness);
     put_hist(f, "wattprof_tick_duration_seconds",

@@ -58,14 +58,19 @@ static int set(char **dst, const char *v)
 /* Flags override the config file, so the file is read first. */
 static int parse_args(int argc, char **argv, config *c)
 {
-    static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"state-dir", required_argument, NULL, 'S'},
-        {"db", required_argument, NULL, 'd'},     {"socket", required_argument, NULL, 's'},
-        {"model", required_argument, NULL, 'm'},  {"rate", required_argument, NULL, 'r'},
-        {"record", required_argument, NULL, 'R'}, {"replay", required_argument, NULL, 'P'},
-        {"speed", required_argument, NULL, 'x'},  {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},      {"pid-file", required_argument, NULL, 'p'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+                                         {"state-dir", required_argument, NULL, 'S'},
+                                         {"db", required_argument, NULL, 'd'},
+                                         {"socket", required_argument, NULL, 's'},
+                                         {"model", required_argument, NULL, 'm'},
+                                         {"rate", required_argument, NULL, 'r'},
+                                         {"record", required_argument, NULL, 'R'},
+                                         {"replay", required_argument, NULL, 'P'},
+                                         {"speed", required_argument, NULL, 'x'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {"version", no_argument, NULL, 'V'},
+                                         {"pid-file", required_argument, NULL, 'p'},
+                                         {NULL, 0, NULL, 0}};
     const char *config_path = NULL;
     char err[UTIL_ERRLEN];
     int o, r = 0;
@@ -336,9 +341,53 @@ static void drift_flag(daemon_ctx *ctx, bool *flagged)
     snapshot_unref(snap);
 }
 
+/* The node's stored calibration for the model's domains, handed to the
+ * sampler before it starts; *saved_t is its time (0 when none). */
+static void load_calibration(daemon_ctx *ctx, int64_t *saved_t)
+{
+    char err[UTIL_ERRLEN], target[64];
+    store_node_calib c;
+    store_reader *r;
+    int ret;
+
+    *saved_t = 0;
+    model_target_key(ctx->model, target, sizeof(target));
+    if ((ret = store_reader_open(ctx->cfg->db_path, &r, err, sizeof(err))) == 0) {
+        ret = store_node_calib_get(r, target, &c, err, sizeof(err));
+        store_reader_close(r);
+    }
+    if (ret == -ENOENT)
+        return; /* status says where idle comes from */
+    if (ret < 0) {
+        log_warning("cannot read the stored calibration: %s", err);
+        return;
+    }
+    sampler_set_stored_calib(ctx->smp, &c);
+    *saved_t = c.t;
+    log_info("stored calibration for %s: idle %.2f +- %.2f W, from %lld s of this node", target,
+             c.idle_w, c.idle_se_w, (long long)c.rows);
+}
+
+/* Keeps the node's latest identifiable fit in the database, at most once a
+ * minute (and at exit: `final`). */
+static void save_calibration(daemon_ctx *ctx, int64_t *saved_t, bool final)
+{
+    snapshot *snap = sampler_snapshot(ctx->smp);
+    const store_node_calib *b = snap ? &snap->st.calib.best : NULL;
+
+    if (b && b->t > *saved_t && (final || b->t >= *saved_t + 60)) {
+        if (*saved_t == 0)
+            log_info("idle identified: %.2f +- %.2f W (scale %.3f, R2 %.4f, %lld s)", b->idle_w,
+                     b->idle_se_w, b->scale, b->r2, (long long)b->rows);
+        if (store_node_calib_save(ctx->st, b) == 0)
+            *saved_t = b->t;
+    }
+    snapshot_unref(snap);
+}
+
 /* Until SIGTERM/SIGINT: READY=1 once the sampler has ticked, then once a
  * second, streams and health. */
-static void main_loop(daemon_ctx *ctx, int sfd)
+static void main_loop(daemon_ctx *ctx, int sfd, int64_t *calib_saved)
 {
     uint64_t watchdog_us = 0;
     bool watchdog = sd_watchdog_enabled(0, &watchdog_us) > 0, replay_reported = false;
@@ -371,6 +420,7 @@ static void main_loop(daemon_ctx *ctx, int sfd)
         methods_publish(ctx);
         notify_status(ctx);
         drift_flag(ctx, &drift);
+        save_calibration(ctx, calib_saved, false);
         /* The watchdog means "the sampler is alive", not "main is alive". */
         if (watchdog && sampler_progressed(ctx->smp))
             sd_notify(0, "WATCHDOG=1");
@@ -402,6 +452,7 @@ static int run(config *cfg)
     int32_t model_id = 0;
     int fd = -1, sfd = -1, r;
     bool socket_bound = false, pid_written = false;
+    int64_t calib_saved = 0;
     char err[UTIL_ERRLEN];
     sigset_t mask;
 
@@ -461,6 +512,7 @@ static int run(config *cfg)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+    load_calibration(&ctx, &calib_saved);
     if ((r = rpc_server_start(srv)) < 0 || (r = sampler_start(ctx.smp)) < 0) {
         log_error("starting threads: %s", strerror(-r));
         goto out;
@@ -469,11 +521,13 @@ static int run(config *cfg)
         goto out;
     pid_written = cfg->pid_file != NULL;
     log_start(&ctx);
-    main_loop(&ctx, sfd);
+    main_loop(&ctx, sfd, &calib_saved);
     sd_notify(0, "STOPPING=1");
 out:
     exporter_stop(exp);
     sampler_stop(ctx.smp);
+    if (ctx.smp && ctx.st)
+        save_calibration(&ctx, &calib_saved, true);
     rpc_server_free(srv);
     methods_free(&ctx);
     sampler_free(ctx.smp);

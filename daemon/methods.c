@@ -126,6 +126,8 @@ static json_object *host_json(const daemon_status *st)
         o, "attributed_w",
         json_object_new_double(fmax(0, total - st->idle_w - st->unattributed_w)));
     json_object_object_add(o, "unattributed_w", json_object_new_double(st->unattributed_w));
+    json_object_object_add(o, "untracked_cpu", num_or_null(st->untracked_cpu));
+    json_object_object_add(o, "untracked_dynamic_w", num_or_null(st->untracked_w));
     return o;
 }
 
@@ -313,6 +315,28 @@ static bool param_present(json_object *params, const char *key)
 
 /* ---- GetStatus ----------------------------------------------------------------- */
 
+static json_object *calibration_json(const daemon_calib *c)
+{
+    json_object *o = json_object_new_object();
+    bool fit = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+    const calib_fit *live = &c->live;
+
+    json_object_object_add(o, "source", json_object_new_string(daemon_idle_source_name(c->source)));
+    json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
+    json_object_object_add(o, "idle_se_w", fit ? num_or_null(c->best.idle_se_w) : NULL);
+    json_object_object_add(o, "scale", fit ? num_or_null(c->best.scale) : NULL);
+    json_object_object_add(o, "r2", fit ? num_or_null(c->best.r2) : NULL);
+    json_object_object_add(o, "fitted", fit ? json_object_new_double((double)c->best.t) : NULL);
+    json_object_object_add(o, "identifiable", json_object_new_boolean(live->identifiable));
+    json_object_object_add(o, "reason", live->why ? json_object_new_string(live->why) : NULL);
+    json_object_object_add(o, "rows", json_object_new_int64((int64_t)live->rows));
+    json_object_object_add(o, "rejected", json_object_new_int64((int64_t)live->rejected));
+    json_object_object_add(o, "spread_w", num_or_null(live->spread_w));
+    json_object_object_add(o, "live_idle_w", num_or_null(live->idle_w));
+    json_object_object_add(o, "live_idle_se_w", num_or_null(live->idle_se_w));
+    return o;
+}
+
 static json_object *zones_json(const rapl *power)
 {
     json_object *a = json_object_new_array();
@@ -363,13 +387,22 @@ static json_object *warnings_json(const daemon_ctx *ctx, const daemon_status *st
         json_object_array_add(a, json_object_new_string(sampler_rapl(ctx->smp)->state));
     if (st->power_fault[0])
         json_object_array_add(a, json_object_new_string(st->power_fault));
+    if (st->calib.source == DAEMON_IDLE_PERCENTILE) {
+        snprintf(line, sizeof(line),
+                 "idle %.1f W is the 5th percentile of measured power, which is idle only if this "
+                 "node idles: the fit cannot tell idle yet (%s)",
+                 st->calib.idle_w, st->calib.live.why ? st->calib.live.why : "no fit");
+        json_object_array_add(a, json_object_new_string(line));
+    }
     if (st->drift_flagged) {
         snprintf(line, sizeof(line), "model drift %.1f %% is over the %.0f %% threshold",
                  st->drift * 100, ctx->cfg->drift_threshold * 100);
         json_object_array_add(a, json_object_new_string(line));
     }
     if (isfinite(st->untracked_cpu) && st->untracked_cpu > 0.05) {
-        snprintf(line, sizeof(line), "%.2f cores of CPU time were not seen by any tracked process",
+        snprintf(line, sizeof(line),
+                 "%.2f cores of CPU time were not seen by any tracked process: their energy is "
+                 "unattributed",
                  st->untracked_cpu);
         json_object_array_add(a, json_object_new_string(line));
     }
@@ -467,6 +500,7 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
         o, "connector_overruns",
         st->proc_connector ? json_object_new_int64((int64_t)st->connector_overruns) : NULL);
     json_object_object_add(o, "host", host_json(st));
+    json_object_object_add(o, "calibration", snap ? calibration_json(&st->calib) : NULL);
     json_object_object_add(db, "path", json_object_new_string(ctx->cfg->db_path));
     json_object_object_add(db, "size_bytes", json_object_new_int64(ss.db_bytes));
     json_object_object_add(db, "error", ss.error ? json_object_new_string(ss.error_text) : NULL);

@@ -24,6 +24,7 @@
 
 #define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
+#define SAMPLER_UNTRACKED_S 5    /* time constant of the untracked CPU's mean */
 #define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
 
 /* A RAPL zone this long without advancing is no measurement (200 ms: real
@@ -145,17 +146,29 @@ struct sampler {
     uint64_t second_start_ns;
     unsigned second_ticks;
     double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
-    bool sec_fallback; /* a tick of this second had RAPL but no measurement */
+    bool sec_fallback;       /* a tick of this second had RAPL but no measurement */
+    bool sec_unattributable; /* a tick of this second had no finite model power */
     double *sec_ratio_sum;
     size_t sec_ratio_n;
-    uint64_t host_busy_prev;
+    double busy_prev;     /* the meter's busy CPU seconds at the last second's end */
+    double sec_untracked; /* the meter's CPU no tracked process used, cores */
+    double untracked_avg; /* its mean over the latest seconds (measure_untracked) */
+    double untracked_w;   /* its dynamic power, booked unattributed next second */
+    int cpu_event;        /* the model's task-clock event, or -1 */
+    double *untracked_rates;
     struct ring lateness, tick_work, idle_power, drift;
     uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
     uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
     uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
     bool skip_warned;                /* the log said once why some are never skipped */
     double idle_w;
-    char idle_source[64];
+    calib *fit;             /* measured against the model's dynamic power, per second */
+    daemon_calib cal;       /* the idle in use and where it comes from */
+    double sec_dyn_j;       /* the model's dynamic host energy this second */
+    double idle_debt_j;     /* idle the latest ticks could not book (keep_idle_debt) */
+    uint64_t idle_short_ns; /* since a tick last booked all its idle */
+    double dyn_scale;       /* the fit's scale for this model, for unmeasured ticks; 0: none */
+    int64_t fit_t_ns;       /* sampler_clock of the fit's newest row */
 
     pthread_mutex_t snap_lock;
     snapshot *snap;
@@ -222,23 +235,6 @@ static double ring_mean(const struct ring *r)
 static int64_t realtime_ns(void)
 {
     return (int64_t)util_now_ns(CLOCK_REALTIME);
-}
-
-/* Busy jiffies of the whole host from /proc/stat, as seconds. */
-static double host_busy_s(void)
-{
-    unsigned long long v[8] = {0};
-    FILE *f = fopen("/proc/stat", "r");
-
-    if (!f)
-        return NAN;
-    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-                   &v[4], &v[5], &v[6], &v[7]);
-    fclose(f);
-    if (n != 8)
-        return NAN;
-    /* user nice system [idle iowait] irq softirq steal */
-    return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* ---- the event set and the model ------------------------------------------- */
@@ -382,6 +378,10 @@ static void set_zero_rates(sampler *s)
     for (size_t k = 0; k < s->m->n_classes; k++)
         s->zero_power[k] = model_power(s->m, (int)k, zero);
     s->zero_class = model_classify(s->m, 0);
+    s->cpu_event = -1;
+    for (size_t j = 0; j < ne && s->task_clock >= 0; j++)
+        if (s->model_map[j] == s->task_clock)
+            s->cpu_event = (int)j;
 }
 
 /* The class a tick without events books a process in: its own, or in
@@ -1079,6 +1079,25 @@ static void unattributable_tick(sampler *s, attrib_tick *at, size_t n_active)
     }
 }
 
+/* Attribution caps idle at a tick's measured energy, and a meter not
+ * updated since the previous tick reads less than the tick used: the idle
+ * it could not book is owed, and the next ticks book it first, so that the
+ * catch-up does not go to the processes. A shortfall that lasts longer
+ * than a zone may stay still (SAMPLER_STILL_NS) is no stale reading but an
+ * idle above the host's power: it is dropped, not carried. */
+static void keep_idle_debt(sampler *s, const attrib_tick *at)
+{
+    double owed = at->idle_w * at->dt_s - at->idle_j;
+
+    if (!(owed > 1e-12)) {
+        s->idle_debt_j = 0;
+        s->idle_short_ns = 0;
+        return;
+    }
+    s->idle_short_ns += (uint64_t)(at->dt_s * 1e9);
+    s->idle_debt_j = s->idle_short_ns < SAMPLER_STILL_NS ? owed : 0;
+}
+
 /* Attributes one tick of length dt over the processes with deltas; those
  * that slept had zero rates, so no dynamic power and no share, and their
  * standalone p_k(0)*dt is booked lazily (settle_idle). */
@@ -1086,7 +1105,11 @@ static void account(sampler *s, double dt)
 {
     size_t ne = s->m->n_events, n_active = s->n_active;
     struct tracked **active = s->active;
-    attrib_tick at = {.dt_s = dt, .idle_w = s->idle_w};
+    /* Idle the latest ticks could not book (keep_idle_debt) comes first. */
+    attrib_tick at = {.dt_s = dt,
+                      .idle_w = s->idle_w + s->idle_debt_j / dt,
+                      .untracked_dynamic_w = s->untracked_w,
+                      .dynamic_scale = s->dyn_scale};
     /* A replay keeps the recording's own timeline. */
     /* A live tick is stamped when it read the hardware: the same instant
      * as its recording's, so a replay keys it to the same second. */
@@ -1109,8 +1132,11 @@ static void account(sampler *s, double dt)
         s->sec_fallback = true;
     }
     s->tick_unattributable = false;
-    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0)
+    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0) {
         unattributable_tick(s, &at, n_active);
+        s->sec_unattributable = true; /* no row for the calibration fit */
+    } else
+        keep_idle_debt(s, &at);
     add_idle_tick(s, dt);
     uint64_t this_tick = atomic_load(&s->ticks) + 1; /* tick() counts it next */
     for (size_t i = 0; i < n_active; i++) {
@@ -1126,6 +1152,8 @@ static void account(sampler *s, double dt)
     s->total_modeled_j += at.modeled_host_j;
     s->total_idle_j += at.idle_j;
     s->total_unattr_j += at.unattributed_j;
+    if (!s->tick_unattributable)
+        s->sec_dyn_j += at.modeled_host_j - (at.idle_w + at.untracked_dynamic_w) * dt;
     for (size_t z = 0; z < s->power->n; z++)
         s->zone_total_j[z] += s->zone_delta[z];
     s->sec_host_j += at.host_j;
@@ -1165,23 +1193,87 @@ snapshot *sampler_snapshot(sampler *s)
     return snap;
 }
 
-/* An uncalibrated model's idle power is a generic guess; with RAPL, a low
- * percentile of measured host power over the last hour is the node's own. */
-static void update_idle(sampler *s, double host_w)
+const char *daemon_idle_source_name(daemon_idle_source src)
 {
-    if (s->power->n == 0 || s->m->training.present) {
-        s->idle_w = s->m->idle_power_w;
-        snprintf(s->idle_source, sizeof(s->idle_source), "%s",
-                 s->m->training.present ? "model" : "model (uncalibrated)");
+    static const char *const names[] = {"fitted", "stored", "model", "percentile"};
+    return names[src];
+}
+
+/* Keeps an identifiable live fit as the node's best. */
+static void keep_fit(sampler *s, const calib_fit *f, int64_t t_ns)
+{
+    store_node_calib *b = &s->cal.best;
+
+    model_target_key(s->m, b->target, sizeof(b->target));
+    b->t = t_ns / 1000000000;
+    b->idle_w = f->idle_w;
+    b->idle_se_w = f->idle_se_w;
+    b->scale = f->scale;
+    b->r2 = f->r2;
+    b->spread_w = f->spread_w;
+    b->rows = (int64_t)f->rows;
+    snprintf(b->model_sha256, sizeof(b->model_sha256), "%s", s->m->sha256);
+}
+
+/* Once a second: the second's measured host power and the model's dynamic
+ * power (NAN: not measured) go into the fit, and idle comes from the best
+ * source there is (daemon_idle_source). Never silently: status shows the
+ * source and the fit. */
+static void update_idle(sampler *s, double host_w, double dyn_w)
+{
+    daemon_calib *c = &s->cal;
+
+    if (s->power->n == 0) {
+        s->idle_w = c->idle_w = s->m->idle_power_w;
+        c->source = DAEMON_IDLE_MODEL;
+        c->live.why = "no power meter (RAPL) to fit against";
         return;
     }
-    /* Before the first measured second there is no percentile: the model's
-     * idle, which attribution caps at the measured energy, stands in. */
-    if (isfinite(host_w))
+    /* A second that mixes two models is neither model's. (The clock is
+     * read only here: a replay's starts with its first tick.) */
+    if (isfinite(host_w) && !s->model_changed) {
+        s->fit_t_ns = sampler_clock(s);
         ring_add(&s->idle_power, host_w);
-    s->idle_w = s->idle_power.n ? ring_percentile(&s->idle_power, 5) : s->m->idle_power_w;
-    snprintf(s->idle_source, sizeof(s->idle_source), "measured (5th percentile, %zu s)",
-             s->idle_power.n);
+        calib_add(s->fit, (double)s->fit_t_ns / 1e9, dyn_w, host_w);
+    }
+    c->percentile_rows = s->idle_power.n;
+    calib_fit_now(s->fit, &c->live);
+    if (c->live.identifiable)
+        keep_fit(s, &c->live, s->fit_t_ns);
+    if (c->live.identifiable) {
+        c->source = DAEMON_IDLE_FITTED;
+        c->idle_w = c->live.idle_w;
+    } else if (c->best.t > 0) {
+        c->source = DAEMON_IDLE_STORED;
+        c->idle_w = c->best.idle_w;
+    } else if (s->m->training.present || s->idle_power.n == 0) {
+        /* Before the first measured second there is no percentile: the
+         * model's idle, which attribution caps at the measured energy,
+         * stands in. */
+        c->source = DAEMON_IDLE_MODEL;
+        c->idle_w = s->m->idle_power_w;
+    } else {
+        c->source = DAEMON_IDLE_PERCENTILE;
+        c->idle_w = ring_percentile(&s->idle_power, 5);
+    }
+    s->idle_w = c->idle_w;
+    /* A tick without a measurement (a stalled zone) scales the model's
+     * dynamic power as the fit does, when the fit is of this model. */
+    bool fitted = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+    s->dyn_scale = fitted && strcmp(c->best.model_sha256, s->m->sha256) == 0 && c->best.scale > 0
+                       ? c->best.scale
+                       : 0;
+}
+
+void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
+{
+    char target[sizeof(c->target)];
+
+    model_target_key(s->m, target, sizeof(target));
+    if (strcmp(target, c->target) != 0 || !(c->idle_w >= 0))
+        return;
+    s->cal.best = *c;
+    update_idle(s, NAN, NAN);
 }
 
 /* Describes the first zone that has not advanced for SAMPLER_STALL_NS, and
@@ -1209,8 +1301,6 @@ static void power_fault(sampler *s, char *out, size_t len)
 
 static void fill_status(sampler *s, daemon_status *st, double secs)
 {
-    double busy = s->rep ? NAN : host_busy_s();
-
     st->ticks = atomic_load(&s->ticks);
     st->achieved_hz = s->second_ticks / secs;
     st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
@@ -1234,12 +1324,8 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
         ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
     st->drift = ring_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
-    if (isfinite(busy) && s->host_busy_prev)
-        st->untracked_cpu = fmax(0, (busy - (double)s->host_busy_prev / 1e3) - s->sec_cpu_s) / secs;
-    else
-        st->untracked_cpu = NAN;
-    if (isfinite(busy))
-        s->host_busy_prev = (uint64_t)(busy * 1e3);
+    st->untracked_cpu = s->sec_untracked;
+    st->untracked_w = s->untracked_w;
     st->tracked = s->n;
     st->reads_skipped = s->sec_reads ? (double)s->sec_skipped / (double)s->sec_reads : NAN;
     st->reads_unskippable = 0;
@@ -1250,7 +1336,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     power_fault(s, st->power_fault, sizeof(st->power_fault));
     st->procs_missed = s->procs_missed;
     st->connector_overruns = s->connector_overruns;
-    snprintf(st->idle_source, sizeof(st->idle_source), "%s", s->idle_source);
+    st->calib = s->cal;
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
         st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
     st->total_measured_j = s->total_measured_j;
@@ -1292,6 +1378,47 @@ static int publish_exits(sampler *s, snapshot *snap)
     return 0;
 }
 
+/* The model's dynamic power of `cpu` untracked cores: through the model's
+ * CPU coefficient (the class zero rates fall in), or for a model without
+ * task-clock the tracked processes' mean power per CPU this second. */
+static double untracked_power(sampler *s, double cpu)
+{
+    if (!isfinite(cpu))
+        return 0;
+    if (s->cpu_event >= 0)
+        return hostcpu_untracked_power(s->m, s->cpu_event, s->zero_class, cpu, s->untracked_rates);
+    return s->sec_cpu_s > 0 ? s->sec_dyn_j / s->sec_cpu_s * cpu : 0;
+}
+
+/* The meter's CPU that no tracked process used over the second just
+ * ended (sec_untracked), and the dynamic power the next second's ticks book
+ * as unattributed (untracked_w): the meter's CPU is read once a second,
+ * not per tick, so they book a mean of the latest seconds (time constant
+ * SAMPLER_UNTRACKED_S). The last second's own value would be off by its
+ * change from one second to the next, and since a process's share is
+ * d / (D + untracked), such noise hands the tracked processes more than
+ * their share on average, not only more or less. A replay has no record
+ * of it. Returns the power of this second's own value, for the fit. */
+static double measure_untracked(sampler *s, double secs)
+{
+    double busy = NAN;
+
+    if (s->rep || hostcpu_busy_s(s->cfg->meter_cgroup, &busy) < 0)
+        busy = NAN;
+    double untracked = (busy - s->busy_prev - s->sec_cpu_s) / secs; /* NAN when unknown */
+    s->sec_untracked = isfinite(untracked) ? fmax(0, untracked) : NAN;
+    s->busy_prev = busy;
+    if (!isfinite(s->sec_untracked))
+        s->untracked_avg = NAN;
+    else if (!isfinite(s->untracked_avg))
+        s->untracked_avg = s->sec_untracked;
+    else
+        s->untracked_avg +=
+            (1 - exp(-secs / SAMPLER_UNTRACKED_S)) * (s->sec_untracked - s->untracked_avg);
+    s->untracked_w = untracked_power(s, s->untracked_avg);
+    return untracked_power(s, s->sec_untracked);
+}
+
 static void publish(sampler *s)
 {
     double secs = s->sec_dt > 0 ? s->sec_dt : 1;
@@ -1315,7 +1442,9 @@ static void publish(sampler *s)
             snap->procs[snap->n_procs++] = to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    update_idle(s, s->sec_fallback ? NAN : s->sec_host_j / secs);
+    double untracked_w = measure_untracked(s, secs);
+    update_idle(s, s->sec_fallback || s->sec_unattributable ? NAN : s->sec_host_j / secs,
+                s->sec_dyn_j / secs + untracked_w);
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -1327,8 +1456,8 @@ static void publish(sampler *s)
         }
     }
     snapshot_unref(snap);
-    s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = 0;
-    s->sec_fallback = false;
+    s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = s->sec_dyn_j = 0;
+    s->sec_fallback = s->sec_unattributable = false;
     s->sec_cpu_s = s->sec_dt = 0;
     s->second_ticks = 0;
     s->sec_ratio_n = 0;
@@ -1354,6 +1483,13 @@ static void take_pending_model(sampler *s)
         s->pending_map = NULL;
         s->model_changed = true;
         set_zero_rates(s);
+        /* The fit is of the old model's dynamic power; idle is the node's
+         * and stays, for the same domains. */
+        calib_reset(s->fit);
+        char target[sizeof(s->cal.best.target)];
+        model_target_key(s->m, target, sizeof(target));
+        if (strcmp(target, s->cal.best.target) != 0)
+            s->cal.best.t = 0;
         for (size_t i = 0; i < s->n; i++) {
             struct tracked *t = s->procs[i];
             t->class_stat = 0;
@@ -1586,7 +1722,9 @@ static int alloc_scratch(sampler *s)
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
     s->zone_total_j = calloc(s->power->n + 1, sizeof(double));
-    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum || !s->zone_total_j)
+    s->untracked_rates = calloc(s->es->n + 1, sizeof(double));
+    if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum || !s->zone_total_j ||
+        !s->untracked_rates)
         return -ENOMEM;
     if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
         return -ENOMEM;
@@ -1594,7 +1732,7 @@ static int alloc_scratch(sampler *s)
     if (ring_init(&s->lateness, per_second * 60) < 0 ||
         ring_init(&s->tick_work, per_second * 60) < 0 ||
         ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
-        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0)
+        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -1614,6 +1752,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     s->st = st;
     s->recent.cap = c->exporter_top_pids;
     s->period_ns = (uint64_t)llround(1e9 / c->rate_hz);
+    s->busy_prev = s->sec_untracked = s->untracked_avg = NAN;
     pthread_mutex_init(&s->pending_lock, NULL);
     pthread_mutex_init(&s->snap_lock, NULL);
     if (c->track_comm && (r = util_regex_new(c->track_comm, &s->comm_re, why, sizeof(why))) < 0)
@@ -1622,6 +1761,12 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         r = open_sources(s, err, errlen);
     if (r == 0)
         r = map_model(s->es, m, &s->model_map, err, errlen);
+    double busy;
+    if (r == 0 && c->meter_cgroup && (r = hostcpu_busy_s(c->meter_cgroup, &busy)) < 0)
+        util_err(err, errlen, r,
+                 "[sampler] meter_cgroup: %s: cannot read its CPU time (cpu.stat or "
+                 "cpuacct.usage): %s",
+                 c->meter_cgroup, strerror(-r));
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
         set_zero_rates(s);
@@ -1632,7 +1777,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         sampler_free(s);
         return r;
     }
-    update_idle(s, NAN);
+    update_idle(s, NAN, NAN);
     *out = s;
     return 0;
 }
@@ -1674,12 +1819,14 @@ void sampler_free(sampler *s)
     free(s->zone_settle_ns);
     free(s->sec_ratio_sum);
     free(s->zone_total_j);
+    free(s->untracked_rates);
     groups_free(&s->groups);
     recent_free(&s->recent);
     free(s->lateness.v);
     free(s->tick_work.v);
     free(s->idle_power.v);
     free(s->drift.v);
+    calib_free(s->fit);
     counters_delta_free(&s->d);
     if (s->rec && trace_writer_close(s->rec) < 0)
         log_error("recording to %s failed: some ticks may be missing", s->cfg->record_path);

@@ -16,7 +16,8 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
     double sum_d = 0, idle_full;
 
     if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) ||
-        !(t->untracked_dynamic_w >= 0) || (t->measured && isnan(t->host_j)))
+        !(t->untracked_dynamic_w >= 0) || !(t->dynamic_scale >= 0) || !isfinite(t->dynamic_scale) ||
+        (t->measured && isnan(t->host_j)))
         return -EINVAL;
     if (t->dt_s > ATTRIB_MAX_TICK_S || (t->measured && !(t->host_j <= MODEL_MAX_POWER_W * t->dt_s)))
         return -ERANGE;
@@ -34,7 +35,8 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
     idle_full = t->idle_w * t->dt_s;
     t->modeled_host_j = idle_full + (sum_d + t->untracked_dynamic_w) * t->dt_s;
     if (!t->measured)
-        t->host_j = t->modeled_host_j;
+        t->host_j = idle_full + (t->dynamic_scale > 0 ? t->dynamic_scale : 1) *
+                                    (sum_d + t->untracked_dynamic_w) * t->dt_s;
     if (!(t->host_j >= 0) || !isfinite(t->host_j))
         return -ERANGE;
 

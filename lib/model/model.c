@@ -589,3 +589,12 @@ double model_dynamic_power(const model *m, int k, const double *rates)
     }
     return d > 0 ? d : 0;
 }
+
+void model_target_key(const model *m, char *out, size_t len)
+{
+    size_t used = 0;
+
+    out[0] = '\0';
+    for (size_t i = 0; i < m->n_target && used < len; i++)
+        used += (size_t)snprintf(out + used, len - used, "%s%s", i ? "+" : "", m->target[i]);
+}

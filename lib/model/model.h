@@ -67,6 +67,8 @@ const char *model_default_text(void);
 int model_to_json(model *m, char **out);
 int model_save(model *m, const char *path, char *err, size_t errlen);
 void model_free(model *m);
+/* The model's target domains joined by '+' ("package+dram"), cut to len. */
+void model_target_key(const model *m, char *out, size_t len);
 /* Fresh zeroed model with room for n_events events and n_classes classes. */
 model *model_new(size_t n_events, size_t n_classes);
 
@@ -101,6 +103,53 @@ const char *model_expr_text(const model_expr *m);
  * not finite. */
 int model_expr_predict(const model_expr *m, const double *const *cols, size_t n, double *out);
 
+/* ---- Online calibration (calib.c) ----------------------------------------
+ * Fits P_measured = idle + s * P_dynamic over the recent seconds of a node
+ * (docs/calibration.md): the intercept is the node's idle power even when
+ * the node never idles, provided the load varied enough to tell. */
+typedef struct calib_config {
+    size_t window;          /* rows (seconds) kept; 900 */
+    double half_life_s;     /* a row's weight halves with every this many
+                               seconds of age; 300 */
+    size_t min_rows;        /* rows kept by the outlier test before idle can
+                               be identified; 30 */
+    double min_spread_w;    /* least weighted standard deviation of the load,
+                               in measured watts (s * sd of P_dynamic); 1 */
+    double max_idle_se_w;   /* idle is identified when its standard error is */
+    double max_idle_se_rel; /* at most max(this W, this share of idle); 0.5, 0.02 */
+    double reject_k;        /* rows whose residual exceeds k robust standard
+                               deviations (1.4826 x the median absolute
+                               residual) are left out; 4 */
+} calib_config;
+
+typedef struct calib_fit {
+    bool identifiable;        /* idle_w can be used */
+    const char *why;          /* when not: the reason, a static string */
+    double idle_w, idle_se_w; /* intercept and its standard error, watts */
+    double scale, scale_se;   /* measured watts per model watt */
+    double r2;                /* weighted, over the rows kept */
+    size_t rows, rejected;    /* rows kept, rows left out as outliers */
+    double spread_w;          /* s * weighted sd of P_dynamic: the load's spread */
+    double dyn_mean_w;        /* weighted mean of P_dynamic, model watts */
+} calib_fit;
+
+typedef struct calib calib;
+
+void calib_config_default(calib_config *c);
+/* cfg NULL: the defaults. -EINVAL for a bad configuration. */
+int calib_new(const calib_config *cfg, calib **out);
+void calib_free(calib *c);
+/* Forgets every row (a new model predicts another P_dynamic). */
+void calib_reset(calib *c);
+size_t calib_rows(const calib *c);
+/* One second at time t_s (seconds, any origin, non-decreasing): the model's
+ * dynamic host power dyn_w (>= 0) and the measured host power host_w (> 0:
+ * zero is a stalled meter). -EINVAL, and nothing kept, for a row that is no
+ * measurement; the oldest row goes when the window is full. */
+int calib_add(calib *c, double t_s, double dyn_w, double host_w);
+/* Fits the rows now (linear in the rows; meant for once a second). */
+int calib_fit_now(calib *c, calib_fit *out);
+
 /* ---- Attribution (attrib.c) ---------------------------------------------- */
 
 /* One tracked process in one tick. */
@@ -120,6 +169,9 @@ typedef struct attrib_tick {
     double idle_w;              /* idle power to book (model's, or a measured percentile) */
     double untracked_dynamic_w; /* dynamic power of activity no tracked process
                                    explains (system-wide counters), >= 0 */
+    double dynamic_scale;       /* measured watts per model watt (a calibration's
+                                   scale) for host_j without a measurement;
+                                   0 (unset) is 1 */
     /* outputs */
     double modeled_host_j; /* idle*dt + sum d_i*dt (+ untracked): the model's view */
     double idle_j, active_j, attributed_j, unattributed_j;
@@ -128,7 +180,8 @@ typedef struct attrib_tick {
 /* Splits one tick's host energy: idle = min(idle_w*dt, host), active = host -
  * idle, process i gets active * d_i / D where D = sum d_i + untracked; the
  * rest is unattributed. Without a measurement host_j is set to the modeled
- * host energy. Guarantees sum attributed + idle + unattributed = host_j to
+ * host energy, its dynamic part times dynamic_scale (modeled_host_j stays
+ * the model's own). Guarantees sum attributed + idle + unattributed = host_j to
  * rounding, with no negative term. Returns -EINVAL on a bad dt or NaN input,
  * -ERANGE for a tick no attribution can hold: over ATTRIB_MAX_TICK_S, a
  * measurement or a model power over MODEL_MAX_POWER_W, or none finite. */

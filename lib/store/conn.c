@@ -26,6 +26,7 @@ enum {
     ST_HOST,
     ST_CALIB,
     ST_MODEL,
+    ST_NODE,
     ST_COUNT,
 };
 
@@ -88,6 +89,8 @@ static const char *const statements[ST_COUNT] = {
     [ST_MODEL] = "INSERT INTO models (id, sha256, name, engine, json, first_loaded, last_loaded)"
                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (sha256) DO UPDATE SET"
                  " last_loaded = max(last_loaded, excluded.last_loaded)",
+    [ST_NODE] = "INSERT OR REPLACE INTO node_calibration (target, t, idle_w, idle_se_w, scale, r2,"
+                " spread_w, rows, model_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
 };
 
 static int64_t now_ns(clockid_t clock)
@@ -244,6 +247,7 @@ void conn_models_end_txn(store *s, bool committed)
         s->model[i].in_txn = false;
     }
     pthread_mutex_unlock(&s->lock);
+    node_calib_end_txn(s, committed);
 }
 
 /* A new database file has none of the models. */
@@ -253,6 +257,7 @@ void conn_models_unwritten(store *s)
     for (size_t i = 0; i < s->n_model; i++)
         s->model[i].written = false;
     pthread_mutex_unlock(&s->lock);
+    node_calib_unwritten(s);
 }
 
 static void bind_identity(store *s, sqlite3_stmt *st, int32_t pid, uint64_t start_time)
@@ -451,6 +456,8 @@ int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows
         rc = write_host(s, until, rows);
     if (rc == SQLITE_OK)
         rc = write_calibration(s, calib_until, rows);
+    if (rc == SQLITE_OK)
+        rc = node_calib_write(s, s->stmt[ST_NODE]);
     return rc;
 }
 
@@ -462,5 +469,5 @@ bool conn_models_pending(store *s)
     for (size_t i = 0; i < s->n_model; i++)
         pending = pending || !s->model[i].written;
     pthread_mutex_unlock(&s->lock);
-    return pending;
+    return pending || node_calib_pending(s);
 }

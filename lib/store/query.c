@@ -8,6 +8,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -665,4 +666,43 @@ int store_calibration_since(store_reader *r, int64_t since, size_t limit,
     *out = v;
     *n = count;
     return 0;
+}
+
+/* ---- The node's calibration ------------------------------------------------ */
+
+static double column_or_nan(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
+}
+
+int store_node_calib_get(store_reader *r, const char *target, store_node_calib *out, char *err,
+                         size_t errlen)
+{
+    sqlite3_stmt *st;
+    int rc = sqlite3_prepare_v2(r->db,
+                                "SELECT t, idle_w, idle_se_w, scale, r2, spread_w, rows,"
+                                " model_sha256 FROM node_calibration WHERE target = ?1",
+                                -1, &st, NULL);
+
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading the node calibration");
+    sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const unsigned char *sha = sqlite3_column_text(st, 7);
+        memset(out, 0, sizeof(*out));
+        snprintf(out->target, sizeof(out->target), "%s", target);
+        out->t = sqlite3_column_int64(st, 0);
+        out->idle_w = sqlite3_column_double(st, 1);
+        out->idle_se_w = sqlite3_column_double(st, 2);
+        out->scale = column_or_nan(st, 3);
+        out->r2 = column_or_nan(st, 4);
+        out->spread_w = column_or_nan(st, 5);
+        out->rows = sqlite3_column_int64(st, 6);
+        snprintf(out->model_sha256, sizeof(out->model_sha256), "%s", sha ? (const char *)sha : "");
+    }
+    sqlite3_finalize(st);
+    if (rc == SQLITE_DONE)
+        return util_err(err, errlen, -ENOENT, "%s: no node calibration for %s", r->path, target);
+    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the node calibration");
 }

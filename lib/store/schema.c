@@ -58,6 +58,12 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     "CREATE TABLE calibration ("
     " t INTEGER PRIMARY KEY, duration_s REAL NOT NULL, model_id INTEGER,"
     " power_w TEXT NOT NULL, rates TEXT NOT NULL);",
+
+    /* 3: the node's own fit of idle power, kept across restarts */
+    "CREATE TABLE node_calibration ("
+    " target TEXT PRIMARY KEY, t INTEGER NOT NULL, idle_w REAL NOT NULL,"
+    " idle_se_w REAL NOT NULL, scale REAL, r2 REAL, spread_w REAL,"
+    " rows INTEGER NOT NULL, model_sha256 TEXT);",
 };
 
 int schema_errno(sqlite3 *db, int rc)

@@ -226,6 +226,11 @@ struct store {
     int64_t maintain_now; /* > 0: store_maintain asked for this time */
     model_entry *model;
     size_t n_model;
+    store_node_calib node; /* store_node_calib_save's latest */
+    uint64_t node_saved;   /* saves so far; node_committed: the one the
+                              database holds, node_txn: the one the
+                              transaction under way wrote (0: none) */
+    uint64_t node_committed, node_txn;
     store_stats stats;
 };
 
@@ -238,6 +243,14 @@ void *writer_main(void *arg);
  * and prepares its statements; records the file's identity. */
 int conn_open(store *s, char *err, size_t errlen);
 void conn_close(store *s);
+/* The node calibration (node.c): written inside the caller's transaction
+ * when one is pending; whether one is; after the transaction, committed or
+ * not; and pending again for a new database file. */
+int node_calib_write(store *s, sqlite3_stmt *st);
+bool node_calib_pending(store *s);
+void node_calib_end_txn(store *s, bool committed);
+void node_calib_unwritten(store *s);
+
 /* Loads the models table into s->model (at open). */
 int conn_load_models(store *s, char *err, size_t errlen);
 /* Writes, inside the caller's transaction, the models not yet written, the

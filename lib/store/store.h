@@ -58,6 +58,9 @@
  *                              domain as JSON {"package": W, ...}, per-class
  *                              mean event rates as JSON [[class 0 rates in the
  *                              model's event order], [class 1 ...]]
+ *   node_calibration           per set of target domains: this node's latest
+ *                              identifiable fit of idle power and model scale
+ *                              (docs/calibration.md), kept across restarts
  *
  * Rollups: the writer runs maintenance every maintain_interval_s (and again
  * right away while more is due): per-second rows older than
@@ -79,7 +82,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
@@ -191,6 +194,24 @@ void store_get_stats(store *s, store_stats *out);
  * with the next commit. Call it from any thread but the sampling one. */
 int store_model_add(store *s, const char *sha256, const char *name, const char *engine,
                     const char *json, int32_t *id, char *err, size_t errlen);
+
+/* This node's fit of measured = idle + scale * dynamic model power, for
+ * one set of RAPL domains (lib/model calib_fit, docs/calibration.md). */
+typedef struct store_node_calib {
+    char target[64];          /* the domains the power was measured on: "package+dram" */
+    int64_t t;                /* Unix seconds of the fit */
+    double idle_w, idle_se_w; /* intercept and its standard error, watts */
+    double scale, r2;         /* measured watts per model watt; NAN = unknown */
+    double spread_w;          /* the load's spread in the rows fitted, watts */
+    int64_t rows;             /* seconds fitted */
+    char model_sha256[65];    /* the model whose dynamic power the scale is of */
+} store_node_calib;
+
+/* Keeps `c` as the node's calibration for c->target, replacing the one
+ * there: written with the next commit, never touching the disk here (the
+ * latest call wins). Any thread but the sampling one. -EINVAL for a row
+ * without a target or with a non-finite or negative idle. */
+int store_node_calib_save(store *s, const store_node_calib *c);
 
 /* ---- Pushing per-tick deltas (push.c) ------------------------------------ */
 /* All store_push_* are for ONE producer thread at a time (the sampler). They
@@ -387,6 +408,10 @@ typedef struct store_calibration_row {
     size_t n_classes, n_events;
     double *rates; /* n_classes * n_events, row-major: mean events/s per class */
 } store_calibration_row;
+
+/* The node's calibration for `target`; -ENOENT when there is none. */
+int store_node_calib_get(store_reader *r, const char *target, store_node_calib *out, char *err,
+                         size_t errlen);
 
 /* Calibration rows with t >= since, oldest first, at most `limit` (0 = all). */
 int store_calibration_since(store_reader *r, int64_t since, size_t limit,

@@ -9,11 +9,16 @@
  *                                (0, 1]: F x 20 ms of CPU in every 20 ms of
  *                                wall time, sleeping the rest (a process with
  *                                a known share of a core)
+ *   burn --vary STEP WALL F,F... a load that never stops and keeps changing:
+ *                                duty cycle F1 for STEP seconds of wall
+ *                                time, then F2, ... cycling, for WALL
+ *                                seconds of wall time in all
  *   burn --wait S ...            sleeps S seconds first, then any of the
  *                                above (one process, one name throughout)
  *
  * CPU time is measured with CLOCK_THREAD_CPUTIME_ID, so the amount burned
  * is right however the scheduler shares the cores. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,16 +53,24 @@ static void loops(long millions)
             x += (unsigned long)i;
 }
 
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* Each 20 ms period: burn its share of CPU, then sleep to the period's end
- * (absolute deadlines, so the share does not drift). */
-static void duty(double fraction, double seconds)
+ * (absolute deadlines, so the share does not drift); until `seconds` of
+ * CPU are burned or the wall clock (wall_s) reaches wall_end. */
+static void duty(double fraction, double seconds, double wall_end)
 {
     const long period_ns = 20000000;
     double end = thread_cpu_s() + seconds;
     struct timespec next;
 
     clock_gettime(CLOCK_MONOTONIC, &next);
-    while (thread_cpu_s() < end) {
+    while (thread_cpu_s() < end && wall_s() < wall_end) {
         double left = end - thread_cpu_s();
         burn(fraction * 0.02 < left ? fraction * 0.02 : left);
         next.tv_nsec += period_ns;
@@ -88,7 +101,23 @@ int main(int argc, char **argv)
             fprintf(stderr, "burn: --duty needs a fraction in (0, 1] and seconds > 0\n");
             return 2;
         }
-        duty(f, s);
+        duty(f, s, INFINITY);
+        return 0;
+    }
+    if (argc == 5 && strcmp(argv[1], "--vary") == 0) {
+        double step = atof(argv[2]), end = wall_s() + atof(argv[3]), f[64];
+        size_t n = 0;
+        for (char *tok = strtok(argv[4], ","); tok && n < 64; tok = strtok(NULL, ","))
+            f[n++] = atof(tok);
+        for (size_t i = 0; i < n; i++)
+            if (!(f[i] > 0 && f[i] <= 1))
+                n = 0;
+        if (!(step > 0) || n == 0) {
+            fprintf(stderr, "burn: --vary needs STEP > 0, WALL seconds and fractions in (0, 1]\n");
+            return 2;
+        }
+        for (size_t i = 0; wall_s() < end; i = (i + 1) % n)
+            duty(f[i], INFINITY, fmin(end, wall_s() + step));
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "--loops") == 0) {

@@ -48,6 +48,18 @@ for v in 0 1 99; do
     run_sampler priority "$v"
 done
 
+# [sampler] meter_cgroup: a cgroup folder whose CPU time can be read; one
+# that cannot stops the daemon before it samples, naming the key and path.
+printf '[sampler]\nmeter_cgroup = %s\n' "$tmp/no-such-cgroup" >"$tmp/c.conf"
+expect_fail "[sampler] meter_cgroup = a missing folder" 1 \
+  "[sampler] meter_cgroup: $tmp/no-such-cgroup: cannot read its CPU time (cpu.stat or cpuacct.usage): No such file or directory" \
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock"
+mkdir "$tmp/cg" && echo garbage >"$tmp/cg/cpuacct.usage"
+printf '[sampler]\nmeter_cgroup = %s\n' "$tmp/cg" >"$tmp/c.conf"
+expect_fail "[sampler] meter_cgroup = a folder whose cpuacct.usage is no number" 1 \
+  "[sampler] meter_cgroup: $tmp/cg: cannot read its CPU time (cpu.stat or cpuacct.usage): Bad message" \
+  "$wattprofd" --config "$tmp/c.conf" --state-dir "$tmp/state" --socket "$tmp/s.sock"
+
 # [track] comm: a regex, compiled with bounded cost (tests/fuzz/fuzz_config
 # found '^(b+++...+)', which took glibc's regcomp past 2 GiB).
 run_track() {

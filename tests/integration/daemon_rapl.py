@@ -42,7 +42,10 @@ trace = os.path.join(work, "run.trace")
 # cpuacct cgroup: the daemon tracks exactly them ([track] comm) and the
 # meter's "load" is exactly their CPU (energy-writer --cpuacct), so other
 # work on a shared machine neither moves the meter nor takes a share.
-wpburn = os.path.join(work, "wpburn")
+# Named for this run alone: other runs of this test on a shared machine
+# have burners too, and a daemon tracking theirs would give them shares.
+name = f"wpburn{os.getpid()}"[:15]
+wpburn = os.path.join(work, name)
 shutil.copy(burn, wpburn)
 os.chmod(wpburn, 0o755)
 cgroup = f"/sys/fs/cgroup/cpuacct/wattprof-test-{os.getpid()}"
@@ -64,7 +67,12 @@ while not os.path.exists(truth) and time.monotonic() < deadline:
 
 conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
-    f.write("[track]\ncomm = ^wpburn$\n")
+    f.write(f"[track]\ncomm = ^{name}$\n")
+    # The meter sees the cgroup: so does the daemon's count of the CPU no
+    # tracked process used (else the shared machine's other work would be
+    # booked unattributed, out of a meter that never saw it).
+    if cgroup:
+        f.write(f"[sampler]\nmeter_cgroup = {cgroup}\n")
 # A model calibrated to this meter: IDLE W plus K W per busy core.
 model_path = fake_meter_model(os.path.join(work, "model.json"), IDLE_W, PER_CPU_W)
 d = Daemon("--config", conf, "--model", model_path, "--rate", "50", "--record", trace,

@@ -125,6 +125,9 @@ conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
     if cg:
         f.write(f"[track]\ncgroup = /{os.path.basename(cg)}\n")
+        # The meter sees the cgroup: so does the daemon's count of the CPU
+        # no tracked process used.
+        f.write(f"[sampler]\nmeter_cgroup = {cg}\n")
         print(f"# in cgroup {cg}: the node's load is this test's own")
     else:
         other = machine_busy_cpus()

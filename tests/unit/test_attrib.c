@@ -102,6 +102,39 @@ static void test_without_rapl_split_is_the_model(void **state)
     model_free(m);
 }
 
+/* Without a measurement, a calibration's scale multiplies the dynamic part
+ * of the host estimate (idle does not scale), and processes get their
+ * scaled dynamic power; activity no tracked process explains keeps its
+ * share unattributed. The model's own estimate stays as it was. */
+static void test_scale_and_untracked(void **state)
+{
+    uint64_t seed = 7;
+    model *m = make_model(3, &seed);
+    double r0[] = {1e8, 2e8, 3e8}, r1[] = {5e8, 0, 1e9};
+    attrib_proc p[] = {{.rates = r0, .klass = 1}, {.rates = r1, .klass = 1}};
+    attrib_tick t = {.dt_s = 0.02, .idle_w = 40, .dynamic_scale = 4.5, .untracked_dynamic_w = 3};
+
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), 0);
+    double d = p[0].dynamic_w + p[1].dynamic_w;
+    assert_float_equal(t.host_j, 0.8 + 4.5 * (d + 3) * 0.02, 1e-12);
+    assert_float_equal(t.modeled_host_j, 0.8 + (d + 3) * 0.02, 1e-12);
+    for (int i = 0; i < 2; i++)
+        assert_float_equal(p[i].attributed_j, 4.5 * p[i].dynamic_w * 0.02, 1e-12);
+    assert_float_equal(t.unattributed_j, 4.5 * 3 * 0.02, 1e-12);
+    check_invariant(&t, p, 2);
+    /* Measured: the scale changes nothing; untracked keeps its share. */
+    t.measured = true;
+    t.host_j = 0.8 + (d + 3) * 0.02 * 2;
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), 0);
+    assert_float_equal(t.unattributed_j, 2 * 3 * 0.02, 1e-12);
+    check_invariant(&t, p, 2);
+    t.dynamic_scale = -1;
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), -EINVAL);
+    t.dynamic_scale = INFINITY;
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), -EINVAL);
+    model_free(m);
+}
+
 static void test_edges(void **state)
 {
     uint64_t seed = 9;
@@ -271,6 +304,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_invariant_random),
         cmocka_unit_test(test_without_rapl_split_is_the_model),
+        cmocka_unit_test(test_scale_and_untracked),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_paper_events_group),
         cmocka_unit_test(test_paper_events_through_the_core),

@@ -184,7 +184,7 @@ static void test_schema_created(void **state)
     const char *tables[] = {
         "models",      "processes",          "process_energy",   "process_energy_minute",
         "host_energy", "host_energy_minute", "host_attribution", "host_attribution_minute",
-        "calibration"};
+        "calibration", "node_calibration"};
     char sql[200];
     sqlite3 *db;
 
@@ -282,7 +282,65 @@ static void test_migrates_v1(void **state)
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy"), 2);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM models"), 2);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM calibration"), 0);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM node_calibration"), 0);
     sqlite3_close(db);
+}
+
+/* The node's calibration: the latest save is what a reader finds after the
+ * writer closed, one row per target; bad rows are refused. */
+static void test_node_calibration(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store_node_calib in = {.target = "package",
+                           .t = T0,
+                           .idle_w = 20.1,
+                           .idle_se_w = 0.2,
+                           .scale = 4.5,
+                           .r2 = NAN,
+                           .spread_w = 9.5,
+                           .rows = 240},
+                     got;
+    store_reader *r;
+    char err[UTIL_ERRLEN];
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_node_calib_save(s, &in), 0);
+    in.idle_w = 19.9;
+    in.t = T0 + 60;
+    snprintf(in.model_sha256, sizeof(in.model_sha256), "%064d", 7);
+    assert_int_equal(store_node_calib_save(s, &in), 0);
+    store_node_calib other = in;
+    snprintf(other.target, sizeof(other.target), "package+dram");
+    other.idle_w = 31;
+    assert_int_equal(store_node_calib_save(s, &other), 0); /* replaces the pending one */
+    other.idle_w = -1;
+    assert_int_equal(store_node_calib_save(s, &other), -EINVAL);
+    other.idle_w = NAN;
+    assert_int_equal(store_node_calib_save(s, &other), -EINVAL);
+    other.idle_w = 1;
+    other.target[0] = '\0';
+    assert_int_equal(store_node_calib_save(s, &other), -EINVAL);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_node_calib_save(s, &in), 0);
+    assert_int_equal(store_close(s), 0);
+
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_node_calib_get(r, "package", &got, err, sizeof(err)), 0);
+    assert_int_equal(got.t, T0 + 60);
+    assert_float_equal(got.idle_w, 19.9, 1e-12);
+    assert_float_equal(got.idle_se_w, 0.2, 1e-12);
+    assert_float_equal(got.scale, 4.5, 1e-12);
+    assert_true(isnan(got.r2));
+    assert_int_equal(got.rows, 240);
+    assert_string_equal(got.model_sha256, in.model_sha256);
+    assert_int_equal(store_node_calib_get(r, "package+dram", &got, err, sizeof(err)), 0);
+    assert_float_equal(got.idle_w, 31, 1e-12);
+    assert_int_equal(store_node_calib_get(r, "dram", &got, err, sizeof(err)), -ENOENT);
+    assert_non_null(strstr(err, "no node calibration for dram"));
+    store_reader_close(r);
 }
 
 static void test_newer_schema_refused(void **state)
@@ -1625,6 +1683,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_schema_created, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_calibration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_config_and_path, setup, teardown),
