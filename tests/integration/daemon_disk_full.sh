@@ -41,6 +41,7 @@ unshare -m --propagation private bash -c '
   check "a full disk under --record is in GetStatus within seconds: $rec" \
     test "$rec" = "--record $T/rec/r.trace: writing failed (No space left on device); the recording stops there"
   dd if=/dev/zero of="$T/fs/fill" bs=64k 2>/dev/null
+  t_full=$(date +%s)
   check "the tmpfs is full" test "$(df --output=avail "$T/fs" | tail -1)" -lt 64
   err=
   for _ in $(seq 150); do
@@ -54,14 +55,17 @@ unshare -m --propagation private bash -c '
   expect_fail "history while the disk is full: the reason, exit 1" 1 \
     "rows wait in memory" W history --host --since 1m
   check "sampling goes on meanwhile" Wq status
+  sleep 2 # whole seconds measured while nothing could be written
+  t_free=$(date +%s)
   rm -f "$T/fs/fill"
   ok=
   for _ in $(seq 150); do W ps --window 1m >/dev/null 2>&1 && { ok=1; break; }; sleep 0.1; done
   check "once space returns, ps answers again" test -n "$ok"
   check "... and status has no database error" \
     test "$(W status --json | "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)[\"database\"][\"error\"])")" = None
-  check "... and the seconds of the full disk were stored afterwards" \
-    test "$(W history --host --since 1m --csv | tail -n +2 | wc -l)" -ge 3
+  n=$(W history --host --since "@$t_full" --until "@$t_free" --step 1s --csv | tail -n +2 | wc -l)
+  check "... and the $((t_free - t_full)) s of the full disk were stored afterwards ($n rows)" \
+    test "$n" -ge $((t_free - t_full - 1))
   kill -TERM "$dpid"; wait "$dpid"
   check "SIGTERM exits 0" test $? = 0
   check "nothing is said lost at the end" bash -c "! grep -q \"could not be stored\" \"$T/daemon.log\""
