@@ -98,29 +98,38 @@ static void test_awkward_comm(void **state)
     }
 }
 
-/* Runs `sh -c "read x" ARG`, which waits on `read` until the pipe it reads
- * closes, and reads its info once the exec has happened.  Returns the pid;
- * *hold is the pipe's write end, to close before waitpid. */
+/* The script of the shell below: it says it is running, then waits. */
+#define SH_SCRIPT "echo; read x"
+/* Its command line up to ARG: "sh -c echo; read x " */
+#define SH_PREFIX "sh -c " SH_SCRIPT " "
+
+/* Runs `sh -c SH_SCRIPT ARG`, which writes a line once it runs and then waits
+ * on `read` until the pipe it reads closes, and reads its info after that
+ * line: the exec is over by then.  Waiting for comm to become "sh" is not
+ * enough: the kernel sets comm before it lays out the new argument area, and
+ * in between /proc/PID/cmdline reads empty.  Returns the pid; *hold is the
+ * pipe's write end, to close before waitpid. */
 static pid_t sh_with_arg(const char *arg, procs_info *info, int *hold)
 {
-    int in[2];
+    int in[2], out[2];
+    char c;
 
     assert_int_equal(pipe(in), 0);
+    assert_int_equal(pipe(out), 0);
     pid_t pid = fork();
     if (pid == 0) {
         close(in[1]);
+        close(out[0]);
         dup2(in[0], 0);
-        execl("/bin/sh", "sh", "-c", "read x", arg, (char *)NULL);
+        dup2(out[1], 1);
+        execl("/bin/sh", "sh", "-c", SH_SCRIPT, arg, (char *)NULL);
         _exit(127);
     }
     close(in[0]);
-    for (int i = 0; i < 1000; i++) { /* until the exec has happened */
-        assert_int_equal(procs_read_info(pid, info), 0);
-        if (strcmp(info->comm, "sh") == 0)
-            break;
-        procs_info_clear(info);
-        usleep(2000);
-    }
+    close(out[1]);
+    assert_int_equal(read(out[0], &c, 1), 1); /* the shell runs its script */
+    close(out[0]);
+    assert_int_equal(procs_read_info(pid, info), 0);
     assert_string_equal(info->comm, "sh");
     *hold = in[1];
     return pid;
@@ -132,7 +141,7 @@ static void test_cmdline_joined(void **state)
     int hold;
     pid_t pid = sh_with_arg("a  b", &info, &hold);
 
-    assert_string_equal(info.cmdline, "sh -c read x a  b");
+    assert_string_equal(info.cmdline, SH_PREFIX "a  b");
     procs_info_clear(&info);
     close(hold);
     assert_int_equal(waitpid(pid, NULL, 0), pid);
@@ -153,12 +162,12 @@ static void test_cmdline_cut(void **state)
     pid_t pid = sh_with_arg(arg, &info, &hold);
     size_t len = strlen(info.cmdline);
     assert_int_equal(len, PROCS_CMDLINE_MAX);
-    assert_memory_equal(info.cmdline, "sh -c read x zzz", 16);
+    assert_memory_equal(info.cmdline, SH_PREFIX "zzz", strlen(SH_PREFIX) + 3);
     assert_string_equal(info.cmdline + len - 4, "z...");
     procs_info_clear(&info);
     close(hold);
     assert_int_equal(waitpid(pid, NULL, 0), pid);
-    arg[PROCS_CMDLINE_MAX - 13] = '\0'; /* "sh -c read x " + this = exactly the limit */
+    arg[PROCS_CMDLINE_MAX - strlen(SH_PREFIX)] = '\0'; /* SH_PREFIX + this = exactly the limit */
     pid = sh_with_arg(arg, &info, &hold);
     assert_int_equal(strlen(info.cmdline), PROCS_CMDLINE_MAX);
     assert_int_equal(info.cmdline[PROCS_CMDLINE_MAX - 1], 'z');
