@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROCS_PF_KTHREAD 0x00200000u /* task->flags bit of kernel threads */
@@ -405,12 +406,16 @@ static int procs_recv(procs_watch *w)
  * namespace: no acknowledgement then means no events either. */
 static int procs_wait_ack(procs_watch *w, char *err, size_t errlen)
 {
-    for (int waited_ms = 0; waited_ms <= 500;) {
+    /* 500 ms by the clock: other processes' events keep arriving when another
+     * listener has the connector on, and a wait counted in quiet polls never
+     * ended on a busy machine. */
+    uint64_t deadline = util_now_ns(CLOCK_MONOTONIC) + 500 * 1000000ULL;
+
+    while (util_now_ns(CLOCK_MONOTONIC) < deadline) {
         int r = procs_recv(w);
         if (r == -EAGAIN) {
             struct pollfd p = {.fd = w->fd, .events = POLLIN};
-            if (poll(&p, 1, 50) == 0)
-                waited_ms += 50;
+            poll(&p, 1, 50);
             continue;
         }
         if (r < 0 && r != -ENOBUFS)

@@ -28,19 +28,25 @@ check "human report on stderr" grep -q "standalone model energy" "$tmp/err"
 
 # --- An unprivileged user under perf_event_paranoid >= 2 may not count kernel
 # mode: wattprof run still works, counting user mode and saying so.
+# Root runs it as uid 65534, from copies of wattprof and burn in $tmp/bin: the
+# build tree may lie where that uid cannot go (a clone under /root).
 paranoid=$(cat /proc/sys/kernel/perf_event_paranoid)
-if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
-  as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+as_user=() wp=$WATTPROF burn=$BURN why=
+if [ "$(id -u)" = 0 ] && ! command -v setpriv >/dev/null; then
+  why="root without setpriv (util-linux) cannot become another user"
+elif [ "$(id -u)" = 0 ]; then
   chmod 1777 "$tmp" # the user writes its report here
-else
-  as_user=()
+  if why=$(copy_for_uid 65534 "$tmp/bin" "$WATTPROF" "$BURN"); then
+    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+    wp=$tmp/bin/wattprof burn=$tmp/bin/burn
+  fi
 fi
-if [ "$(id -u)" = 0 ] && [ ${#as_user[@]} = 0 ]; then
-  skip_note "unprivileged run: root without setpriv cannot become another user"
-elif [ "$paranoid" -lt 2 ]; then
+if [ "$paranoid" -lt 2 ]; then
   skip_note "unprivileged run: perf_event_paranoid is $paranoid, kernel mode is allowed here"
+elif [ -n "$why" ]; then
+  skip_note "unprivileged run: $why"
 else
-  "${as_user[@]}" "$WATTPROF" run --json --output "$tmp/user.json" -- "$BURN" 0.2
+  "${as_user[@]}" "$wp" run --json --output "$tmp/user.json" -- "$burn" 0.2
   check "unprivileged wattprof run works (paranoid $paranoid)" test $? = 0
   read -r user_only tc cpu < <(json_get "$tmp/user.json" 'd["user_mode_only"]' \
     'next(e["count"] for e in d["events"] if e["name"] == "perf::TASK-CLOCK") / 1e9' 'd["cpu_s"]')
