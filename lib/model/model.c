@@ -202,9 +202,11 @@ static int parse_scaler(model *m, json_object *root, struct parse_ctx *ctx)
         (r = get_numbers(s, "min", m->n_events, m->scale_min, ctx, "scaler.")) < 0 ||
         (r = get_numbers(s, "max", m->n_events, m->scale_max, ctx, "scaler.")) < 0)
         return r;
+    /* max == min is a feature that was constant in training: the trainer
+     * keeps it, and it contributes nothing (model_power skips it). */
     for (size_t j = 0; j < m->n_events; j++)
-        if (!(m->scale_max[j] > m->scale_min[j]))
-            return FAIL(ctx, "%s: scaler.max[%zu] (%g) is not above scaler.min[%zu] (%g) for '%s'",
+        if (!(m->scale_max[j] >= m->scale_min[j]))
+            return FAIL(ctx, "%s: scaler.max[%zu] (%g) is below scaler.min[%zu] (%g) for '%s'",
                         ctx->origin, j, m->scale_max[j], j, m->scale_min[j], m->events[j]);
     return 0;
 }
@@ -219,6 +221,8 @@ static double class_bound_w(const model *m, const model_class *c)
 
     for (size_t j = 0; j < m->n_events; j++) {
         double width = m->scale_max[j] - m->scale_min[j];
+        if (!(width > 0))
+            continue; /* a constant feature: no term (model_power) */
         double lo = fabs(m->scale_min[j] / width), hi = fabs((m->scale_max[j]) / width);
         b += fabs(c->coef[j]) * fmax(fmax(lo, hi), 1.0);
     }

@@ -114,6 +114,21 @@ static void test_power(void **state)
     model_free(m);
 }
 
+static char *replace(const char *from, const char *to);
+
+/* A feature constant in training (scaler max == min, as `wattprof train`
+ * writes it) loads and contributes nothing, whatever its coefficient. */
+static void test_constant_feature(void **state)
+{
+    model *m = parse_ok(replace("\"min\": [0, 0, 0, 0]", "\"min\": [0, 5.2e9, 0, 0]"));
+    double x[] = {3.1e9, 1e12, 4.0e7, 0.5e9};
+
+    /* low-miss: 63.2 + 1*1 + (instructions: no term) + 3*0.5 + 4*0.5 */
+    assert_float_equal(model_power(m, 1, x), 63.2 + 1 + 1.5 + 2, 1e-9);
+    assert_float_equal(model_dynamic_power(m, 1, x), 1 + 1.5 + 2, 1e-9);
+    model_free(m);
+}
+
 static void test_syntax_error_names_line_col(void **state)
 {
     expect_error("{\"format\": \"wattprof-model/1\",\n \"name\": }", "t.json:2:10:");
@@ -142,13 +157,13 @@ static void test_validation_names_field(void **state)
     expect_error(replace("\"idle_power_w\": 41.5", "\"idle_power_w\": -1"),
                  "idle_power_w (-1) is not from 0 to 1e+06 W");
     /* Coefficients that pass one by one but overflow together, or out of
-     * scale; a scaler with no width. */
+     * scale; a scaler whose max is below its min. */
     expect_error(replace("[1, 2, 3, 4]", "[1e308, 1e308, 0, 0]"),
                  "class 'low-miss' gives up to inf W over the scaler's range, more than 1e+06 W");
     expect_error(replace("\"intercept\": 109.7", "\"intercept\": 2e6"),
                  "class 'high-miss' gives up to 2e+06 W");
-    expect_error(replace("\"min\": [0, 0, 0, 0]", "\"min\": [0, 5.2e9, 0, 0]"),
-                 "scaler.max[1] (5.2e+09) is not above scaler.min[1] (5.2e+09) for 'instructions'");
+    expect_error(replace("\"min\": [0, 0, 0, 0]", "\"min\": [0, 6e9, 0, 0]"),
+                 "scaler.max[1] (5.2e+09) is below scaler.min[1] (6e+09) for 'instructions'");
     expect_error(replace("\"idle_power_w\": 41.5,", ""), "missing field 'idle_power_w'");
     expect_error(replace("\"instructions\"", "\"cycles\""), "lists 'cycles' twice");
     expect_error(replace("\"max\": [3.1e9", "\"max\": [-3.1e9"), "scaler.max[0]");
@@ -233,6 +248,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_classify_at_threshold),
         cmocka_unit_test(test_power),
+        cmocka_unit_test(test_constant_feature),
         cmocka_unit_test(test_syntax_error_names_line_col),
         cmocka_unit_test(test_validation_names_field),
         cmocka_unit_test(test_unreadable_file),
