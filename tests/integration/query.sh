@@ -15,8 +15,12 @@ tmp=$(mktemp -d)
 chmod 755 "$tmp"
 sock=$tmp/sock
 session=wattprof-query-$$
+# A tmux server of this test's own: on the shared default socket another
+# test's kill-session could end the server under this one ("server exited
+# unexpectedly"), and so could this test's own probe below.
+tmx() { tmux -S "$tmp/tmux.sock" "$@"; }
 cleanup() {
-  tmux kill-session -t "$session" 2>/dev/null
+  tmx kill-server 2>/dev/null
   [ -n "${dpid:-}" ] && kill "$dpid" 2>/dev/null && wait "$dpid"
   rm -rf "$tmp"
 }
@@ -151,31 +155,33 @@ check "top without a terminal: one snapshot with host and processes" \
   test "$(json_get "$tmp/top.json" '"modeled_w" in d["host"]' 'isinstance(d["processes"], list)')" = "True True"
 check "top snapshot table" grep -q '^host: measured' <(W top </dev/null)
 have_tmux=
-if command -v tmux >/dev/null && tmux new-session -d -s "$session-probe" 'sleep 5' 2>/dev/null &&
-  sleep 0.3 && tmux has-session -t "$session-probe" 2>/dev/null; then
+# The probe session lives until cleanup, so the server never exits between
+# it and the session under test.
+if command -v tmux >/dev/null && tmx new-session -d -s "probe-$session" 'sleep 600' 2>/dev/null &&
+  sleep 0.3 && tmx has-session -t "probe-$session" 2>/dev/null; then
   have_tmux=1
-  tmux kill-session -t "$session-probe"
 fi
 if [ -n "$have_tmux" ]; then
-  tmux new-session -d -s "$session" -x 130 -y 30 "$WATTPROF top --socket $sock"
-  pane() { tmux capture-pane -p -t "$session"; }
+  tmx new-session -d -s "$session" -x 130 -y 30 "$WATTPROF top --socket $sock"
+  pane() { tmx capture-pane -p -t "$session"; }
   waitfor() { for _ in $(seq 50); do pane | grep -q -- "$1" && return 0; sleep 0.2; done; pane >&2; return 1; }
   check "top draws its header and host line" waitfor 'wattprof top  host: measured'
   check "top shows the running burn" waitfor "^ *$bpid2 .* burn "
-  tmux send-keys -t "$session" C
+  tmx send-keys -t "$session" C
   check "key C sorts by CPU" waitfor 'sort: CPU'
-  tmux send-keys -t "$session" / 'bu.n' Enter
-  check "key / filters by regex" waitfor 'filter: bu.n'
+  # Anchored: other tests' processes (wpburn) may run beside this one.
+  tmx send-keys -t "$session" / '^bu.n$' Enter
+  check "key / filters by regex" waitfor 'filter: \^bu\.n\$'
   check "the filter leaves only burn" \
     test "$(pane | sed -n '5,28p' | grep -v '^ *$' | grep -vc ' burn ')" = 0
-  tmux send-keys -t "$session" / '(' Enter
+  tmx send-keys -t "$session" / '(' Enter
   check "a bad filter regex is named and the old filter kept" waitfor "bad regex '(': missing closing parenthesis"
-  check "the old filter stays" waitfor 'filter: bu.n'
-  tmux send-keys -t "$session" / Enter
+  check "the old filter stays" waitfor 'filter: \^bu\.n\$'
+  tmx send-keys -t "$session" / Enter
   check "an empty filter clears it" waitfor 'filter: none'
-  tmux send-keys -t "$session" q
-  sleep 0.5
-  check "key q quits" test "$(tmux has-session -t "$session" 2>/dev/null && echo running)" = ""
+  tmx send-keys -t "$session" q
+  gone() { for _ in $(seq 50); do tmx has-session -t "$session" 2>/dev/null || return 0; sleep 0.2; done; return 1; }
+  check "key q quits" gone
 else
   skip_note "tmux is missing or cannot start a server here: top's live screen not checked"
 fi
@@ -236,9 +242,9 @@ fi
 
 if [ -n "$have_tmux" ]; then
   # top, when the daemon goes away under it: the screen is given back, then one line.
-  tmux new-session -d -s "$session" -x 130 -y 30
-  tmux set-option -t "$session" remain-on-exit on >/dev/null
-  tmux respawn-pane -k -t "$session" "$WATTPROF top --socket $sock"
+  tmx new-session -d -s "$session" -x 130 -y 30
+  tmx set-option -t "$session" remain-on-exit on >/dev/null
+  tmx respawn-pane -k -t "$session" "$WATTPROF top --socket $sock"
   check "top is running" waitfor 'wattprof top  host: measured'
 fi
 kill "$dpid"; wait "$dpid"; dpid=
@@ -247,6 +253,6 @@ if [ -n "$have_tmux" ]; then
   # The line lands at the bottom of the normal screen, so it may have scrolled up.
   check "top says the daemon went away, after leaving the full screen" \
     grep -qF "wattprof: the daemon closed the connection during Subscribe (did it stop?)" \
-    <(sleep 1; tmux capture-pane -p -S -100 -t "$session")
+    <(sleep 1; tmx capture-pane -p -S -100 -t "$session")
 fi
 finish
