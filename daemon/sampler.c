@@ -146,8 +146,9 @@ struct sampler {
     uint64_t second_start_ns;
     unsigned second_ticks;
     double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
-    bool sec_fallback;       /* a tick of this second had RAPL but no measurement */
-    bool sec_unattributable; /* a tick of this second had no finite model power */
+    double sec_drift_model_j; /* the model's own host energy, for drift */
+    bool sec_fallback;        /* a tick of this second had RAPL but no measurement */
+    bool sec_unattributable;  /* a tick of this second had no finite model power */
     double *sec_ratio_sum;
     size_t sec_ratio_n;
     double busy_prev;     /* the meter's busy CPU seconds at the last second's end */
@@ -1158,6 +1159,11 @@ static void account(sampler *s, double dt)
         s->zone_total_j[z] += s->zone_delta[z];
     s->sec_host_j += at.host_j;
     s->sec_modeled_j += at.modeled_host_j;
+    /* Drift judges the model itself: its idle and its processes' power,
+     * not the untracked estimate or idle carried over from a stale meter. */
+    if (!s->tick_unattributable)
+        s->sec_drift_model_j +=
+            s->idle_w * dt + at.modeled_host_j - (at.idle_w + at.untracked_dynamic_w) * dt;
     s->sec_idle_j += at.idle_j;
     s->sec_unattr_j += at.unattributed_j;
     s->sec_dt += dt;
@@ -1321,7 +1327,8 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
         s->drift.n = s->drift.next = 0;
         s->model_changed = false;
     } else if (isfinite(st->host_measured_w) && st->host_measured_w > 0)
-        ring_add(&s->drift, fabs(st->host_measured_w - st->host_modeled_w) / st->host_measured_w);
+        ring_add(&s->drift, fabs(st->host_measured_w - s->sec_drift_model_j / s->sec_dt) /
+                                st->host_measured_w);
     st->drift = ring_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
     st->untracked_cpu = s->sec_untracked;
@@ -1457,6 +1464,7 @@ static void publish(sampler *s)
     }
     snapshot_unref(snap);
     s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = s->sec_dyn_j = 0;
+    s->sec_drift_model_j = 0;
     s->sec_fallback = s->sec_unattributable = false;
     s->sec_cpu_s = s->sec_dt = 0;
     s->second_ticks = 0;
