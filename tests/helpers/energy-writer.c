@@ -35,8 +35,9 @@
  *                     awk '$1 == "total_j" { print $2 }' FILE
  *   --log FILE      appends "T_NS TOTAL_J" at the start (0 J, before the
  *                   truth file first appears) and at every update, after a
- *                   "#" header; tests/helpers/energy-truth interpolates it
- *                   between any two CLOCK_MONOTONIC instants.
+ *                   "#" header; tests/helpers/energy-truth reads it as the energy
+ *                   the files held between any two CLOCK_MONOTONIC instants
+ *                   (T_NS is taken just before the update's renames).
  *
  * Each zone's counter starts from the value already in its energy_uj and
  * wraps to 0 on reaching its max_energy_range_uj (no wrap when that is 0 or

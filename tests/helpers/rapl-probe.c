@@ -12,8 +12,10 @@
  *       may rewrite energy_uj files to stage a wrap)
  *   rapl-probe measure SECONDS [--hz HZ] [--domains LIST]
  *       reads every 1/HZ s (default 50) for SECONDS and prints the totals:
- *         start_ns NS, end_ns NS   CLOCK_MONOTONIC at rapl_open and at the
- *                                  last read
+ *         start_ns NS, end_ns NS   CLOCK_MONOTONIC just after the first
+ *                                  read (the one that sets the starting
+ *                                  values, after rapl_open) and just after
+ *                                  the last
  *         elapsed_s S
  *         ID J                     per zone
  *         sum J                    rapl_sum_domains over LIST (default
@@ -104,23 +106,26 @@ static void sleep_until(uint64_t t_ns)
         ;
 }
 
-static int probe_measure(rapl *r, uint64_t start_ns, double seconds, double hz, char **domains,
-                         size_t n_domains)
+static int probe_measure(rapl *r, double seconds, double hz, char **domains, size_t n_domains)
 {
-    uint64_t period = (uint64_t)(1e9 / hz), end = start_ns + (uint64_t)(seconds * 1e9);
-    uint64_t next = start_ns, last = start_ns;
+    uint64_t period = (uint64_t)(1e9 / hz), start_ns, end, next, last;
     double *d = calloc(r->n + 1, sizeof(*d)), *total = calloc(r->n + 1, sizeof(*total));
     double sum = 0;
-    int failed = 0;
+    int failed = 0, ret;
 
     if (!d || !total) {
         free(d);
         free(total);
         return 1;
     }
+    /* The interval starts at a read timed as the others are: rapl_open's own
+     * reads come at an unknown point of a call that may stall on a loaded
+     * machine, and the energy before it is not in the totals. */
+    if ((ret = rapl_read(r, d)) < 0 && failed++ == 0)
+        fprintf(stderr, "rapl-probe: rapl_read: %s\n", strerror(-ret));
+    start_ns = next = last = util_now_ns(CLOCK_MONOTONIC);
+    end = start_ns + (uint64_t)(seconds * 1e9);
     while (last < end) {
-        int ret;
-
         next += period;
         sleep_until(next < end ? next : end);
         ret = rapl_read(r, d);
@@ -172,7 +177,6 @@ int main(int argc, char **argv)
     double seconds = 0, hz = 50;
     char **domains = NULL;
     size_t n_domains = 0;
-    uint64_t start_ns;
     rapl *r;
     int ret;
 
@@ -188,7 +192,6 @@ int main(int argc, char **argv)
             return usage_error("bad --domains", domain_list);
     }
 
-    start_ns = util_now_ns(CLOCK_MONOTONIC);
     ret = rapl_open(&r);
     if (ret < 0) {
         fprintf(stderr, "rapl-probe: rapl_open: %s\n", strerror(-ret));
@@ -202,7 +205,7 @@ int main(int argc, char **argv)
     else if (strcmp(argv[1], "delta") == 0)
         ret = probe_delta(r, argv + 2);
     else
-        ret = probe_measure(r, start_ns, seconds, hz, domains, n_domains);
+        ret = probe_measure(r, seconds, hz, domains, n_domains);
     if (r->n == 0)
         fprintf(stderr, "rapl-probe: %s\n", r->state);
     rapl_close(r);

@@ -36,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 : >"$work/empty.conf"
 
-"$BUILDDIR/tests/energy-writer" --hz 100 --truth "$work/truth" intel-rapl:0=30 &
+"$BUILDDIR/tests/energy-writer" --hz 100 --truth "$work/truth" --log "$work/log" intel-rapl:0=30 &
 pids+=($!)
 for _ in $(seq 100); do [ -s "$work/truth" ] && break; sleep 0.05; done
 check "the fake package zone is root-only" \
@@ -50,7 +50,11 @@ pids+=("$burner")
 # hardened NAME CAPS: wattprofd as nobody with CAPS (comma-separated, may be
 # empty) in a mount namespace of its own where /sys and /proc/sys are
 # read-only, with the unit's LimitMEMLOCK= (or $MEMLOCK bytes); leaves its
-# GetStatus and ListProcesses in $work/NAME.json.
+# GetStatus and ListProcesses in $work/NAME.json, and for NAME full the
+# measured power of one second as "power": {"start_ns", "end_ns", "measured_w"}
+# (CLOCK_MONOTONIC; the second between two consecutive Subscribe replies'
+# publication times, which the daemon stamps just after that second's last
+# tick).
 # (Without CAP_SYS_RESOURCE, as in some containers, capped at our hard limit.)
 unit_memlock=$(sed -n 's/^LimitMEMLOCK=\([0-9]*\)M$/\1/p' "$SRCDIR/systemd/wattprofd.service.in")
 unit_memlock=$((unit_memlock << 20))
@@ -81,11 +85,11 @@ hardened() {
     --socket "$state/sock" >"$state/log" 2>&1 &
   pid=$!
   pids+=("$pid")
-  "$PYTHON" - "$state/sock" "$pid" "$work/$name.json" <<'PY'
+  "$PYTHON" - "$state/sock" "$pid" "$work/$name.json" "$name" <<'PY'
 import json, os, sys, time
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 import varlink_peer
-sock, pid, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+sock, pid, out, name = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 deadline = time.monotonic() + 20
 while time.monotonic() < deadline:
     try:
@@ -98,12 +102,34 @@ time.sleep(3.5)  # rescans find the burner; a few whole seconds of power
 with varlink_peer.Connection(sock) as c:
     st = c.call("io.wattprof.Monitor.GetStatus")["status"]
     ps = c.call("io.wattprof.Monitor.ListProcesses", {"window_s": 60})["processes"]
+# The power of a second: replies come every 0.1 s with the latest second; two
+# in a row that differ are consecutive seconds unless more than 1.5 s apart.  Publication times are CLOCK_REALTIME, turned into CLOCK_MONOTONIC.
+power = None
+if name == "full":
+    with varlink_peer.Connection(sock) as c:
+        seen = []
+        for reply, more in c.stream("io.wattprof.Monitor.Subscribe", {"interval_s": 0.1, "limit": 1}):
+            off = time.time_ns() - time.monotonic_ns()
+            t = round(reply["t"] * 1e9) - off
+            if not seen or reply["t"] != seen[-1][2]:
+                seen.append((t, reply["host"]["measured_w"], reply["t"]))
+            # a second the model filled in (a reader stalled) has no
+            # measured power: the daemon says so, and it is not compared
+            pairs = [(a, b) for a, b in zip(seen, seen[1:])
+                     if b[0] - a[0] < 1.5e9 and b[1] is not None]
+            if pairs or len(seen) > 8 or not more:
+                break
+    if pairs:
+        a, b = pairs[-1]
+        power = {"start_ns": a[0], "end_ns": b[0], "measured_w": b[1]}
+    else:
+        print(f"    no second with measured power in {seen}")
 # The daemon's own credentials: unshare, bash and setpriv all exec in place.
 proc = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines()
             if ":\t" in line)
 proc = {k: proc[k].split()[0] if k != "Uid" else proc[k].split()
         for k in ("Name", "Uid", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs")}
-json.dump({"status": st, "processes": ps, "proc": proc}, open(out, "w"))
+json.dump({"status": st, "processes": ps, "proc": proc, "power": power}, open(out, "w"))
 PY
   local rc=$?
   kill -TERM "$pid" 2>/dev/null
@@ -118,7 +144,7 @@ not() { ! "$@"; }
 
 # q NAME EXPR: a Python expression over s (status) and p (processes) of NAME
 q() { "$PYTHON" -c 'import json, sys
-d = json.load(open(sys.argv[1])); s, p, me = d["status"], d["processes"], d["proc"]
+d = json.load(open(sys.argv[1])); s, p, me, pw = d["status"], d["processes"], d["proc"], d["power"]
 burner = int(sys.argv[3]); mine = [x for x in p if x["pid"] == burner]
 print(eval(sys.argv[2]))' "$work/$1.json" "$2" "$burner"; }
 
@@ -130,8 +156,19 @@ if check "as nobody with CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN and rea
   check "the daemon is wattprofd, uid $nobody, effective = bounding = $want, no_new_privs" \
     test "$(q full 'me["Name"], me["Uid"], me["CapEff"], me["CapBnd"], me["NoNewPrivs"]')" = \
     "('wattprofd', ['$nobody', '$nobody', '$nobody', '$nobody'], '$want', '$want', '1')"
-  w=$(q full 's["host"]["measured_w"]')
-  check "it reads the root-only energy_uj: package power $w W, truth 30 W (5 %)" within "$w" 30 0.05
+  # The truth is what the writer had put in energy_uj over the same second:
+  # on a loaded machine it is starved and catches up late, so a second's
+  # power can be well off its nominal 30 W (32.9 W seen at load 10-20).
+  # Measured against that truth the two agreed within 0.02 % at load 15-17,
+  # hence 2 %, not the 5 % that the nominal power needed.
+  check "a second of measured power from Subscribe: $(q full 'pw')" test "$(q full 'pw is not None')" = True
+  if [ "$(q full 'pw is not None')" = True ]; then
+    read -r w s e < <(q full '" ".join(str(pw[k]) for k in ("measured_w", "start_ns", "end_ns"))')
+    truth_j=$("$SRCDIR/tests/helpers/energy-truth" "$work/log" "$s" "$e")
+    truth_w=$(awk -v j="$truth_j" -v s="$s" -v e="$e" 'BEGIN { printf "%.4f", j / ((e - s) / 1e9) }')
+    check "it reads the root-only energy_uj: package power $w W, $truth_w W written in that second (2 %)" \
+      within "$w" "$truth_w" 0.02
+  fi
   check "no zone reports an error" test "$(q full 'all(z["error"] is None for z in s["zones"])')" = True
   check "it counts a root process: the burner (uid 0) is listed with CPU time" \
     test "$(q full 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
