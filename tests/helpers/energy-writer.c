@@ -46,6 +46,12 @@
  * updates must agree to the microjoule; one that reads in between lags by at
  * most one update (1/HZ s of power) at each end of its interval.
  *
+ * The truth and the log live on an ordinary file system, where a write can
+ * wait for the journal or for writeback for hundreds of milliseconds on a
+ * busy disk (measured: 240 ms): a second thread writes them, so that the
+ * energy_uj files keep advancing on time. The truth file may trail the
+ * counters by that much while the disk is slow; at exit both are complete.
+ *
  * energy_uj is replaced by rename(2), so a reader sees either the old or the
  * new value, never a torn one: readers must reopen the file for every read,
  * as libpowercap's powercap_sysfs_* functions do (a descriptor kept open
@@ -58,6 +64,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -83,8 +90,22 @@ typedef struct writer_zone {
     char tmp[4096];      /* DIR/ZONE/.energy_uj.tmp */
 } writer_zone;
 
+/* What the update loop hands to the output thread: the latest truth text
+ * (only the newest matters) and the log lines not yet written. */
+typedef struct writer_out {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t thread;
+    bool started, done, truth_new;
+    char truth_text[8192];
+    char *log_buf; /* log lines not yet written */
+    size_t log_len, log_cap;
+    int error; /* the first write error, as a negative errno */
+} writer_out;
+
 typedef struct writer {
     const char *dir, *truth, *log, *cgroup, *cpuacct;
+    writer_out out;
     double hz, duration;
     writer_zone zone[MAX_ZONES];
     size_t n;
@@ -298,21 +319,146 @@ static double total_j(const writer *w)
     return sum;
 }
 
-static int write_truth(const writer *w)
+/* The truth file's text for the latest update. */
+static void format_truth(const writer *w, char *text, size_t size)
 {
-    char text[8192], tmp[4096];
-    size_t used;
-
-    if (!w->truth)
-        return 0;
-    used = (size_t)snprintf(
-        text, sizeof(text), "t_ns %" PRIu64 "\nelapsed_s %.9f\nbusy_cpu_s %.6f\ntotal_j %.6f\n",
-        w->last_ns, (double)(w->last_ns - w->t0_ns) * 1e-9, w->busy_cpu_s, total_j(w));
-    for (size_t i = 0; i < w->n && used < sizeof(text); i++)
-        used += (size_t)snprintf(text + used, sizeof(text) - used, "%s %.6f\n", w->zone[i].id,
+    size_t used = (size_t)snprintf(
+        text, size, "t_ns %" PRIu64 "\nelapsed_s %.9f\nbusy_cpu_s %.6f\ntotal_j %.6f\n", w->last_ns,
+        (double)(w->last_ns - w->t0_ns) * 1e-9, w->busy_cpu_s, total_j(w));
+    for (size_t i = 0; i < w->n && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "%s %.6f\n", w->zone[i].id,
                                  (double)w->zone[i].written_uj * 1e-6);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", w->truth);
-    return replace_file(w->truth, tmp, text, 0644);
+}
+
+static int write_truth_text(const char *truth, const char *text)
+{
+    char tmp[4096];
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp", truth);
+    return replace_file(truth, tmp, text, 0644);
+}
+
+/* The output thread: writes what the updates queued, until told to stop
+ * and nothing is left. */
+static void *output_main(void *arg)
+{
+    writer *w = arg;
+    writer_out *o = &w->out;
+    char text[sizeof(o->truth_text)];
+    char *buf = NULL;
+    size_t cap = 0;
+
+    pthread_mutex_lock(&o->lock);
+    for (;;) {
+        while (!o->done && !o->truth_new && o->log_len == 0)
+            pthread_cond_wait(&o->wake, &o->lock);
+        bool truth_new = o->truth_new, last = o->done;
+        size_t len = o->log_len;
+        if (truth_new)
+            memcpy(text, o->truth_text, sizeof(text));
+        if (len > cap) {
+            char *b = realloc(buf, len);
+            if (!b) {
+                o->error = o->error ? o->error : -ENOMEM;
+                break;
+            }
+            buf = b, cap = len;
+        }
+        if (len)
+            memcpy(buf, o->log_buf, len);
+        o->truth_new = false;
+        o->log_len = 0;
+        pthread_mutex_unlock(&o->lock);
+
+        int r = 0;
+        if (len && fwrite(buf, 1, len, w->logf) != len)
+            r = -EIO;
+        if (r == 0 && len && fflush(w->logf) != 0)
+            r = -errno;
+        if (r == 0 && truth_new)
+            r = write_truth_text(w->truth, text);
+
+        pthread_mutex_lock(&o->lock);
+        if (r < 0 && !o->error)
+            o->error = r;
+        if (last && !o->truth_new && o->log_len == 0)
+            break;
+    }
+    pthread_mutex_unlock(&o->lock);
+    free(buf);
+    return NULL;
+}
+
+/* Queues this update's truth and log line for the output thread; returns
+ * the output thread's first error, if any. */
+static int queue_output(writer *w, uint64_t t)
+{
+    writer_out *o = &w->out;
+    char line[64];
+    int n = w->logf ? snprintf(line, sizeof(line), "%" PRIu64 " %.6f\n", t, total_j(w)) : 0;
+    int r = 0;
+
+    pthread_mutex_lock(&o->lock);
+    if (w->truth) {
+        format_truth(w, o->truth_text, sizeof(o->truth_text));
+        o->truth_new = true;
+    }
+    if (n > 0) {
+        if (o->log_len + (size_t)n > o->log_cap) {
+            size_t cap = o->log_cap ? 2 * o->log_cap : 65536;
+            char *b = cap >= o->log_len + (size_t)n ? realloc(o->log_buf, cap) : NULL;
+            if (!b)
+                r = -ENOMEM;
+            else
+                o->log_buf = b, o->log_cap = cap;
+        }
+        if (r == 0) {
+            memcpy(o->log_buf + o->log_len, line, (size_t)n);
+            o->log_len += (size_t)n;
+        }
+    }
+    r = r ? r : o->error;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->lock);
+    return r;
+}
+
+static int output_start(writer *w)
+{
+    writer_out *o = &w->out;
+    int r;
+
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->wake, NULL);
+    if (!w->truth && !w->logf)
+        return 0;
+    /* Signals stay with the update loop, whose sleep they cut short. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    r = pthread_create(&o->thread, NULL, output_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0)
+        return -r;
+    o->started = true;
+    return 0;
+}
+
+/* Writes out what is left and stops the output thread. */
+static int output_stop(writer *w)
+{
+    writer_out *o = &w->out;
+
+    if (!o->started)
+        return 0;
+    pthread_mutex_lock(&o->lock);
+    o->done = true;
+    pthread_cond_signal(&o->wake);
+    pthread_mutex_unlock(&o->lock);
+    pthread_join(o->thread, NULL);
+    o->started = false;
+    free(o->log_buf);
+    return o->error;
 }
 
 /* Advances every zone by its power over the time since the last update. */
@@ -348,12 +494,10 @@ static int update(writer *w)
             return 1;
         }
     }
-    if ((r = write_truth(w)) < 0) {
-        fprintf(stderr, "energy-writer: %s: %s\n", w->truth, strerror(-r));
+    if ((r = queue_output(w, t)) < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", w->truth ? w->truth : w->log, strerror(-r));
         return 1;
     }
-    if (w->logf)
-        fprintf(w->logf, "%" PRIu64 " %.6f\n", t, total_j(w));
     return 0;
 }
 
@@ -428,8 +572,16 @@ static int run(writer *w)
      * truth file appears */
     if (w->logf)
         fprintf(w->logf, "%" PRIu64 " 0.000000\n", w->t0_ns);
-    if ((r = write_truth(w)) < 0) {
-        fprintf(stderr, "energy-writer: %s: %s\n", w->truth, strerror(-r));
+    if (w->truth) {
+        char text[sizeof(w->out.truth_text)];
+        format_truth(w, text, sizeof(text));
+        if ((r = write_truth_text(w->truth, text)) < 0) {
+            fprintf(stderr, "energy-writer: %s: %s\n", w->truth, strerror(-r));
+            return 1;
+        }
+    }
+    if ((r = output_start(w)) < 0) {
+        fprintf(stderr, "energy-writer: cannot start the output thread: %s\n", strerror(-r));
         return 1;
     }
     while (!stop_requested && (double)(w->last_ns - w->t0_ns) * 1e-9 < w->duration) {
@@ -439,9 +591,16 @@ static int run(writer *w)
         /* EINTR means a stop was asked: the final update below still runs */
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
         if ((r = update(w)) != 0)
-            return r;
+            break;
     }
-    return update(w);
+    if (r == 0)
+        r = update(w);
+    int e = output_stop(w);
+    if (e < 0 && r == 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", w->truth ? w->truth : w->log, strerror(-e));
+        r = 1;
+    }
+    return r;
 }
 
 int main(int argc, char **argv)
