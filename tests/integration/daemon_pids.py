@@ -78,17 +78,29 @@ def close(stored, truth):
 
 
 def fds(settled=False):
-    """The daemon's open fds; settled: the fewest of 5 looks over half a
-    second, so that a client connection it is still closing does not count."""
-    n = []
+    """The daemon's open fds, as their targets; settled: the fewest of 5
+    looks over half a second, so that a client connection it is still
+    closing does not count."""
+    looks = []
     for _ in range(5 if settled else 1):
-        n.append(len(os.listdir(f"/proc/{d.proc.pid}/fd")))
+        names = []
+        for fd in os.listdir(f"/proc/{d.proc.pid}/fd"):
+            try:
+                names.append(os.readlink(f"/proc/{d.proc.pid}/fd/{fd}"))
+            except OSError:
+                pass  # closed while listed
+        looks.append(sorted(names))
         if settled:
             time.sleep(0.1)
-    return min(n)
+    return min(looks, key=len)
 
 
 rates = []
+# The store opens its files (the WAL among them) with the first commit: the
+# count starts once a second is stored.
+deadline = time.monotonic() + 10
+while not d.sql("SELECT count(*) FROM host_attribution")[0][0] and time.monotonic() < deadline:
+    time.sleep(0.1)
 fds_before, fds_most = fds(settled=True), 0
 
 # ---- churn: exits at random moments of a tick ---------------------------------
@@ -96,7 +108,7 @@ procs = []
 for i in range(CHURN):
     procs.append(spawn("--wait", "1.3", "--duty", "0.5", f"{rng.uniform(0.1, 0.6):.3f}"))
     time.sleep(rng.uniform(0, 0.15))
-    fds_most = max(fds_most, fds())
+    fds_most = max(fds_most, len(fds()))
 truth = {p.pid: cpu_of(p) for p in procs}
 time.sleep(2.2)  # the last exits are seen and their second committed
 rates.append(d.call("io.wattprof.Monitor.GetStatus")["status"]["achieved_hz"])
@@ -118,8 +130,10 @@ fds_after = fds(settled=True)
 got = {pid: d.call("io.wattprof.Monitor.GetProcess", {"pid": pid})["process"]
        for _, pid, _, _ in reuse}
 check(f"the daemon's fds go back to where they were once all {CHURN + 4} processes exited",
-      fds_after == fds_before and fds_most > fds_before,
-      f"{fds_before} before, up to {fds_most} while tracking, {fds_after} after")
+      fds_after == fds_before and fds_most > len(fds_before),
+      f"{len(fds_before)} before, up to {fds_most} while tracking, {len(fds_after)} after;"
+      f" new: {sorted(set(fds_after) - set(fds_before))},"
+      f" gone: {sorted(set(fds_before) - set(fds_after))}")
 check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
 procs_rows = d.sql("SELECT id, pid, start_time, exit_time, cpu_s FROM processes")
