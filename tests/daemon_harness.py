@@ -1,7 +1,7 @@
 """Runs a real wattprofd for integration tests and talks to it through the
 independent Varlink client (varlink_peer). Also reads its SQLite file
 directly, as a second, independent view of what it stored."""
-import json, os, signal, sqlite3, subprocess, sys, tempfile, time
+import contextlib, json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import varlink_peer  # noqa: E402
@@ -27,6 +27,19 @@ def finish():
 
 
 
+@contextlib.contextmanager
+def cleaned_up(daemon, *dirs):
+    """Runs the body; then, whether it passed, failed or raised, stops the
+    daemon if the body left it running and removes the folders."""
+    try:
+        yield daemon
+    finally:
+        if daemon.proc.poll() is None:
+            daemon.stop()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def fake_meter_model(path, idle_w, per_cpu_w):
     """Writes to `path` the built-in cputime model calibrated to a fake meter
     of IDLE_W plus PER_CPU_W per busy core of task-clock (the generic model's
@@ -41,6 +54,7 @@ def fake_meter_model(path, idle_w, per_cpu_w):
     with open(path, "w") as f:
         json.dump(model, f)
     return path
+
 
 def one_event_model(path):
     """Writes to `path` a model of task-clock alone (10 W + 40 W per core,

@@ -8,10 +8,10 @@ second is stored; the energy the meter really measured is all there (the
 1e308 J is not: it is no measurement), split to the joule; GetStatus warns with the count; nothing stored is
 infinite.  And a model that overflows by itself ([1e308, 1e308, ...]) is
 refused by `wattprof reload` with the reason, the current one kept."""
-import json, math, os, shutil, subprocess, sys, tempfile, time
+import json, math, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, finish, one_event_model  # noqa: E402
+from daemon_harness import cleaned_up, Daemon, check, finish, one_event_model  # noqa: E402
 
 TICKS, DT = 300, 20_000_000
 BAD = {100: "d", 150: "dt", 200: "energy"}
@@ -42,7 +42,7 @@ with open(f"{tmp}/r.trace", "w") as f:
 
 d = Daemon("--model", f"{tmp}/model.json", "--replay", f"{tmp}/r.trace", "--speed", "max",
            state=f"{tmp}/d")
-try:
+with cleaned_up(d, tmp):
     for _ in range(200):
         if "replay of" in d.read_log() and "finished" in d.read_log():
             break
@@ -83,8 +83,4 @@ try:
     check("the model in use is still one-event",
           d.call("io.wattprof.Monitor.GetStatus")["status"]["model"]["name"] == "one-event")
     check("SIGTERM exits 0", d.stop() == 0)
-finally:
-    if d.proc.poll() is None:
-        d.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
 finish()

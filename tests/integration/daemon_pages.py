@@ -6,10 +6,10 @@ says where the next starts, the second the other 500 and no next page,
 together every process once; `wattprof ps` follows the pages.  Before,
 {window_s: 1e6, include_exited: true, limit: 100000} answered everything in
 one reply (tens of MB and seconds of the server thread on a busy node)."""
-import json, os, shutil, subprocess, sys, tempfile, time
+import json, os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, finish, one_event_model  # noqa: E402
+from daemon_harness import cleaned_up, Daemon, check, finish, one_event_model  # noqa: E402
 from varlink_peer import Connection, VarlinkError  # noqa: E402
 
 N, TICKS, DT = 1500, 5, 20_000_000
@@ -28,7 +28,7 @@ with open(f"{tmp}/r.trace", "w") as f:
     f.write("\n".join(json.dumps(x) for x in lines) + "\n")
 d = Daemon("--model", one_event_model(f"{tmp}/model.json"), "--replay", f"{tmp}/r.trace", "--speed", "max",
            state=f"{tmp}/d")
-try:
+with cleaned_up(d, tmp):
     for _ in range(200):
         if "finished" in d.read_log():
             break
@@ -61,8 +61,4 @@ try:
     n = len(json.loads(p.stdout)["processes"]) if p.returncode == 0 else p.stderr
     check(f"wattprof ps follows the pages: {n} processes", n == N, str(n))
     check("SIGTERM exits 0", d.stop() == 0)
-finally:
-    if d.proc.poll() is None:
-        d.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
 finish()

@@ -10,7 +10,7 @@ takes a uid.  And the CLI's own checks: an empty --socket, a uid past
 import json, os, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import cleaned_up, Daemon, check, finish  # noqa: E402
 from varlink_peer import Connection, VarlinkError  # noqa: E402
 
 M = "io.wattprof.Monitor."
@@ -44,7 +44,7 @@ def served(method, params, more=False):
     check(f"{method} {json.dumps(params)} is served", err == "ok", f"{err} {p}")
 
 
-try:
+with cleaned_up(d, tmp):
     # GetHistory: times from the epoch to 1e10, steps up to 1e9 s.
     refused("GetHistory", {"host": True, "since": -1e308}, "since",
             "since is -1e+308, not from 0 to 10000000000")
@@ -164,8 +164,4 @@ print(json.dumps(out))
     rc, err = cli("ps", "--user", "4294967294", "--socket", d.sock)
     check("wattprof ps --user 4294967294 (the largest uid) is asked", rc == 0, err)
     check("SIGTERM exits 0", d.stop() == 0)
-finally:
-    if d.proc.poll() is None:
-        d.stop()
-    shutil.rmtree(tmp, ignore_errors=True)
 finish()
