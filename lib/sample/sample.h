@@ -315,4 +315,13 @@ int labels_job_environ(pid_t pid, char *const *names, size_t n_names, char out[L
 void labels_job_env_block(const char *env, size_t len, char *const *names, size_t n_names,
                           char out[LABELS_JOB_MAX]);
 
+/* ---- The CPU a power meter sees (busy.c) ---------------------------------- */
+
+/* Busy CPU seconds so far: of the whole host from /proc/stat (user, nice,
+ * system, irq, softirq, steal) when `cgroup` is NULL, else of that cgroup
+ * folder (v2 cpu.stat usage_usec, or v1 cpuacct.usage). Differences of two
+ * calls are busy CPUs x seconds. -errno when the file cannot be read,
+ * -EBADMSG when it does not parse. */
+int sample_busy_cpu_s(const char *cgroup, double *busy_s);
+
 #endif
