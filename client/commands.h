@@ -20,5 +20,6 @@ int cmd_select(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_symreg(int argc, char **argv);
 int cmd_gp(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 
 #endif

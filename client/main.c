@@ -13,6 +13,7 @@ struct subcommand {
 static const struct subcommand subcommands[] = {
     {"rank", cmd_rank, "rank program variants by time or energy into performance classes"},
     {"run", cmd_run, "run a command and report the energy it used"},
+    {"calibrate", cmd_calibrate, "measure idle and per-CPU power on a drained node, and keep them"},
     {"status", cmd_status, "the daemon's health: rate, sources, model, warnings"},
     {"top", cmd_top, "live view of processes by power"},
     {"ps", cmd_ps, "processes by energy over a recent window"},

@@ -40,6 +40,48 @@ def cleaned_up(daemon, *dirs):
             shutil.rmtree(d, ignore_errors=True)
 
 
+class CgroupMeter:
+    """A fake RAPL package meter (inside tests/helpers/fake-powercap) that
+    energy-writer advances at idle_w plus per_cpu_w per busy CPU of a cpuacct
+    cgroup of the test's own, so that the other work of a shared machine
+    neither moves it nor takes a share; the writer runs at real-time
+    priority, since a starved writer is a stalled meter. Exits 77 (skip),
+    saying why, where that cannot be had. `cgroup` is the folder; add()
+    puts a process in it; close() stops the writer and removes the folder."""
+
+    def __init__(self, name, idle_w, per_cpu_w, work):
+        self.cgroup = f"/sys/fs/cgroup/cpuacct/{name}-{os.getpid()}"
+        if os.getuid() != 0 or not shutil.which("chrt"):
+            print("SKIP: the meter must run at real-time priority (root and chrt): a starved"
+                  " writer is a stalled meter")
+            sys.exit(77)
+        try:
+            os.mkdir(self.cgroup)
+        except OSError as e:
+            print(f"SKIP: no cpuacct cgroup for a meter that sees only the test's processes: {e}")
+            sys.exit(77)
+        truth = os.path.join(work, "truth")
+        self.writer = subprocess.Popen(
+            ["chrt", "-f", "10", os.path.join(BUILDDIR, "tests", "energy-writer"), "--truth",
+             truth, "--cpuacct", self.cgroup, f"intel-rapl:0={idle_w}+{per_cpu_w}*load"])
+        deadline = time.monotonic() + 5
+        while not os.path.exists(truth) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def add(self, pid):
+        with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
+            f.write(str(pid))
+
+    def close(self):
+        self.writer.send_signal(signal.SIGTERM)
+        self.writer.wait()
+        time.sleep(0.2)  # the group empties once its last process is reaped
+        try:
+            os.rmdir(self.cgroup)
+        except OSError as e:
+            print(f"note - {self.cgroup} left: {e}")
+
+
 def fake_meter_model(path, idle_w, per_cpu_w):
     """Writes to `path` the built-in cputime model calibrated to a fake meter
     of IDLE_W plus PER_CPU_W per busy core of task-clock (the generic model's

@@ -89,8 +89,7 @@ static const char *const statements[ST_COUNT] = {
     [ST_MODEL] = "INSERT INTO models (id, sha256, name, engine, json, first_loaded, last_loaded)"
                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (sha256) DO UPDATE SET"
                  " last_loaded = max(last_loaded, excluded.last_loaded)",
-    [ST_NODE] = "INSERT OR REPLACE INTO node_calibration (target, t, idle_w, idle_se_w, scale, r2,"
-                " spread_w, rows, model_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    [ST_NODE] = NODE_CALIB_UPSERT,
 };
 
 static int64_t now_ns(clockid_t clock)

@@ -3,15 +3,21 @@
  * from its last fit (docs/calibration.md). The latest row saved waits under
  * s->lock, like a model, and is written with the next commit. */
 #include "store/store-internal.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
+static bool node_calib_valid(const store_node_calib *c)
+{
+    return c->target[0] && memchr(c->target, '\0', sizeof(c->target)) && isfinite(c->idle_w) &&
+           c->idle_w >= 0 && c->idle_se_w >= 0 && memchr(c->model_sha256, '\0', 65);
+}
+
 int store_node_calib_save(store *s, const store_node_calib *c)
 {
-    if (!c->target[0] || !memchr(c->target, '\0', sizeof(c->target)) || !isfinite(c->idle_w) ||
-        c->idle_w < 0 || !(c->idle_se_w >= 0) || !memchr(c->model_sha256, '\0', 65))
+    if (!node_calib_valid(c))
         return -EINVAL;
     pthread_mutex_lock(&s->lock);
     s->node = *c;
@@ -28,30 +34,37 @@ static void bind_double_or_null(sqlite3_stmt *st, int i, double v)
         sqlite3_bind_null(st, i);
 }
 
+/* Runs NODE_CALIB_UPSERT for `c`; an SQLite result code. */
+static int node_calib_step(sqlite3_stmt *st, const store_node_calib *c)
+{
+    int rc;
+
+    sqlite3_bind_text(st, 1, c->target, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, c->t);
+    sqlite3_bind_double(st, 3, c->idle_w);
+    sqlite3_bind_double(st, 4, c->idle_se_w);
+    bind_double_or_null(st, 5, c->scale);
+    bind_double_or_null(st, 6, c->r2);
+    bind_double_or_null(st, 7, c->spread_w);
+    sqlite3_bind_int64(st, 8, c->rows);
+    if (c->model_sha256[0])
+        sqlite3_bind_text(st, 9, c->model_sha256, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 9);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 int node_calib_write(store *s, sqlite3_stmt *st)
 {
     int rc = SQLITE_OK;
 
     pthread_mutex_lock(&s->lock);
     if (s->node_saved != s->node_committed) {
-        const store_node_calib *c = &s->node;
-        sqlite3_bind_text(st, 1, c->target, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, c->t);
-        sqlite3_bind_double(st, 3, c->idle_w);
-        sqlite3_bind_double(st, 4, c->idle_se_w);
-        bind_double_or_null(st, 5, c->scale);
-        bind_double_or_null(st, 6, c->r2);
-        bind_double_or_null(st, 7, c->spread_w);
-        sqlite3_bind_int64(st, 8, c->rows);
-        if (c->model_sha256[0])
-            sqlite3_bind_text(st, 9, c->model_sha256, -1, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(st, 9);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-            ;
-        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-        sqlite3_reset(st);
-        sqlite3_clear_bindings(st);
+        rc = node_calib_step(st, &s->node);
         s->node_txn = s->node_saved;
     }
     pthread_mutex_unlock(&s->lock);
@@ -82,4 +95,29 @@ void node_calib_unwritten(store *s)
     pthread_mutex_lock(&s->lock);
     s->node_committed = 0; /* saves start at 1: whatever was saved is due */
     pthread_mutex_unlock(&s->lock);
+}
+
+int store_node_calib_put(const char *path, const store_node_calib *c, char *err, size_t errlen)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int rc, ret = 0;
+
+    if (!node_calib_valid(c))
+        return util_err(err, errlen, -EINVAL, "%s: a calibration needs a target and an idle >= 0",
+                        path);
+    /* No SQLITE_OPEN_CREATE: the database is the daemon's, made by it. */
+    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        rc = sqlite3_prepare_v2(db, NODE_CALIB_UPSERT, -1, &st, NULL);
+    }
+    if (rc == SQLITE_OK)
+        rc = node_calib_step(st, c);
+    if (rc != SQLITE_OK)
+        ret = util_err(err, errlen, -EIO, "%s: cannot store the calibration: %s", path,
+                       db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return ret;
 }

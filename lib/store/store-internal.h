@@ -246,6 +246,11 @@ void conn_close(store *s);
 /* The node calibration (node.c): written inside the caller's transaction
  * when one is pending; whether one is; after the transaction, committed or
  * not; and pending again for a new database file. */
+/* The upsert of one node_calibration row, ?1..?9 in store_node_calib's
+ * order (the writer's ST_NODE statement and store_node_calib_put). */
+#define NODE_CALIB_UPSERT                                                                          \
+    "INSERT OR REPLACE INTO node_calibration (target, t, idle_w, idle_se_w, scale, r2,"            \
+    " spread_w, rows, model_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
 int node_calib_write(store *s, sqlite3_stmt *st);
 bool node_calib_pending(store *s);
 void node_calib_end_txn(store *s, bool committed);

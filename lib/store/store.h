@@ -213,6 +213,13 @@ typedef struct store_node_calib {
  * without a target or with a non-finite or negative idle. */
 int store_node_calib_save(store *s, const store_node_calib *c);
 
+/* Writes `c` into the node_calibration table of the database at `path`
+ * (made by wattprofd; never created here), with its own short connection:
+ * for `wattprof calibrate`, beside a running daemon or none. The daemon
+ * reads it at its next start. -EINVAL for a row store_node_calib_save would
+ * refuse, -EIO when the file cannot be opened or written; `err` says why. */
+int store_node_calib_put(const char *path, const store_node_calib *c, char *err, size_t errlen);
+
 /* ---- Pushing per-tick deltas (push.c) ------------------------------------ */
 /* All store_push_* are for ONE producer thread at a time (the sampler). They
  * return 0, or -EAGAIN when the queue was full and the record was dropped

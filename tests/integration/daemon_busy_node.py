@@ -28,7 +28,7 @@ and the output says so; where the fake meter itself stalled in over a
 fifth of the seconds, accuracy is not asserted (skip, with the reason).
 Every second stored: host = idle + attributed + unattributed, none negative.
 Figures, with the host's load, are printed for docs/calibration.md."""
-import json, os, shutil, signal, subprocess, sys, tempfile, time
+import os, shutil, subprocess, sys, tempfile, time
 
 SRCDIR = os.environ["SRCDIR"]
 BUILDDIR = os.environ["BUILDDIR"]
@@ -41,21 +41,11 @@ if "FAKE_POWERCAP" not in os.environ:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
-from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
+from daemon_harness import CgroupMeter, Daemon, check, fake_meter_model, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-busy-")
-# The meter sees only this test's processes (a cpuacct cgroup), so that the
-# other work of a shared machine neither moves it nor takes a share.
-cgroup = f"/sys/fs/cgroup/cpuacct/wattprof-busy-{os.getpid()}"
-try:
-    os.mkdir(cgroup)
-except OSError as e:
-    print(f"SKIP: no cpuacct cgroup for a meter that sees only the test's processes: {e}")
-    sys.exit(77)
-if os.getuid() != 0 or not shutil.which("chrt"):
-    print("SKIP: the meter must run at real-time priority (root and chrt): a starved writer"
-          " is a stalled meter")
-    sys.exit(77)
+meter = CgroupMeter("wattprof-busy", IDLE_W, PER_CPU_W, work)
+cgroup = meter.cgroup
 
 # A name of this run's own: other tests on a shared machine run burners too.
 name = f"wpbn{os.getpid()}"[:15]
@@ -65,13 +55,6 @@ os.chmod(wpburn, 0o755)
 untracked = os.path.join(work, f"wpbg{os.getpid()}"[:15])  # a load no tracked process explains
 shutil.copy(os.environ["BURN"], untracked)
 os.chmod(untracked, 0o755)
-truth = os.path.join(work, "truth")
-writer = subprocess.Popen(["chrt", "-f", "10", os.path.join(BUILDDIR, "tests", "energy-writer"),
-                           "--truth", truth, "--cpuacct", cgroup,
-                           f"intel-rapl:0={IDLE_W}+{PER_CPU_W}*load"])
-deadline = time.monotonic() + 5
-while not os.path.exists(truth) and time.monotonic() < deadline:
-    time.sleep(0.01)
 conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
     # The daemon counts the CPU no tracked process used in the meter's cgroup.
@@ -84,8 +67,7 @@ def spawn(*args, prog=None):
     """A burner in the meter's cgroup; it waits first so that the daemon
     tracks it before it works."""
     p = subprocess.Popen([prog or wpburn, "--wait", "1", *args])
-    with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-        f.write(str(p.pid))
+    meter.add(p.pid)
     return p
 
 
@@ -303,13 +285,7 @@ finally:
     if background:
         background.kill()
         background.wait()
-    writer.send_signal(signal.SIGTERM)
-    writer.wait()
-    time.sleep(0.2)
-    try:
-        os.rmdir(cgroup)
-    except OSError as e:
-        print(f"note - {cgroup} left: {e}")
+    meter.close()
 print(f"host load average during the test: {min(loads):.1f} to {max(loads):.1f}"
       f" on {os.cpu_count()} CPUs" if loads else "")
 if not daemon_harness.failures:
