@@ -1,4 +1,4 @@
-/* Cost of recording a tick (lib/sample/trace.c) against the obvious peer:
+/* Cost of recording a tick (lib/sample/trace_write.c) against the obvious peer:
  * the same line built as json-c objects and serialised by json-c.
  *
  * A tick of P processes × E events (scaled deltas and ratios) and Z zones;

@@ -1,4 +1,4 @@
-/* fuzz_trace: the record/replay reader (lib/sample/trace.c).  Each input is
+/* fuzz_trace: the record/replay reader (lib/sample/trace_read.c).  Each input is
  * a trace file: its header is validated, then every record read until the
  * end or the first malformed line, as `wattprofd --replay` does. */
 #include "fuzz-file.h"

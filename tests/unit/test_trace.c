@@ -1,4 +1,4 @@
-/* Record/replay traces through lib/sample/trace.c: random ticks, processes
+/* Record/replay traces through lib/sample/trace_write.c and trace_read.c: random ticks, processes
  * and exits written and read back bit for bit; every kind of malformed line
  * refused with FILE:LINE:COLUMN pointing at the fault; a recording cut by a
  * crash returns its complete records before saying so; write errors reach
@@ -277,7 +277,7 @@ static void test_round_trip(void **state)
     gsl_rng_free(rng);
 }
 
-/* The writer's own decimal printing (lib/sample/trace.c, trace_put_exact)
+/* The writer's own decimal printing (lib/sample/trace_write.c, trace_put_exact)
  * is exact by an argument about gaps between doubles; its edges are powers of
  * two, where the gap halves, and the ends of its range. Every double near
  * each power of two from 2^-12 to 2^66, and a million random ones, must come
