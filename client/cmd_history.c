@@ -232,6 +232,10 @@ int cmd_history(int argc, char **argv)
     if (r < 0)
         return 1;
     json_object *samples = query_obj(reply, "samples");
+    /* The daemon keeps no CPU time for the host: null, as the table's "-"
+     * and the CSV's empty cell say, not 0. */
+    for (size_t i = 0; strcmp(h.what, "host") == 0 && i < json_object_array_length(samples); i++)
+        json_object_object_add(json_object_array_get_idx(samples, i), "cpu", NULL);
     if (h.plot)
         r = draw(&h, samples, query_num(reply, "step_s"));
     else if (h.q.out == QUERY_JSON)

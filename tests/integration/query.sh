@@ -90,6 +90,15 @@ check "ps -n 1 gives one process" test "$(W ps --window 1m -n 1 --csv | wc -l)" 
 check "ps --sort cpu puts the busiest first" \
   test "$(W ps --window 1m --sort cpu --json | "$PYTHON" -c 'import json,sys; c=[p["cpu"] for p in json.load(sys.stdin)["processes"]]; print(c == sorted(c, reverse=True))')" = True
 check "ps --user $me keeps burn" grep -q burn <(W ps --window 1m --user "$me")
+# POWER and CPU% share one definition: the window's total over its length.
+# burn ran about 6 s of a 1m window: its power is a tenth of a 10 s window's
+# share, not its power while it ran.
+for w in 10s 1m; do
+  W ps --window $w --comm '^burn$' --json >"$tmp/ps-$w.json"
+  check "ps --window $w: power_w is energy_j / window_s for every process" \
+    "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not d["processes"] or any(abs(p["power_w"] * d["window_s"] - p["energy_j"]) > 1e-9 * max(1, p["energy_j"]) for p in d["processes"]))' "$tmp/ps-$w.json"
+done
+check "ps --help states the definition" grep -q "POWER and CPU% are both averages over the whole window" <(W ps --help)
 
 # ---- show ---------------------------------------------------------------------------
 W show "$bpid" --json >"$tmp/show.json"
@@ -101,6 +110,14 @@ W show "$bpid" >"$tmp/show.txt"
 check "show text: pid, command, energy, power, model" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not (t.startswith(sys.argv[2] + " burn") and all(s in t for s in ["energy", "power", "model", "classes"])))' "$tmp/show.txt" "$bpid"
 check "show --csv: the series" test "$(W show "$bpid" --csv | head -1)" = "t,time,energy_j,power_w,cpu"
+# A running process: its recent power and CPU, not 0.
+"$BURN" 4 &
+rpid=$!
+sleep 2.5
+W show "$rpid" --json >"$tmp/show-running.json"
+wait "$rpid"
+check "show --json of a running process: power_w and cpu from its recent series" \
+  test "$(json_get "$tmp/show-running.json" "d['process']['power_w'] > 0" "d['process']['cpu'] > 0.3" "d['process']['recent_s'] == len(d['series'])")" = "True True True"
 
 # ---- history -------------------------------------------------------------------------
 W history --pid "$bpid" --since 10m --step 1s --json >"$tmp/hist.json"
@@ -116,6 +133,13 @@ if [ "$(id -u)" = 0 ]; then # a command's history spans users: privileged only
   check "history --comm burn" \
     test "$(W history --comm burn --since 10m --json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["samples"]) >= 1)')" = True
 fi
+# The host has no CPU column: '-' in the table, empty in CSV, null in JSON.
+check "history --host --json: cpu is null" \
+  test "$(W history --host --since 5m --json | "$PYTHON" -c 'import json,sys; s = json.load(sys.stdin)["samples"]; print(bool(s) and all(x["cpu"] is None for x in s))')" = True
+check "history --host --csv: cpu is empty" \
+  test "$(W history --host --since 5m --csv | tail -n +2 | cut -d, -f4 | sort -u)" = ""
+check "history --host table: CPU% is -" \
+  test "$(W history --host --since 5m | tail -n +2 | awk '{print $NF}' | sort -u)" = "-"
 W history --host --since 5m --plot >"$tmp/chart.txt"
 check "history --plot draws a terminal chart with axis and labels" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not ("power of host" in t and "W " in t and "T" in t.splitlines()[-1]))' "$tmp/chart.txt"
