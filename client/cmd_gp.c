@@ -45,7 +45,7 @@ struct gp_run {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: wattprof gp --data F --target y --features a,b,... [--kernel K] [--ard]\n"
+            "usage: wattprof gp (--data F | F) --target y --features a,b,... [--kernel K] [--ard]\n"
             "                   [--mean EXPR|const] [--fit-mean] [--restarts N] [--seed S]\n"
             "                   [--loocv closed|refit|none] [--predict FILE] [--out MODEL.json]\n"
             "                   [--no-standardize] [--no-optimize] [--allow-jitter] [--json]\n"
@@ -89,6 +89,8 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
                           .standardize = true,
                           .optimize = true,
                           .restarts = 5};
+    optind = 1;
+    opterr = 0; /* our own one-line messages */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -152,10 +154,14 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
             usage(stdout);
             return 1;
         default:
-            usage(stderr);
+            fprintf(stderr,
+                    "wattprof gp: unknown option or missing value '%s' (see wattprof gp --help)\n",
+                    argv[optind - 1]);
             return -EINVAL;
         }
     }
+    if (optind == argc - 1 && !a->data && !a->model) /* the data file alone, as a word */
+        a->data = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "wattprof gp: unexpected argument '%s'\n", argv[optind]);
         return -EINVAL;

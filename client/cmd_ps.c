@@ -47,13 +47,16 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
     double d;
     long n;
     int64_t uid;
-    int o;
+    int o, r;
 
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        if (query_common_opt(q, o, optarg))
+        if ((r = query_common_opt(q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         switch (o) {
         case 'h':
             ps_usage(stdout);
@@ -95,7 +98,7 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
         }
     }
     if (optind < argc) {
-        log_error("ps: unexpected argument '%s' (see wattprof ps --help)", argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof ps --help)", argv[optind]);
         return -EINVAL;
     }
     return 0;
@@ -230,13 +233,16 @@ static int show_params(int argc, char **argv, query_opts *q, json_object *p)
     char err[UTIL_ERRLEN];
     double d;
     long pid;
-    int o;
+    int o, r;
 
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (query_common_opt(q, o, optarg))
+        if ((r = query_common_opt(q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         if (o == 'h') {
             show_usage(stdout);
             return 1;
@@ -252,11 +258,11 @@ static int show_params(int argc, char **argv, query_opts *q, json_object *p)
         return -EINVAL;
     }
     if (optind != argc - 1) {
-        log_error("show: expected one PID (usage: wattprof show PID)");
+        log_error("expected one PID (usage: wattprof show PID)");
         return -EINVAL;
     }
     if (util_parse_long(argv[optind], &pid) < 0 || pid <= 0 || pid > 0x7fffffff) {
-        log_error("show: '%s' is not a process id", argv[optind]);
+        log_error("'%s' is not a process id", argv[optind]);
         return -EINVAL;
     }
     json_object_object_add(p, "pid", json_object_new_int64(pid));

@@ -4,6 +4,7 @@
  * until the ranks settle (--measure), and tests whether FLOP counts pick the
  * best variants. */
 #include "commands.h"
+#include "plot.h"
 #include "rank_cli.h"
 
 #include "learn/learn.h"
@@ -59,7 +60,7 @@ struct result {
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: wattprof rank --data FILE [options]\n"
+            "usage: wattprof rank (--data FILE | FILE) [options]\n"
             "       wattprof rank --measure [options] -- 'cmd A' ::: 'cmd B' ::: ...\n"
             "\n"
             "Ranks variants into performance classes by comparing quantiles of their\n"
@@ -101,7 +102,7 @@ static int parse_h0(const char *s, enum h0_kind *out)
             return 0;
         }
     }
-    log_error("rank: --h0 '%s': expected given, min, median or flops", s);
+    log_error("--h0 '%s': expected given, min, median or flops", s);
     return -EINVAL;
 }
 
@@ -114,7 +115,7 @@ static int parse_metric(const char *s, enum rank_metric *out)
     else if (strcmp(s, "output") == 0)
         *out = RANK_METRIC_OUTPUT;
     else {
-        log_error("rank: --metric '%s': expected time, energy or output", s);
+        log_error("--metric '%s': expected time, energy or output", s);
         return -EINVAL;
     }
     return 0;
@@ -123,7 +124,7 @@ static int parse_metric(const char *s, enum rank_metric *out)
 static int parse_count(const char *opt, const char *s, long min, long *out)
 {
     if (util_parse_long(s, out) < 0 || *out < min) {
-        log_error("rank: %s '%s': expected a whole number >= %ld", opt, s, min);
+        log_error("%s '%s': expected a whole number >= %ld", opt, s, min);
         return -EINVAL;
     }
     return 0;
@@ -132,7 +133,7 @@ static int parse_count(const char *opt, const char *s, long min, long *out)
 static int parse_real(const char *opt, const char *s, double *out)
 {
     if (util_parse_double(s, out) < 0 || *out < 0) {
-        log_error("rank: %s '%s': expected a non-negative number", opt, s);
+        log_error("%s '%s': expected a non-negative number", opt, s);
         return -EINVAL;
     }
     return 0;
@@ -156,8 +157,7 @@ static int parse_commands(int argc, char **argv, struct opts *o)
             continue;
         }
         if (!o->cmds[o->n_cmds]) {
-            log_error("rank: empty command %zu after -- (commands are separated by :::)",
-                      o->n_cmds + 1);
+            log_error("empty command %zu after -- (commands are separated by :::)", o->n_cmds + 1);
             return -EINVAL;
         }
         o->n_cmds++;
@@ -181,6 +181,10 @@ static int parse_option(int c, const char *arg, struct opts *o)
         return 0;
     case 'p':
         o->plot = arg;
+        if (plot_check_name("--plot", arg, err, sizeof(err)) < 0) {
+            log_error("%s", err);
+            return -EINVAL;
+        }
         return 0;
     case 'f':
         o->flops = arg;
@@ -212,7 +216,7 @@ static int parse_option(int c, const char *arg, struct opts *o)
         free(o->ranges);
         o->ranges = NULL;
         if (rank_parse_ranges(arg, &o->ranges, &o->n_ranges, err, sizeof(err)) < 0) {
-            log_error("rank: --quantiles: %s", err);
+            log_error("--quantiles: %s", err);
             return -EINVAL;
         }
         return 0;
@@ -247,28 +251,41 @@ static int parse_args(int argc, char **argv, struct opts *o)
     *o = (struct opts){
         .warmup = 1, .reps = 5, .max = 100, .eps = 0.03, .threshold = INFINITY, .seed = 1};
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 1;
+    opterr = 0; /* our own one-line messages */
+    for (;;) {
+        while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+            if (c == 'h') {
+                usage(stdout);
+                return 1;
+            }
+            if (c == '?') {
+                log_error("unknown option or missing value '%s' (see wattprof rank --help)",
+                          argv[optind - 1]);
+                return -EINVAL;
+            }
+            if (parse_option(c, optarg, o) < 0)
+                return -EINVAL;
         }
-        if (c == '?' || parse_option(c, optarg, o) < 0)
-            return -EINVAL;
+        /* The data file alone, as a word (options may follow it): not
+         * after --, where --measure's commands start. */
+        if (o->measure || o->data || optind >= argc || strcmp(argv[optind - 1], "--") == 0)
+            break;
+        o->data = argv[optind++];
     }
     if (o->measure == (o->data != NULL)) {
-        log_error("rank: give exactly one of --data FILE and --measure (see --help)");
+        log_error("give exactly one of --data FILE and --measure (see --help)");
         return -EINVAL;
     }
     if (o->measure && optind >= argc) {
-        log_error("rank: --measure needs commands: -- 'cmd A' ::: 'cmd B'");
+        log_error("--measure needs commands: -- 'cmd A' ::: 'cmd B'");
         return -EINVAL;
     }
     if (!o->measure && optind < argc) {
-        log_error("rank: unexpected argument '%s'", argv[optind]);
+        log_error("unexpected argument '%s'", argv[optind]);
         return -EINVAL;
     }
     if (o->measure && o->max < o->reps) {
-        log_error("rank: --max %ld is below --reps %ld", o->max, o->reps);
+        log_error("--max %ld is below --reps %ld", o->max, o->reps);
         return -EINVAL;
     }
     if (!o->ranges) {
@@ -295,7 +312,7 @@ static int apply_flops(const char *list, rank_variants *rv)
     int r = util_split_list(list, ',', &items, &n);
 
     if (r < 0 || n != rv->p) {
-        log_error("rank: --flops '%s': expected %zu comma-separated counts, one per variant", list,
+        log_error("--flops '%s': expected %zu comma-separated counts, one per variant", list,
                   rv->p);
         if (r == 0)
             util_strv_free(items, n);
@@ -303,8 +320,7 @@ static int apply_flops(const char *list, rank_variants *rv)
     }
     for (size_t i = 0; r == 0 && i < n; i++) {
         if (util_parse_double(items[i], &rv->flops[i]) < 0 || rv->flops[i] < 0) {
-            log_error("rank: --flops item %zu '%s': expected a non-negative number", i + 1,
-                      items[i]);
+            log_error("--flops item %zu '%s': expected a non-negative number", i + 1, items[i]);
             r = -EINVAL;
         }
     }
@@ -378,7 +394,7 @@ static int make_h0(const struct opts *o, const rank_variants *rv, struct result 
     enum h0_kind k = o->h0 ? o->h0 : o->measure ? H0_MIN : H0_MEDIAN;
 
     if (k == H0_FLOPS && !rank_variants_have_flops(rv)) {
-        log_error("rank: --h0 flops: no FLOP counts (give --flops or a flops column)");
+        log_error("--h0 flops: no FLOP counts (give --flops or a flops column)");
         r = -EINVAL;
     }
     for (size_t v = 0; r == 0 && v < rv->p; v++) {
@@ -729,7 +745,7 @@ static int report(const struct opts *o, const rank_variants *rv, const struct re
     if (o->plot &&
         rank_plot_write(o->plot, rv, res->order, rv->p, res->rank,
                         o->measure ? ylabels[o->metric] : "value", err, sizeof(err)) < 0) {
-        log_error("rank: %s", err);
+        log_error("%s", err);
         return -EIO;
     }
     return 0;
@@ -743,7 +759,7 @@ static int run_data(const struct opts *o, rank_variants *rv, struct result *res)
     int r = rank_input_read(o->data, rv, err, sizeof(err));
 
     if (r < 0) {
-        log_error("rank: %s", err);
+        log_error("%s", err);
         return r;
     }
     if (o->flops && (r = apply_flops(o->flops, rv)) < 0)
@@ -773,7 +789,7 @@ static int measure(const struct opts *o, struct result *res, size_t v, double *o
     int r = rank_measure_once(o->cmds[v], o->metric, out, source, err, sizeof(err));
 
     if (r < 0)
-        log_error("rank: %s", err);
+        log_error("%s", err);
     else if (!res->source[0])
         snprintf(res->source, sizeof(res->source), "%s", source);
     else if (strcmp(res->source, source) != 0)
@@ -835,8 +851,8 @@ static int measure_variants(const struct opts *o, rank_variants *rv)
     int r = 0;
 
     if (o->names && (util_split_list(o->names, ',', &names, &n) < 0 || n != o->n_cmds)) {
-        log_error("rank: --names '%s': expected %zu comma-separated names, one per command",
-                  o->names, o->n_cmds);
+        log_error("--names '%s': expected %zu comma-separated names, one per command", o->names,
+                  o->n_cmds);
         if (names)
             util_strv_free(names, n);
         return -EINVAL;
@@ -845,7 +861,7 @@ static int measure_variants(const struct opts *o, rank_variants *rv)
         const char *name = names ? names[i] : o->cmds[i];
         r = rank_variants_add(rv, name, &v);
         if (r == -EEXIST)
-            log_error("rank: duplicate variant name '%s'%s", name,
+            log_error("duplicate variant name '%s'%s", name,
                       names ? "" : " (give distinct --names)");
     }
     util_strv_free(names, n);
@@ -953,7 +969,7 @@ int cmd_rank(int argc, char **argv)
     if (r == 0)
         r = report(&o, &rv, &res);
     else if (r == -ENOMEM)
-        log_error("rank: out of memory");
+        log_error("out of memory");
     result_clear(&res);
     rank_variants_clear(&rv);
     opts_clear(&o);

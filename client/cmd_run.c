@@ -69,13 +69,13 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
         switch (c) {
         case 'r':
             if (util_parse_long(optarg, &o->repeat) < 0 || o->repeat < 1 || o->repeat > 100000) {
-                log_error("run: -r '%s': expected a number of runs between 1 and 100000", optarg);
+                log_error("-r '%s': expected a number of runs between 1 and 100000", optarg);
                 return -EINVAL;
             }
             break;
         case 'x':
             if (!*optarg) {
-                log_error("run: -x: the separator is empty");
+                log_error("-x: the separator is empty");
                 return -EINVAL;
             }
             o->sep = optarg;
@@ -100,17 +100,17 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
             run_usage(stdout);
             exit(0);
         default:
-            log_error("run: unknown option or missing value '%s' (see wattprof run --help)",
+            log_error("unknown option or missing value '%s' (see wattprof run --help)",
                       argv[optind - 1]);
             return -EINVAL;
         }
     }
     if (o->sep && o->json) {
-        log_error("run: -x and --json contradict each other: pick one output format");
+        log_error("-x and --json contradict each other: pick one output format");
         return -EINVAL;
     }
     if (optind >= argc) {
-        log_error("run: no command given (usage: wattprof run [OPTIONS] -- CMD [ARGS])");
+        log_error("no command given (usage: wattprof run [OPTIONS] -- CMD [ARGS])");
         return -EINVAL;
     }
     o->cmd = argv + optind;

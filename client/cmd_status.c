@@ -185,11 +185,11 @@ int cmd_status(int argc, char **argv)
             status_usage(stdout);
             return 0;
         }
-        if (!query_common_opt(&q, o, optarg))
-            return query_bad_option("status", argv[optind - 1]);
+        if ((r = query_common_opt(&q, o, optarg)) <= 0)
+            return r < 0 ? 2 : query_bad_option("status", argv[optind - 1]);
     }
     if (optind < argc) {
-        log_error("status: unexpected argument '%s' (see wattprof status --help)", argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof status --help)", argv[optind]);
         return 2;
     }
     if ((r = query_once(&q, "GetStatus", NULL, &reply)) < 0)

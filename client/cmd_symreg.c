@@ -629,6 +629,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 
     *o = (struct options){.threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     optind = 1;
+    opterr = 0; /* our own one-line messages */
     while ((ch = getopt_long(argc, argv, "js:t:fo:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
@@ -661,12 +662,17 @@ static int parse_options(int argc, char **argv, struct options *o)
             usage(stdout);
             return 0;
         default:
-            usage(stderr);
+            fprintf(stderr,
+                    "wattprof symreg: unknown option or missing value '%s' (see wattprof symreg "
+                    "--help)\n",
+                    argv[optind - 1]);
             return 2;
         }
     }
     if (optind != argc - 1) {
-        usage(stderr);
+        fprintf(stderr,
+                "wattprof symreg: expected one CONFIG.ini, got %d (see wattprof symreg --help)\n",
+                argc - optind);
         return 2;
     }
     o->config = argv[optind];

@@ -319,13 +319,16 @@ static int top_parse(int argc, char **argv, struct top *t)
 {
     static const struct option opts[] = {
         QUERY_LONGOPTS, {"user", required_argument, NULL, 'u'}, {NULL, 0, NULL, 0}};
-    int o;
+    int o, r;
 
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        if (query_common_opt(&t->q, o, optarg))
+        if ((r = query_common_opt(&t->q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         if (o == 'h') {
             top_usage(stdout);
             return 1;
@@ -341,7 +344,7 @@ static int top_parse(int argc, char **argv, struct top *t)
         return -EINVAL;
     }
     if (optind < argc) {
-        log_error("top: unexpected argument '%s' (see wattprof top --help)", argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof top --help)", argv[optind]);
         return -EINVAL;
     }
     return 0;

@@ -64,7 +64,8 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: wattprof train FILE.csv --target COLUMN --features a,b,c [OPTIONS]\n"
+        "usage: wattprof train (FILE.csv | --data FILE.csv) --target COLUMN --features a,b,c\n"
+        "                      [OPTIONS]\n"
         "       wattprof train --db PATH [--since T] [--install-if-better DIR] [OPTIONS]\n"
         "\n"
         "  --per COLUMN          divide features by an interval column (counts -> rates)\n"
@@ -150,6 +151,7 @@ enum {
     OPT_SINCE,
     OPT_INSTALL,
     OPT_SOCKET,
+    OPT_DATA,
 };
 
 static const struct option options[] = {
@@ -178,6 +180,7 @@ static const struct option options[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"install-if-better", required_argument, NULL, OPT_INSTALL},
     {"socket", required_argument, NULL, OPT_SOCKET},
+    {"data", required_argument, NULL, OPT_DATA},
     {NULL, 0, NULL, 0},
 };
 
@@ -254,6 +257,9 @@ static int parse_option(struct train_args *a, int c, const char *v, char *err, s
         return 0;
     case OPT_SOCKET:
         a->inst.socket = v;
+        return 0;
+    case OPT_DATA:
+        a->src.path = v;
         return 0;
     }
     return -EINVAL;
@@ -355,7 +361,8 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
         }
         if (c == '?')
             return util_err(err, errlen, -EINVAL,
-                            "unknown option or missing value: '%s' (see --help)", argv[optind - 1]);
+                            "unknown option or missing value '%s' (see wattprof train --help)",
+                            argv[optind - 1]);
         r = parse_option(a, c, optarg, err, errlen);
         if (r < 0)
             return r;
@@ -365,11 +372,14 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
         return util_err(err, errlen, -EINVAL,
                         "--cv, --folds and --holdout-last exclude each other");
     if (a->db || a->since || a->inst.dir || a->inst.socket)
-        return check_db_args(a, argc - optind, argv[optind], n_validation, err, errlen);
-    if (optind != argc - 1)
-        return util_err(err, errlen, -EINVAL, "expected one dataset file (FILE.csv), got %d",
-                        argc - optind);
-    a->src.path = argv[optind];
+        return check_db_args(a, argc - optind + !!a->src.path,
+                             a->src.path ? a->src.path : argv[optind], n_validation, err, errlen);
+    if (optind != argc - !a->src.path)
+        return util_err(err, errlen, -EINVAL,
+                        "expected one dataset file (FILE.csv or --data), got %d",
+                        argc - optind + !!a->src.path);
+    if (!a->src.path)
+        a->src.path = argv[optind];
     a->src.need_positive_target = true;
     r = parse_classes(a, err, errlen);
     if (r == 0)
@@ -755,14 +765,14 @@ int cmd_train(int argc, char **argv)
 {
     struct train_args a = {0};
     char err[UTIL_ERRLEN] = "";
-    int r = parse_args(&a, argc, argv, err, sizeof(err));
+    int r = parse_args(&a, argc, argv, err, sizeof(err)), bad_line = r < 0;
 
     if (r == 0)
         r = train(&a, err, sizeof(err));
     free(a.class_column);
     if (r < 0) {
         fprintf(stderr, "wattprof train: %s\n", err[0] ? err : strerror(-r));
-        return 1;
+        return bad_line ? 2 : 1; /* 2: the command line itself is wrong */
     }
     return 0;
 }

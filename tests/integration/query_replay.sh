@@ -80,9 +80,9 @@ W ps --window 1m >"$tmp/ps.txt"
 me=$(id -un)
 w=$((${#me} > 4 ? ${#me} : 4))
 {
-  printf ' PID  %-*s  COMMAND  CLASS   POWER  ENERGY   TOTAL  CPU%%\n' "$w" USER
-  printf '4001  %-*s  alpha    all    2.67 W   160 J   160 J   2.5\n' "$w" "$me"
-  printf '4002  %-*s  beta     all    1.33 W  80.0 J  80.0 J   1.3\n' "$w" "$me"
+  printf ' PID  %-*s  COMMAND   POWER  ENERGY   TOTAL  CPU%%\n' "$w" USER
+  printf '4001  %-*s  alpha    2.67 W   160 J   160 J   2.5\n' "$w" "$me"
+  printf '4002  %-*s  beta     1.33 W  80.0 J  80.0 J   1.3\n' "$w" "$me"
 } >"$tmp/ps.want"
 check "ps table, exactly" diff -u "$tmp/ps.want" "$tmp/ps.txt"
 W ps --window 1m --csv | cut -d, -f1-4,6-8 >"$tmp/ps.csv"

@@ -52,7 +52,7 @@ expect_fail "--folds f: row 3 has fold id 0.5, expected an integer" $T "$tmp/mis
 expect_fail "--holdout-last 100: expected a percentage" $T "$tmp/misc.csv" --target y --features a --holdout-last 100
 expect_fail "--cv, --folds and --holdout-last exclude each other" $T "$tmp/misc.csv" --target y --features a --cv 2 --holdout-last 20
 expect_fail "--target COLUMN is required" $T "$tmp/misc.csv" --features a
-expect_fail "unknown option or missing value: '--bogus'" $T "$tmp/misc.csv" --target y --features a --bogus
+expect_fail "unknown option or missing value '--bogus'" $T "$tmp/misc.csv" --target y --features a --bogus
 expect_fail "nonexistent.csv: cannot read: No such file or directory" $T "$tmp/nonexistent.csv" --target y --features a
 expect_fail "--out: the class column 'k' must be one of --features" $T "$tmp/misc.csv" --target y --features a --classes k:6 --cv 2 --domains package --out "$tmp/m.json"
 expect_fail "--out: which RAPL domains does target 'y' measure\? Give --domains" $T "$tmp/misc.csv" --target y --features a --cv 2 --out "$tmp/m.json"
