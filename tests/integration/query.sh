@@ -111,14 +111,25 @@ W show "$bpid" >"$tmp/show.txt"
 check "show text: pid, command, energy, power, model" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not (t.startswith(sys.argv[2] + " burn") and all(s in t for s in ["energy", "power", "model", "classes"])))' "$tmp/show.txt" "$bpid"
 check "show --csv: the series" test "$(W show "$bpid" --csv | head -1)" = "t,time,energy_j,power_w,cpu"
-# A running process: its recent power and CPU, not 0.
-"$BURN" 4 &
+# A running process: its recent power and CPU, not 0. Asked once it has two
+# stored seconds (the daemon finds a new process within a /proc rescan).
+"$BURN" 10 &
 rpid=$!
-sleep 2.5
-W show "$rpid" --json >"$tmp/show-running.json"
-wait "$rpid"
-check "show --json of a running process: power_w and cpu from its recent series" \
-  test "$(json_get "$tmp/show-running.json" "d['process']['power_w'] > 0" "d['process']['cpu'] > 0.3" "d['process']['recent_s'] == len(d['series'])")" = "True True True"
+for _ in $(seq 40); do
+  sleep 0.25
+  Wf show "$rpid" --json >"$tmp/show-running.json" 2>/dev/null &&
+    [ "$(json_get "$tmp/show-running.json" "len(d['series']) >= 2")" = True ] && break
+done
+kill "$rpid"; wait "$rpid" 2>/dev/null
+check "show --json of a running process: power_w and cpu, the means of its recent series" \
+  "$PYTHON" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+p, s = d["process"], d["series"]
+mean = lambda k: sum(x[k] for x in s) / len(s)
+sys.exit(not (p["power_w"] > 0 and p["cpu"] > 0 and p["recent_s"] == len(s) >= 2 and
+              abs(p["power_w"] - mean("power_w")) < 1e-9 and abs(p["cpu"] - mean("cpu")) < 1e-9))' \
+  "$tmp/show-running.json"
 
 # ---- history -------------------------------------------------------------------------
 W history --pid "$bpid" --since 10m --step 1s --json >"$tmp/hist.json"
