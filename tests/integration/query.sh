@@ -62,6 +62,9 @@ check "status text has every section" \
 W status --json >"$tmp/status.json"
 check "status --json: rate, achieved rate, model, database" \
   test "$(json_get "$tmp/status.json" 'd["rate_hz"]' 'd["achieved_hz"] > 40' 'd["model"]["name"] != ""' 'd["database"]["path"].startswith(sys.argv[1] if False else "/")')" = "50.0 True True True"
+u=$(json_get "$tmp/status.json" 'abs(d["host"]["unattributed_w"] or 0) >= 5e-6')
+check "status names the unattributed power only when it shows as more than 0.00 mW ($u)" \
+  test "$(grep -c ', unattributed ' "$tmp/status.txt")" = "$([ "$u" = True ] && echo 1 || echo 0)"
 W status --csv >"$tmp/status.csv"
 check "status --csv: field,value lines" grep -qx 'rate_hz,50.0' "$tmp/status.csv"
 check "status --csv header" test "$(head -1 "$tmp/status.csv")" = "field,value"

@@ -120,6 +120,9 @@ for r in rows:
 print(sorted((k, round(v, 6)) for k, v in by.items()), len({r["t"] for r in rows}) in (3, 4))' "$tmp/export.csv")" = "[('alpha', 160.0), ('beta', 80.0)] True"
 
 W status --json >"$tmp/status.json"
+check "status: every watt attributed, so no 'unattributed 0 W' in the text" \
+  test "$(json_get "$tmp/status.json" 'd["host"]["unattributed_w"]') $(W status | grep -c unattributed)" = "0.0 0"
+
 check "status: the calibrated model and its creation time" \
   test "$(json_get "$tmp/status.json" 'd["model"]["name"]' 'd["model"]["calibrated"]' 'd["model"]["created"]')" = "query-test True 2026-11-30T04:00:00Z"
 check "status text: trained, with its CV error" grep -q 'query-test, ridge, sha256 [0-9a-f]*, trained 2026-11-30T04:00:00Z, CV MAPE 2.5 %' <(W status)
