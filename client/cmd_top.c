@@ -174,13 +174,15 @@ static void draw(struct top *t, time_t started)
     attron(A_BOLD);
     mvprintw(0, 0, "wattprof top");
     attroff(A_BOLD);
-    if (t->last)
-        printw("  host: measured %s  modeled %s  idle %s  attributed %s  unattributed %s",
+    if (t->last) {
+        printw("  host: measured %s  modeled %s  idle %s  attributed %s",
                fmt_power(a, query_num(host, "measured_w")),
                fmt_power(b, query_num(host, "modeled_w")), fmt_power(c, query_num(host, "idle_w")),
-               fmt_power(d, query_num(host, "attributed_w")),
-               fmt_power(e, query_num(host, "unattributed_w")));
-    else
+               fmt_power(d, query_num(host, "attributed_w")));
+        /* As in status: below 0.00 mW it is rounding, not a figure. */
+        if (fabs(query_num(host, "unattributed_w")) >= 5e-6)
+            printw("  unattributed %s", fmt_power(e, query_num(host, "unattributed_w")));
+    } else
         printw("  waiting for the daemon's first update...");
     mvprintw(1, 0, "%zu processes  sort: %s  filter: %s  J view: since %s UTC", n,
              sort_name(t->sort), t->re ? t->filter : "none", when);
