@@ -310,9 +310,13 @@ static int check_db_args(struct train_args *a, int n_files, const char *file, in
  * dram, core, uncore, psys), said on stderr; none found is an error. */
 static int guess_domains(struct train_args *a, char *err, size_t errlen)
 {
-    static const char *const words[][2] = {{"pkg", "package"},   {"package", "package"},
-                                           {"dram", "dram"},     {"core", "core"},
-                                           {"uncore", "uncore"}, {"psys", "psys"}};
+    /* word, domain index */
+    static const struct {
+        const char *word;
+        size_t domain;
+    } words[] = {{"pkg", 0}, {"package", 0}, {"dram", 1}, {"core", 2}, {"uncore", 3}, {"psys", 4}};
+    static const char *const domains[] = {"package", "dram", "core", "uncore", "psys"};
+    bool found[5] = {false};
     const char *t = a->src.target;
     size_t len = 0;
 
@@ -324,11 +328,14 @@ static int guess_domains(struct train_args *a, char *err, size_t errlen)
         while (t[w] && ((t[w] >= 'a' && t[w] <= 'z') || (t[w] >= 'A' && t[w] <= 'Z') ||
                         (t[w] >= '0' && t[w] <= '9')))
             w++;
-        for (size_t i = 0; w && i < sizeof(words) / sizeof(*words); i++)
-            if (strlen(words[i][0]) == w && strncasecmp(t, words[i][0], w) == 0 &&
-                !strstr(a->domains_guess, words[i][1]))
-                len += (size_t)snprintf(a->domains_guess + len, sizeof(a->domains_guess) - len,
-                                        "%s%s", len ? "," : "", words[i][1]);
+        for (size_t i = 0; w && i < sizeof(words) / sizeof(*words); i++) {
+            size_t k = words[i].domain;
+            if (strlen(words[i].word) != w || strncasecmp(t, words[i].word, w) != 0 || found[k])
+                continue;
+            found[k] = true;
+            len += (size_t)snprintf(a->domains_guess + len, sizeof(a->domains_guess) - len, "%s%s",
+                                    len ? "," : "", domains[k]);
+        }
         t += w ? w : 1;
     }
     if (len == 0)
@@ -338,9 +345,9 @@ static int guess_domains(struct train_args *a, char *err, size_t errlen)
                         a->src.target);
     a->domains = a->domains_guess;
     fprintf(stderr,
-            "wattprof train: --out: target '%s' taken to measure RAPL domain %s (from its name; "
-            "--domains says otherwise)\n",
-            a->src.target, a->domains);
+            "wattprof train: --out: target '%s' taken to measure RAPL domain%s %s (from its "
+            "name; --domains says otherwise)\n",
+            a->src.target, strchr(a->domains, ',') ? "s" : "", a->domains);
     return 0;
 }
 
