@@ -20,7 +20,7 @@ done
 expect_fail "help of no command" 2 "wattprof help: no command 'nope' (see wattprof help)" "$W" help nope
 
 # ---- every error begins "wattprof COMMAND:" -------------------------------------
-for c in status top ps show history export models reload train select symreg gp rank run; do
+for c in status top ps show history export models reload train select symreg gp rank run calibrate; do
   args=(--no-such-option)
   [ "$c" = run ] && args=(--no-such-option -- true)
   expect_fail "$c names itself in an unknown option's error" 2 \
