@@ -79,7 +79,7 @@ static void cal_usage(FILE *out)
 
 static int cal_bad(const char *opt, const char *val, const char *want)
 {
-    log_error("calibrate: %s '%s': %s (see wattprof calibrate --help)", opt, val, want);
+    log_error("%s '%s': %s (see wattprof calibrate --help)", opt, val, want);
     return -EINVAL;
 }
 
@@ -134,15 +134,14 @@ static int cal_parse(int argc, char **argv, struct cal_opts *o)
             cal_usage(stdout);
             return 1;
         default:
-            log_error("calibrate: unknown option or missing value '%s' (see wattprof calibrate "
+            log_error("unknown option or missing value '%s' (see wattprof calibrate "
                       "--help)",
                       argv[optind - 1]);
             return -EINVAL;
         }
     }
     if (optind < argc) {
-        log_error("calibrate: unexpected argument '%s' (see wattprof calibrate --help)",
-                  argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof calibrate --help)", argv[optind]);
         return -EINVAL;
     }
     return 0;
@@ -158,14 +157,14 @@ static int cal_load_model(struct cal_ctx *c)
     int cpu = -1;
 
     if (r < 0) {
-        log_error("calibrate: %s", err);
+        log_error("%s", err);
         return r;
     }
     for (size_t j = 0; j < c->m->n_events; j++)
         if (strcmp(c->m->events[j], "perf::TASK-CLOCK") == 0)
             cpu = (int)j;
     if (cpu < 0) {
-        log_error("calibrate: %s has no perf::TASK-CLOCK event: the fit is of power against "
+        log_error("%s has no perf::TASK-CLOCK event: the fit is of power against "
                   "CPU time",
                   origin);
         return -EINVAL;
@@ -175,8 +174,8 @@ static int cal_load_model(struct cal_ctx *c)
     rates[cpu] = 1e9; /* one CPU: a nanosecond of task-clock per nanosecond */
     c->dyn_per_cpu_w = model_dynamic_power(c->m, model_classify(c->m, 0), rates);
     if (!(c->dyn_per_cpu_w > 0) || !isfinite(c->dyn_per_cpu_w)) {
-        log_error("calibrate: %s gives a busy CPU no dynamic power (%g W): nothing to scale",
-                  origin, c->dyn_per_cpu_w);
+        log_error("%s gives a busy CPU no dynamic power (%g W): nothing to scale", origin,
+                  c->dyn_per_cpu_w);
         return -EINVAL;
     }
     return 0;
@@ -196,7 +195,7 @@ static int cal_start_burners(struct cal_ctx *c, long n)
     for (; c->n_burners < n; c->n_burners++) {
         pid_t p = fork();
         if (p < 0) {
-            log_error("calibrate: cannot start a burner: %s", strerror(errno));
+            log_error("cannot start a burner: %s", strerror(errno));
             return -errno;
         }
         if (p == 0)
@@ -231,12 +230,12 @@ static int cal_read(struct cal_ctx *c, double *energy_j, double *busy_s, uint64_
     int r;
 
     if ((r = rapl_read(c->power, c->delta)) < 0) {
-        log_error("calibrate: reading RAPL failed: %s", strerror(-r));
+        log_error("reading RAPL failed: %s", strerror(-r));
         return r;
     }
     *t_ns = util_now_ns(CLOCK_MONOTONIC);
     if ((r = sample_busy_cpu_s(c->o.cgroup, busy_s)) < 0) {
-        log_error("calibrate: reading the busy CPU time of %s failed: %s",
+        log_error("reading the busy CPU time of %s failed: %s",
                   c->o.cgroup ? c->o.cgroup : "/proc/stat", strerror(-r));
         return r;
     }
@@ -268,7 +267,7 @@ static int cal_level(struct cal_ctx *c, long n, struct cal_level *out)
         double dt = (double)(t_ns - t_before) / 1e9;
         double cpus = (busy - busy_before) / dt, power_w = e / dt;
         if (n == 0 && cpus > c->o.quiet_cpus) {
-            log_error("calibrate: the node is not quiet: %.2f CPUs busy while idle was measured "
+            log_error("the node is not quiet: %.2f CPUs busy while idle was measured "
                       "(at most %g): drain it, or raise --quiet",
                       cpus, c->o.quiet_cpus);
             return -EBUSY;
@@ -295,7 +294,7 @@ static int cal_measure(struct cal_ctx *c)
     cfg.half_life_s = 1e9; /* every row weighs the same: the run is minutes long */
     cfg.min_rows = 6;
     if ((r = calib_new(&cfg, &c->fit)) < 0) {
-        log_error("calibrate: %s", strerror(-r));
+        log_error("%s", strerror(-r));
         return r;
     }
     c->levels = calloc((size_t)c->o.cpus + 1, sizeof(*c->levels));
@@ -370,7 +369,7 @@ static int cal_store(const struct cal_ctx *c, const calib_fit *f, const char *ta
     snprintf(s.target, sizeof(s.target), "%s", target);
     snprintf(s.model_sha256, sizeof(s.model_sha256), "%s", c->m->sha256);
     if ((r = store_node_calib_put(c->o.db, &s, err, sizeof(err))) < 0)
-        log_error("calibrate: %s", err);
+        log_error("%s", err);
     return r;
 }
 
@@ -383,11 +382,11 @@ static int cal_run(struct cal_ctx *c)
     if ((r = cal_load_model(c)) < 0)
         return r;
     if ((r = rapl_open(&c->power)) < 0) {
-        log_error("calibrate: reading RAPL zones failed: %s", strerror(-r));
+        log_error("reading RAPL zones failed: %s", strerror(-r));
         return r;
     }
     if (c->power->n == 0) {
-        log_error("calibrate: no RAPL meter to calibrate against: %s", c->power->state);
+        log_error("no RAPL meter to calibrate against: %s", c->power->state);
         return -ENODEV;
     }
     if (!(c->delta = calloc(c->power->n, sizeof(double))))
@@ -397,7 +396,7 @@ static int cal_run(struct cal_ctx *c)
     calib_fit_now(c->fit, &f);
     model_target_key(c->m, target, sizeof(target));
     if (!f.identifiable) {
-        log_error("calibrate: the fit cannot tell idle on %s: %s", target, f.why);
+        log_error("the fit cannot tell idle on %s: %s", target, f.why);
         return -EDOM;
     }
     bool stored = c->o.store && cal_store(c, &f, target) == 0;

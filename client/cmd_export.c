@@ -96,14 +96,14 @@ static int export_parse(int argc, char **argv, struct export_opts *e)
         }
     }
     if (optind < argc || !e->have_since || !have_format) {
-        log_error("export: %s (usage: wattprof export --since T --format csv|json)",
+        log_error("%s (usage: wattprof export --since T --format csv|json)",
                   optind < argc    ? "unexpected argument"
                   : !e->have_since ? "--since is required"
                                    : "--format is required");
         return -EINVAL;
     }
     if (!(e->until > e->since)) {
-        log_error("export: --until must be after --since");
+        log_error("--until must be after --since");
         return -EINVAL;
     }
     return 0;

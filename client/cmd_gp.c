@@ -34,12 +34,18 @@ struct gp_run {
     learn_metrics gp_err, mean_err;
     learn_table *pt; /* --predict rows */
     double *pmean, *pvar;
+    char *model_target; /* --model: the target the file names, or NULL */
+    bool has_truth;     /* --predict FILE has the target column (pt's last) */
+    learn_metrics test_err;
+    bool mape_off; /* the target crosses zero: no MAPE */
+    bool y_seen;   /* ymin and ymax hold the range of the targets seen */
+    double ymin, ymax;
 };
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: wattprof gp --data F --target y --features a,b,... [--kernel K] [--ard]\n"
+            "usage: wattprof gp (--data F | F) --target y --features a,b,... [--kernel K] [--ard]\n"
             "                   [--mean EXPR|const] [--fit-mean] [--restarts N] [--seed S]\n"
             "                   [--loocv closed|refit|none] [--predict FILE] [--out MODEL.json]\n"
             "                   [--no-standardize] [--no-optimize] [--allow-jitter] [--json]\n"
@@ -83,6 +89,8 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
                           .standardize = true,
                           .optimize = true,
                           .restarts = 5};
+    optind = 1;
+    opterr = 0; /* our own one-line messages */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'd':
@@ -146,10 +154,14 @@ static int parse_args(int argc, char **argv, struct gp_args *a)
             usage(stdout);
             return 1;
         default:
-            usage(stderr);
+            fprintf(stderr,
+                    "wattprof gp: unknown option or missing value '%s' (see wattprof gp --help)\n",
+                    argv[optind - 1]);
             return -EINVAL;
         }
     }
+    if (optind == argc - 1 && !a->data && !a->model) /* the data file alone, as a word */
+        a->data = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "wattprof gp: unexpected argument '%s'\n", argv[optind]);
         return -EINVAL;
@@ -186,6 +198,24 @@ static void run_free(struct gp_run *r)
     free(r->mean_loo);
     free(r->pmean);
     free(r->pvar);
+    free(r->model_target);
+}
+
+/* MAPE divides by the target: on one that crosses zero (in the training
+ * rows or the --predict rows) it is dominated by the rows nearest 0 and says
+ * nothing, so it is left out, and why said. */
+static void check_mape(struct gp_run *r, const double *y, size_t n)
+{
+    if (!r->y_seen) {
+        r->ymin = INFINITY;
+        r->ymax = -INFINITY;
+        r->y_seen = true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        r->ymin = fmin(r->ymin, y[i]);
+        r->ymax = fmax(r->ymax, y[i]);
+    }
+    r->mape_off = n > 0 && r->ymin <= 0 && r->ymax >= 0;
 }
 
 /* Reads the features and the target (the last column of the table). */
@@ -256,6 +286,7 @@ static int fit(const struct gp_args *a, struct gp_run *r)
     r->mean_loo = malloc(n * sizeof(double));
     if (!r->loo || !r->loo_var || !r->mean_loo)
         return -ENOMEM;
+    check_mape(r, r->data.y, n);
     if (!strcmp(a->loocv, "none"))
         return 0;
     if (!strcmp(a->loocv, "closed"))
@@ -274,15 +305,35 @@ static int fit(const struct gp_args *a, struct gp_run *r)
     return 0;
 }
 
+/* Reads the --predict rows: the features, and the target when the file has
+ * that column too (then its test error is reported). */
+static int read_predict(const struct gp_args *a, struct gp_run *r, char *err, size_t errlen)
+{
+    const char *target = a->target ? a->target : r->model_target;
+    const char **names = calloc(r->d + 1, sizeof(*names));
+    learn_csv *c = NULL;
+    int e = names ? learn_csv_read(a->predict, &c, err, errlen) : -ENOMEM;
+
+    if (e == 0) {
+        for (size_t j = 0; j < r->d; j++)
+            names[j] = r->feat[j];
+        r->has_truth = target && learn_csv_column(c, target) >= 0;
+        names[r->d] = target;
+        e = learn_table_from_csv(c, names, r->d + r->has_truth, 0, &r->pt, NULL, err, errlen);
+    }
+    learn_csv_free(c);
+    free(names);
+    return e;
+}
+
 static int predict(const struct gp_args *a, struct gp_run *r)
 {
-    char err[UTIL_ERRLEN];
+    char err[UTIL_ERRLEN] = "";
     const double **cols;
-    int e = learn_table_read(a->predict, (const char *const *)r->feat, r->d, 0, &r->pt, NULL, err,
-                             sizeof(err));
+    int e = read_predict(a, r, err, sizeof(err));
 
     if (e < 0) {
-        fprintf(stderr, "wattprof gp: --predict: %s\n", err);
+        fprintf(stderr, "wattprof gp: --predict: %s\n", err[0] ? err : strerror(-e));
         return e;
     }
     cols = calloc(r->d ? r->d : 1, sizeof(*cols));
@@ -299,7 +350,27 @@ static int predict(const struct gp_args *a, struct gp_run *r)
     if (e < 0)
         fprintf(stderr, "wattprof gp: --predict: %s: the mean function is not finite on some row\n",
                 a->predict);
+    if (e == 0 && r->has_truth) {
+        const double *y = learn_table_col(r->pt, r->d);
+        learn_metrics_compute(y, r->pmean, r->pt->n_rows, &r->test_err);
+        check_mape(r, y, r->pt->n_rows);
+    }
     return e;
+}
+
+/* --model: the target its file names ("target"), for --predict's errors. */
+static int model_target(const char *text, struct gp_run *r)
+{
+    json_object *doc = json_tokener_parse(text), *t;
+
+    if (doc && json_object_object_get_ex(doc, "target", &t) &&
+        json_object_is_type(t, json_type_string) &&
+        !(r->model_target = strdup(json_object_get_string(t)))) {
+        json_object_put(doc);
+        return -ENOMEM;
+    }
+    json_object_put(doc);
+    return 0;
 }
 
 /* --model: the saved model and its feature names, for predict(). */
@@ -315,6 +386,8 @@ static int load_model(const struct gp_args *a, struct gp_run *r)
         return e;
     }
     e = gp_from_json(text, a->model, &r->m, err, sizeof(err));
+    if (e == 0)
+        e = model_target(text, r);
     free(text);
     if (e < 0) {
         if (e != -ENOMEM)
@@ -330,14 +403,28 @@ static int load_model(const struct gp_args *a, struct gp_run *r)
     return 0;
 }
 
-static json_object *metrics_json(const learn_metrics *m)
+static json_object *metrics_json(const learn_metrics *m, const struct gp_run *r)
 {
     json_object *o = json_object_new_object();
 
     json_object_object_add(o, "mae", json_object_new_double(m->mae));
     json_object_object_add(o, "rmse", json_object_new_double(m->rmse));
-    json_object_object_add(o, "mape", isnan(m->mape) ? NULL : json_object_new_double(m->mape));
+    json_object_object_add(o, "r2", isnan(m->r2) ? NULL : json_object_new_double(m->r2));
+    json_object_object_add(o, "mape",
+                           isnan(m->mape) || r->mape_off ? NULL : json_object_new_double(m->mape));
     return o;
+}
+
+/* Why MAPE is left out, or NULL. */
+static const char *mape_note(const struct gp_run *r, char *buf, size_t len)
+{
+    if (!r->mape_off)
+        return NULL;
+    snprintf(buf, len,
+             "MAPE left out: the target crosses zero (%.6g to %.6g), where relative errors are "
+             "undefined or dominated by the rows nearest 0",
+             r->ymin, r->ymax);
+    return buf;
 }
 
 static void print_json(const struct gp_args *a, const struct gp_run *r)
@@ -345,7 +432,7 @@ static void print_json(const struct gp_args *a, const struct gp_run *r)
     json_object *o = json_object_new_object(), *p = json_object_new_array(), *x;
     size_t np = gp_n_params(r->m);
     double theta[np ? np : 1];
-    char name[160];
+    char name[256];
 
     gp_get_params(r->m, theta);
     if (a->model) { /* predictions only */
@@ -371,10 +458,17 @@ static void print_json(const struct gp_args *a, const struct gp_run *r)
     json_object_object_add(o, "jitter", json_object_new_double(gp_jitter(r->m)));
     json_object_object_add(o, "loocv_method", json_object_new_string(a->loocv));
     if (strcmp(a->loocv, "none")) {
-        json_object_object_add(o, "loocv", metrics_json(&r->gp_err));
-        json_object_object_add(o, "mean_loocv", metrics_json(&r->mean_err));
+        json_object_object_add(o, "loocv", metrics_json(&r->gp_err, r));
+        json_object_object_add(o, "mean_loocv", metrics_json(&r->mean_err, r));
     }
 predictions:
+    if (mape_note(r, name, sizeof(name)))
+        json_object_object_add(o, "mape_note", json_object_new_string(name));
+    if (r->has_truth) {
+        x = metrics_json(&r->test_err, r);
+        json_object_object_add(x, "rows", json_object_new_uint64(r->pt->n_rows));
+        json_object_object_add(o, "test", x);
+    }
     if (r->pt) {
         json_object_object_add(o, "predictions", p = json_object_new_array());
         for (size_t i = 0; i < r->pt->n_rows; i++) {
@@ -389,10 +483,12 @@ predictions:
     json_object_put(o);
 }
 
-static void print_metrics(const char *what, const learn_metrics *m)
+static void print_metrics(const char *what, const learn_metrics *m, const struct gp_run *r)
 {
-    printf("%-34s MAE %.6g  RMSE %.6g  MAPE ", what, m->mae, m->rmse);
-    if (isnan(m->mape))
+    printf("%-34s MAE %.6g  RMSE %.6g  R2 %.4f  MAPE ", what, m->mae, m->rmse, m->r2);
+    if (r->mape_off)
+        printf("-\n");
+    else if (isnan(m->mape))
         printf("n/a (some y is 0)\n");
     else
         printf("%.2f %%\n", 100 * m->mape);
@@ -400,6 +496,15 @@ static void print_metrics(const char *what, const learn_metrics *m)
 
 static void print_predictions(const struct gp_args *a, const struct gp_run *r)
 {
+    char why[200];
+
+    if (r->has_truth) {
+        char what[64];
+        snprintf(what, sizeof(what), "test error (%zu rows):", r->pt->n_rows);
+        print_metrics(what, &r->test_err, r);
+    }
+    if (mape_note(r, why, sizeof(why)) && (a->model || !strcmp(a->loocv, "none")))
+        printf("%s\n", why);
     if (!r->pt)
         return;
     printf("predictions for %s:\nline,mean,std\n", a->predict);
@@ -411,7 +516,7 @@ static void print_text(const struct gp_args *a, const struct gp_run *r)
 {
     size_t np = gp_n_params(r->m);
     double theta[np ? np : 1];
-    char name[160];
+    char name[256];
 
     gp_get_params(r->m, theta);
     printf("%zu rows, %zu features, kernel %s, mean %s\n", r->data.n, r->d, a->kernel,
@@ -425,8 +530,10 @@ static void print_text(const struct gp_args *a, const struct gp_run *r)
     if (strcmp(a->loocv, "none")) {
         print_metrics(!strcmp(a->loocv, "closed") ? "LOOCV (closed form):"
                                                   : "LOOCV (refit per fold):",
-                      &r->gp_err);
-        print_metrics("LOOCV of the mean function alone:", &r->mean_err);
+                      &r->gp_err, r);
+        print_metrics("LOOCV of the mean function alone:", &r->mean_err, r);
+        if (mape_note(r, name, sizeof(name)))
+            printf("%s\n", name);
     }
     print_predictions(a, r);
 }

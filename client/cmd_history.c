@@ -86,11 +86,12 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
     case 'P':
         h->plot = true;
         h->plot_file = optarg;
-        /* `--plot FILE` as well as `--plot=FILE`: take a following picture name. */
-        if (!optarg && argv[optind] && plot_image_kind(argv[optind]))
+        /* `--plot FILE` as well as `--plot=FILE`: take a following word
+         * that names a file (it has an extension), known format or not. */
+        if (!optarg && argv[optind] && argv[optind][0] != '-' && strchr(argv[optind], '.'))
             h->plot_file = argv[optind++];
-        if (h->plot_file && !plot_image_kind(h->plot_file))
-            return bad("--plot: the picture's name must end in .png or .svg");
+        if (h->plot_file && plot_check_name("--plot", h->plot_file, err, sizeof(err)) < 0)
+            return bad(err);
         return 0;
     default:
         return -ENOENT;
@@ -115,8 +116,11 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (query_common_opt(&h->q, o, optarg))
+        if ((r = query_common_opt(&h->q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         if (o == 'h') {
             history_usage(stdout);
             return 1;
@@ -131,11 +135,15 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
             return r;
     }
     if (optind < argc)
-        return bad("history: unexpected argument (see wattprof history --help)");
+        return bad("unexpected argument (see wattprof history --help)");
     if (kinds != 1)
-        return bad("history: give exactly one of --pid, --comm, --user or --host");
+        return bad("give exactly one of --pid, --comm, --user or --host");
     if (!query_obj(p, "since"))
-        return bad("history: --since is required (e.g. --since 1h)");
+        return bad("--since is required (e.g. --since 1h)");
+    if (h->plot && h->q.out != QUERY_TEXT)
+        return bad(h->q.out == QUERY_JSON
+                       ? "--plot and --json contradict each other: a chart or the data, pick one"
+                       : "--plot and --csv contradict each other: a chart or the data, pick one");
     return 0;
 }
 
@@ -198,7 +206,7 @@ static int draw(const struct history_opts *h, json_object *samples, double step)
     }
     snprintf(title, sizeof(title), "power of %s, %s steps", h->what, fmt_duration(st, step));
     if (n == 0) {
-        log_error("history: no samples for %s in that time range: nothing to plot", h->what);
+        log_error("no samples for %s in that time range: nothing to plot", h->what);
         r = -ENODATA;
     } else if (h->plot_file) {
         s.label = h->what;
@@ -232,6 +240,10 @@ int cmd_history(int argc, char **argv)
     if (r < 0)
         return 1;
     json_object *samples = query_obj(reply, "samples");
+    /* The daemon keeps no CPU time for the host: null, as the table's "-"
+     * and the CSV's empty cell say, not 0. */
+    for (size_t i = 0; strcmp(h.what, "host") == 0 && i < json_object_array_length(samples); i++)
+        json_object_object_add(json_object_array_get_idx(samples, i), "cpu", NULL);
     if (h.plot)
         r = draw(&h, samples, query_num(reply, "step_s"));
     else if (h.q.out == QUERY_JSON)

@@ -43,10 +43,11 @@ static int parse_common(int argc, char **argv, const char *cmd, query_opts *q,
             usage(stdout);
             return 1;
         }
-        if (!query_common_opt(q, o, optarg)) {
+        int r = query_common_opt(q, o, optarg);
+        if (r == 0)
             query_bad_option(cmd, argv[optind - 1]);
+        if (r <= 0)
             return -EINVAL;
-        }
     }
     return 0;
 }
@@ -104,7 +105,7 @@ int cmd_models(int argc, char **argv)
     if ((r = parse_common(argc, argv, "models", &q, models_usage)) != 0)
         return r > 0 ? 0 : 2;
     if (optind < argc) {
-        log_error("models: unexpected argument '%s'", argv[optind]);
+        log_error("unexpected argument '%s'", argv[optind]);
         return 2;
     }
     if (query_once(&q, "ListModels", NULL, &reply) < 0)
@@ -132,7 +133,7 @@ int cmd_reload(int argc, char **argv)
     query_opts_init(&q);
     if ((r = parse_common(argc, argv, "reload", &q, reload_usage)) != 0 || argc - optind > 1) {
         if (r == 0)
-            log_error("reload: expected at most one model FILE");
+            log_error("expected at most one model FILE");
         json_object_put(params);
         return r > 0 ? 0 : 2;
     }

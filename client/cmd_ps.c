@@ -22,12 +22,15 @@ static void ps_usage(FILE *out)
     fprintf(out,
             "usage: wattprof ps [--window DURATION] [--user USER] [--comm REGEX]\n"
             "                   [--sort energy|power|cpu] [-n N] [--socket PATH] [--json|--csv]\n"
-            "Lists processes by the energy attributed to them over the last window.\n\n"
+            "Lists processes by the energy attributed to them over the last window.\n"
+            "POWER and CPU%% are both averages over the whole window: its energy, and\n"
+            "the CPU time it used, divided by the window's length (a process that ran\n"
+            "for 2 s of a 1m window shows 1/30 of its power while it ran).\n\n"
             "options:\n"
             "  --window D       how far back (10s, 5m, 1h; default 10s)\n"
             "  --user USER      only this user's processes (name or uid)\n"
             "  --comm REGEX     only commands matching this regex (Perl-compatible)\n"
-            "  --sort KEY       energy (default), power or cpu\n"
+            "  --sort KEY       energy (default), power (the same order) or cpu\n"
             "  -n N             at most N processes\n" QUERY_COMMON_HELP);
 }
 
@@ -44,13 +47,16 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
     double d;
     long n;
     int64_t uid;
-    int o;
+    int o, r;
 
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        if (query_common_opt(q, o, optarg))
+        if ((r = query_common_opt(q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         switch (o) {
         case 'h':
             ps_usage(stdout);
@@ -75,7 +81,9 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
                 log_error("--sort '%s': expected energy, power or cpu", optarg);
                 return -EINVAL;
             }
-            json_object_object_add(p, "sort", json_object_new_string(optarg));
+            /* power is energy over the window (see window_power): the same order */
+            json_object_object_add(
+                p, "sort", json_object_new_string(strcmp(optarg, "power") ? optarg : "energy"));
             break;
         case 'n':
             if (util_parse_long(optarg, &n) < 0 || n < 1) {
@@ -90,10 +98,25 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
         }
     }
     if (optind < argc) {
-        log_error("ps: unexpected argument '%s' (see wattprof ps --help)", argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof ps --help)", argv[optind]);
         return -EINVAL;
     }
     return 0;
+}
+
+/* One definition for POWER and CPU%: each the window's total divided by the
+ * window's length.  The daemon gives CPU that way but power over the seconds
+ * the process was seen, so power is recomputed from the window's energy. */
+static void window_power(json_object *reply)
+{
+    json_object *procs = query_obj(reply, "processes");
+    double window = query_num(reply, "window_s");
+
+    for (size_t i = 0; window > 0 && i < json_object_array_length(procs); i++) {
+        json_object *p = json_object_array_get_idx(procs, i);
+        json_object_object_add(p, "power_w",
+                               json_object_new_double(query_num(p, "energy_j") / window));
+    }
 }
 
 int cmd_ps(int argc, char **argv)
@@ -115,6 +138,7 @@ int cmd_ps(int argc, char **argv)
     json_object_put(params);
     if (r < 0)
         return 1;
+    window_power(reply);
     if (q.out == QUERY_JSON) {
         query_print_json(reply);
     } else {
@@ -209,13 +233,16 @@ static int show_params(int argc, char **argv, query_opts *q, json_object *p)
     char err[UTIL_ERRLEN];
     double d;
     long pid;
-    int o;
+    int o, r;
 
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (query_common_opt(q, o, optarg))
+        if ((r = query_common_opt(q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         if (o == 'h') {
             show_usage(stdout);
             return 1;
@@ -231,15 +258,35 @@ static int show_params(int argc, char **argv, query_opts *q, json_object *p)
         return -EINVAL;
     }
     if (optind != argc - 1) {
-        log_error("show: expected one PID (usage: wattprof show PID)");
+        log_error("expected one PID (usage: wattprof show PID)");
         return -EINVAL;
     }
     if (util_parse_long(argv[optind], &pid) < 0 || pid <= 0 || pid > 0x7fffffff) {
-        log_error("show: '%s' is not a process id", argv[optind]);
+        log_error("'%s' is not a process id", argv[optind]);
         return -EINVAL;
     }
     json_object_object_add(p, "pid", json_object_new_int64(pid));
     return 0;
+}
+
+/* The daemon gives a stored process's power and CPU only over a window;
+ * show's are the mean of its recent series (--series), as the text says. */
+static void show_recent(json_object *reply)
+{
+    json_object *p = query_obj(reply, "process"), *series = query_obj(reply, "series");
+    size_t n = json_object_array_length(series);
+    double w = 0, cpu = 0;
+
+    if (!p || n == 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        json_object *s = json_object_array_get_idx(series, i);
+        w += isfinite(query_num(s, "power_w")) ? query_num(s, "power_w") : 0;
+        cpu += isfinite(query_num(s, "cpu")) ? query_num(s, "cpu") : 0;
+    }
+    json_object_object_add(p, "power_w", json_object_new_double(w / (double)n));
+    json_object_object_add(p, "cpu", json_object_new_double(cpu / (double)n));
+    json_object_object_add(p, "recent_s", json_object_new_int64((int64_t)n));
 }
 
 int cmd_show(int argc, char **argv)
@@ -258,6 +305,7 @@ int cmd_show(int argc, char **argv)
     json_object_put(params);
     if (r < 0)
         return 1;
+    show_recent(reply);
     if (q.out == QUERY_JSON)
         query_print_json(reply);
     else if (q.out == QUERY_CSV)

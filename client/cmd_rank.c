@@ -4,7 +4,9 @@
  * until the ranks settle (--measure), and tests whether FLOP counts pick the
  * best variants. */
 #include "commands.h"
+#include "plot.h"
 #include "rank_cli.h"
+#include "rank_report.h"
 
 #include "learn/learn.h"
 #include "util/util.h"
@@ -15,51 +17,16 @@
 #include <gsl/gsl_rng.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
-#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-enum h0_kind { H0_DEFAULT, H0_GIVEN, H0_MIN, H0_MEDIAN, H0_FLOPS };
-
-struct opts {
-    const char *data, *plot, *flops, *names;
-    bool measure, json;
-    enum h0_kind h0;
-    rank_range *ranges;
-    size_t n_ranges;
-    enum rank_metric metric;
-    long warmup, reps, max;
-    double eps, threshold;
-    unsigned long seed;
-    char **cmds; /* measure: one shell command per variant */
-    size_t n_cmds, cmds_alloc;
-};
-
-/* What the report shows; arrays have one entry per variant. */
-struct result {
-    bool *ranked; /* took part in the ranking */
-    int *rank;    /* rank at (75,25); 0 when not ranked */
-    double *mean; /* mean rank; NAN when not ranked */
-    int *ranks;   /* n_ranges * p ranks, ranks[k * p + v] */
-    double *median, *rt, *rf;
-    size_t *h0;    /* the initial hypothesis over all variants */
-    size_t *order; /* display order */
-    bool flops_known;
-    rank_anomaly anomaly;
-    /* measure mode only */
-    bool measured, converged;
-    size_t rounds;
-    double change, *single;
-    char source[16]; /* where the measurements came from, e.g. "rapl" */
-};
-
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: wattprof rank --data FILE [options]\n"
+            "usage: wattprof rank (--data FILE | FILE) [options]\n"
             "       wattprof rank --measure [options] -- 'cmd A' ::: 'cmd B' ::: ...\n"
             "\n"
             "Ranks variants into performance classes by comparing quantiles of their\n"
@@ -101,7 +68,7 @@ static int parse_h0(const char *s, enum h0_kind *out)
             return 0;
         }
     }
-    log_error("rank: --h0 '%s': expected given, min, median or flops", s);
+    log_error("--h0 '%s': expected given, min, median or flops", s);
     return -EINVAL;
 }
 
@@ -114,7 +81,7 @@ static int parse_metric(const char *s, enum rank_metric *out)
     else if (strcmp(s, "output") == 0)
         *out = RANK_METRIC_OUTPUT;
     else {
-        log_error("rank: --metric '%s': expected time, energy or output", s);
+        log_error("--metric '%s': expected time, energy or output", s);
         return -EINVAL;
     }
     return 0;
@@ -123,7 +90,7 @@ static int parse_metric(const char *s, enum rank_metric *out)
 static int parse_count(const char *opt, const char *s, long min, long *out)
 {
     if (util_parse_long(s, out) < 0 || *out < min) {
-        log_error("rank: %s '%s': expected a whole number >= %ld", opt, s, min);
+        log_error("%s '%s': expected a whole number >= %ld", opt, s, min);
         return -EINVAL;
     }
     return 0;
@@ -132,7 +99,7 @@ static int parse_count(const char *opt, const char *s, long min, long *out)
 static int parse_real(const char *opt, const char *s, double *out)
 {
     if (util_parse_double(s, out) < 0 || *out < 0) {
-        log_error("rank: %s '%s': expected a non-negative number", opt, s);
+        log_error("%s '%s': expected a non-negative number", opt, s);
         return -EINVAL;
     }
     return 0;
@@ -156,8 +123,7 @@ static int parse_commands(int argc, char **argv, struct opts *o)
             continue;
         }
         if (!o->cmds[o->n_cmds]) {
-            log_error("rank: empty command %zu after -- (commands are separated by :::)",
-                      o->n_cmds + 1);
+            log_error("empty command %zu after -- (commands are separated by :::)", o->n_cmds + 1);
             return -EINVAL;
         }
         o->n_cmds++;
@@ -181,6 +147,10 @@ static int parse_option(int c, const char *arg, struct opts *o)
         return 0;
     case 'p':
         o->plot = arg;
+        if (plot_check_name("--plot", arg, err, sizeof(err)) < 0) {
+            log_error("%s", err);
+            return -EINVAL;
+        }
         return 0;
     case 'f':
         o->flops = arg;
@@ -212,7 +182,7 @@ static int parse_option(int c, const char *arg, struct opts *o)
         free(o->ranges);
         o->ranges = NULL;
         if (rank_parse_ranges(arg, &o->ranges, &o->n_ranges, err, sizeof(err)) < 0) {
-            log_error("rank: --quantiles: %s", err);
+            log_error("--quantiles: %s", err);
             return -EINVAL;
         }
         return 0;
@@ -247,28 +217,41 @@ static int parse_args(int argc, char **argv, struct opts *o)
     *o = (struct opts){
         .warmup = 1, .reps = 5, .max = 100, .eps = 0.03, .threshold = INFINITY, .seed = 1};
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 1;
+    opterr = 0; /* our own one-line messages */
+    for (;;) {
+        while ((c = getopt_long(argc, argv, "+", longopts, NULL)) != -1) {
+            if (c == 'h') {
+                usage(stdout);
+                return 1;
+            }
+            if (c == '?') {
+                log_error("unknown option or missing value '%s' (see wattprof rank --help)",
+                          argv[optind - 1]);
+                return -EINVAL;
+            }
+            if (parse_option(c, optarg, o) < 0)
+                return -EINVAL;
         }
-        if (c == '?' || parse_option(c, optarg, o) < 0)
-            return -EINVAL;
+        /* The data file alone, as a word (options may follow it): not
+         * after --, where --measure's commands start. */
+        if (o->measure || o->data || optind >= argc || strcmp(argv[optind - 1], "--") == 0)
+            break;
+        o->data = argv[optind++];
     }
     if (o->measure == (o->data != NULL)) {
-        log_error("rank: give exactly one of --data FILE and --measure (see --help)");
+        log_error("give exactly one of --data FILE and --measure (see --help)");
         return -EINVAL;
     }
     if (o->measure && optind >= argc) {
-        log_error("rank: --measure needs commands: -- 'cmd A' ::: 'cmd B'");
+        log_error("--measure needs commands: -- 'cmd A' ::: 'cmd B'");
         return -EINVAL;
     }
     if (!o->measure && optind < argc) {
-        log_error("rank: unexpected argument '%s'", argv[optind]);
+        log_error("unexpected argument '%s'", argv[optind]);
         return -EINVAL;
     }
     if (o->measure && o->max < o->reps) {
-        log_error("rank: --max %ld is below --reps %ld", o->max, o->reps);
+        log_error("--max %ld is below --reps %ld", o->max, o->reps);
         return -EINVAL;
     }
     if (!o->ranges) {
@@ -295,7 +278,7 @@ static int apply_flops(const char *list, rank_variants *rv)
     int r = util_split_list(list, ',', &items, &n);
 
     if (r < 0 || n != rv->p) {
-        log_error("rank: --flops '%s': expected %zu comma-separated counts, one per variant", list,
+        log_error("--flops '%s': expected %zu comma-separated counts, one per variant", list,
                   rv->p);
         if (r == 0)
             util_strv_free(items, n);
@@ -303,8 +286,7 @@ static int apply_flops(const char *list, rank_variants *rv)
     }
     for (size_t i = 0; r == 0 && i < n; i++) {
         if (util_parse_double(items[i], &rv->flops[i]) < 0 || rv->flops[i] < 0) {
-            log_error("rank: --flops item %zu '%s': expected a non-negative number", i + 1,
-                      items[i]);
+            log_error("--flops item %zu '%s': expected a non-negative number", i + 1, items[i]);
             r = -EINVAL;
         }
     }
@@ -378,7 +360,7 @@ static int make_h0(const struct opts *o, const rank_variants *rv, struct result 
     enum h0_kind k = o->h0 ? o->h0 : o->measure ? H0_MIN : H0_MEDIAN;
 
     if (k == H0_FLOPS && !rank_variants_have_flops(rv)) {
-        log_error("rank: --h0 flops: no FLOP counts (give --flops or a flops column)");
+        log_error("--h0 flops: no FLOP counts (give --flops or a flops column)");
         r = -EINVAL;
     }
     for (size_t v = 0; r == 0 && v < rv->p; v++) {
@@ -495,246 +477,6 @@ static int finish(const struct opts *o, const rank_variants *rv, struct result *
     return r;
 }
 
-/* ---- Output --------------------------------------------------------------- */
-
-/* Maps an index of the ranked subset back to its variant. */
-static size_t ranked_variant(const rank_variants *rv, const struct result *res, size_t i)
-{
-    for (size_t v = 0; v < rv->p; v++)
-        if (res->ranked[v] && i-- == 0)
-            return v;
-    return 0;
-}
-
-/* "a, b, c": the ranked variants with the minimum FLOP count. */
-static char *min_flop_names(const rank_variants *rv, const struct result *res)
-{
-    double least = INFINITY;
-    char *list = NULL;
-
-    for (size_t v = 0; v < rv->p; v++)
-        if (res->ranked[v])
-            least = fmin(least, rv->flops[v]);
-    for (size_t v = 0; v < rv->p; v++) {
-        char *next;
-        if (!res->ranked[v] || rv->flops[v] != least)
-            continue;
-        if (asprintf(&next, "%s%s%s", list ? list : "", list ? ", " : "", rv->names[v]) < 0)
-            next = NULL;
-        free(list);
-        list = next;
-        if (!list)
-            break;
-    }
-    return list;
-}
-
-static char *verdict_fine(const rank_variants *rv, const struct result *res)
-{
-    size_t best = ranked_variant(rv, res, res->anomaly.best_min), n = res->anomaly.n_min;
-    char *names = min_flop_names(rv, res), *s = NULL;
-
-    if (names &&
-        asprintf(&s, "no anomaly: the minimum-FLOP variant%s (%s) %s the best mean rank %.3g",
-                 n == 1 ? "" : "s", names, n == 1 ? "has" : "share", res->mean[best]) < 0)
-        s = NULL;
-    free(names);
-    return s;
-}
-
-static char *verdict(const rank_variants *rv, const struct result *res)
-{
-    const rank_anomaly *a = &res->anomaly;
-    size_t best = ranked_variant(rv, res, a->best_min);
-    size_t worst = ranked_variant(rv, res, a->worst_min);
-    size_t out = ranked_variant(rv, res, a->outsider);
-    char *s = NULL, *t = NULL, *all = NULL;
-
-    if (!res->flops_known)
-        return strdup("no FLOP counts, so no anomaly test (give --flops or a flops column)");
-    if (a->flags == 0)
-        return verdict_fine(rv, res);
-    if ((a->flags & RANK_ANOMALY_OUTSIDER) &&
-        asprintf(&s,
-                 "%s (RF %.3g) has mean rank %.3g, better than every minimum-FLOP variant "
-                 "(best: %s, %.3g)",
-                 rv->names[out], res->rf[out], res->mean[out], rv->names[best],
-                 res->mean[best]) < 0)
-        return NULL;
-    if ((a->flags & RANK_ANOMALY_SPLIT) &&
-        asprintf(&t, "the minimum-FLOP variants do not share one rank (%s %.3g, %s %.3g)",
-                 rv->names[best], res->mean[best], rv->names[worst], res->mean[worst]) < 0) {
-        free(s);
-        return NULL;
-    }
-    if (asprintf(&all, "anomaly: %s%s%s", s ? s : "", s && t ? "; and " : "", t ? t : "") < 0)
-        all = NULL;
-    free(s);
-    free(t);
-    return all;
-}
-
-static const char *metric_unit(const struct opts *o)
-{
-    if (!o->measure)
-        return "";
-    return o->metric == RANK_METRIC_TIME ? "s" : o->metric == RANK_METRIC_ENERGY ? "J" : "";
-}
-
-static void print_cell(double v, const char *fmt)
-{
-    if (isnan(v))
-        printf(" %10s", "-");
-    else
-        printf(fmt, v);
-}
-
-static void print_table(const struct opts *o, const rank_variants *rv, const struct result *res,
-                        const char *why)
-{
-    int w = 7;
-
-    for (size_t v = 0; v < rv->p; v++)
-        w = (int)strlen(rv->names[v]) > w ? (int)strlen(rv->names[v]) : w;
-    printf("%-*s %5s %6s %6s %10s %10s %10s %10s\n", w, "variant", "rank", "mean", "N", "median",
-           "RT", "FLOPs", "RF");
-    for (size_t i = 0; i < rv->p; i++) {
-        size_t v = res->order[i];
-        printf("%-*s ", w, rv->names[v]);
-        if (res->ranked[v])
-            printf("%5d %6.3f", res->rank[v], res->mean[v]);
-        else
-            printf("%5s %6s", "-", "-");
-        printf(" %6zu", rv->n[v]);
-        print_cell(res->median[v], " %10.4g");
-        print_cell(res->rt[v], " %10.3f");
-        print_cell(rv->flops[v], " %10.4g");
-        print_cell(res->rf[v], " %10.3f");
-        printf("\n");
-    }
-    printf("rank: at quantiles (%g,%g); mean: over %zu quantile ranges; RT from medians%s%s\n",
-           rank_report_range.upper, rank_report_range.lower, o->n_ranges,
-           *metric_unit(o) ? ", in " : "", metric_unit(o));
-    if (res->measured)
-        printf("measured: %zu round%s of %ld per variant after %ld warm-up run%s and 1 single "
-               "run; %s (change %.4f, eps %g)\n",
-               res->rounds, res->rounds == 1 ? "" : "s", o->reps, o->warmup,
-               o->warmup == 1 ? "" : "s", res->converged ? "converged" : "stopped at --max",
-               res->change, o->eps);
-    if (res->measured && o->metric == RANK_METRIC_ENERGY)
-        printf("energy source: %s (from wattprof run)\n", res->source);
-    for (size_t v = 0; res->measured && v < rv->p; v++) {
-        if (!res->ranked[v]) {
-            printf("not shortlisted ('-'): single run beyond --threshold %g and not minimum-FLOP; "
-                   "N counts that run\n",
-                   o->threshold);
-            break;
-        }
-    }
-    printf("verdict: %s\n", why);
-}
-
-static json_object *json_num(double v)
-{
-    return isnan(v) || isinf(v) ? NULL : json_object_new_double(v);
-}
-
-static json_object *json_variant(const struct opts *o, const rank_variants *rv,
-                                 const struct result *res, size_t v)
-{
-    json_object *j = json_object_new_object(), *ranks = json_object_new_array();
-
-    json_object_object_add(j, "name", json_object_new_string(rv->names[v]));
-    json_object_object_add(j, "ranked", json_object_new_boolean(res->ranked[v]));
-    json_object_object_add(j, "rank", res->ranked[v] ? json_object_new_int(res->rank[v]) : NULL);
-    json_object_object_add(j, "mean_rank", json_num(res->mean[v]));
-    for (size_t k = 0; res->ranked[v] && k < o->n_ranges; k++)
-        json_object_array_add(ranks, json_object_new_int(res->ranks[k * rv->p + v]));
-    json_object_object_add(j, "ranks", ranks);
-    json_object_object_add(j, "n", json_object_new_int64((int64_t)rv->n[v]));
-    json_object_object_add(j, "median", json_num(res->median[v]));
-    json_object_object_add(j, "rt", json_num(res->rt[v]));
-    json_object_object_add(j, "flops", json_num(rv->flops[v]));
-    json_object_object_add(j, "rf", json_num(res->rf[v]));
-    if (res->measured)
-        json_object_object_add(j, "single_run", json_num(res->single[v]));
-    return j;
-}
-
-static json_object *json_measure(const struct opts *o, const struct result *res)
-{
-    static const char *const metrics[] = {"time", "energy", "output"};
-    json_object *m = json_object_new_object();
-
-    json_object_object_add(m, "metric", json_object_new_string(metrics[o->metric]));
-    json_object_object_add(m, "source", json_object_new_string(res->source));
-    json_object_object_add(m, "rounds", json_object_new_int64((int64_t)res->rounds));
-    json_object_object_add(m, "converged", json_object_new_boolean(res->converged));
-    json_object_object_add(m, "change", json_num(res->change));
-    json_object_object_add(m, "eps", json_object_new_double(o->eps));
-    json_object_object_add(m, "reps", json_object_new_int64(o->reps));
-    json_object_object_add(m, "max", json_object_new_int64(o->max));
-    json_object_object_add(m, "warmup", json_object_new_int64(o->warmup));
-    json_object_object_add(m, "seed", json_object_new_int64((int64_t)o->seed));
-    return m;
-}
-
-static void print_json(const struct opts *o, const rank_variants *rv, const struct result *res,
-                       const char *why)
-{
-    json_object *j = json_object_new_object(), *a, *ranges = json_object_new_array();
-    json_object *vars = json_object_new_array(), *h0 = json_object_new_array();
-
-    for (size_t k = 0; k < o->n_ranges; k++) {
-        json_object *pair = json_object_new_array();
-        json_object_array_add(pair, json_object_new_double(o->ranges[k].upper));
-        json_object_array_add(pair, json_object_new_double(o->ranges[k].lower));
-        json_object_array_add(ranges, pair);
-    }
-    json_object_object_add(j, "ranges", ranges);
-    for (size_t i = 0; i < rv->p; i++)
-        json_object_array_add(h0, json_object_new_string(rv->names[res->h0[i]]));
-    json_object_object_add(j, "h0", h0);
-    for (size_t i = 0; i < rv->p; i++)
-        json_object_array_add(vars, json_variant(o, rv, res, res->order[i]));
-    json_object_object_add(j, "variants", vars);
-    a = json_object_new_object();
-    json_object_object_add(a, "tested", json_object_new_boolean(res->flops_known));
-    json_object_object_add(a, "anomaly", json_object_new_boolean(res->anomaly.flags != 0));
-    json_object_object_add(a, "outsider",
-                           json_object_new_boolean(res->anomaly.flags & RANK_ANOMALY_OUTSIDER));
-    json_object_object_add(a, "split",
-                           json_object_new_boolean(res->anomaly.flags & RANK_ANOMALY_SPLIT));
-    json_object_object_add(a, "verdict", json_object_new_string(why));
-    json_object_object_add(j, "anomaly", a);
-    if (res->measured)
-        json_object_object_add(j, "measure", json_measure(o, res));
-    printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY |
-                                                         JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(j);
-}
-
-static int report(const struct opts *o, const rank_variants *rv, const struct result *res)
-{
-    char *why = verdict(rv, res), err[UTIL_ERRLEN];
-    static const char *const ylabels[] = {"time (s)", "energy (J)", "value"};
-
-    if (!why)
-        return -ENOMEM;
-    if (o->json)
-        print_json(o, rv, res, why);
-    else
-        print_table(o, rv, res, why);
-    free(why);
-    if (o->plot &&
-        rank_plot_write(o->plot, rv, res->order, rv->p, res->rank,
-                        o->measure ? ylabels[o->metric] : "value", err, sizeof(err)) < 0) {
-        log_error("rank: %s", err);
-        return -EIO;
-    }
-    return 0;
-}
-
 /* ---- Modes ------------------------------------------------------------------ */
 
 static int run_data(const struct opts *o, rank_variants *rv, struct result *res)
@@ -743,7 +485,7 @@ static int run_data(const struct opts *o, rank_variants *rv, struct result *res)
     int r = rank_input_read(o->data, rv, err, sizeof(err));
 
     if (r < 0) {
-        log_error("rank: %s", err);
+        log_error("%s", err);
         return r;
     }
     if (o->flops && (r = apply_flops(o->flops, rv)) < 0)
@@ -773,7 +515,7 @@ static int measure(const struct opts *o, struct result *res, size_t v, double *o
     int r = rank_measure_once(o->cmds[v], o->metric, out, source, err, sizeof(err));
 
     if (r < 0)
-        log_error("rank: %s", err);
+        log_error("%s", err);
     else if (!res->source[0])
         snprintf(res->source, sizeof(res->source), "%s", source);
     else if (strcmp(res->source, source) != 0)
@@ -835,8 +577,8 @@ static int measure_variants(const struct opts *o, rank_variants *rv)
     int r = 0;
 
     if (o->names && (util_split_list(o->names, ',', &names, &n) < 0 || n != o->n_cmds)) {
-        log_error("rank: --names '%s': expected %zu comma-separated names, one per command",
-                  o->names, o->n_cmds);
+        log_error("--names '%s': expected %zu comma-separated names, one per command", o->names,
+                  o->n_cmds);
         if (names)
             util_strv_free(names, n);
         return -EINVAL;
@@ -845,7 +587,7 @@ static int measure_variants(const struct opts *o, rank_variants *rv)
         const char *name = names ? names[i] : o->cmds[i];
         r = rank_variants_add(rv, name, &v);
         if (r == -EEXIST)
-            log_error("rank: duplicate variant name '%s'%s", name,
+            log_error("duplicate variant name '%s'%s", name,
                       names ? "" : " (give distinct --names)");
     }
     util_strv_free(names, n);
@@ -951,9 +693,9 @@ int cmd_rank(int argc, char **argv)
     rank_variants_init(&rv);
     r = o.measure ? run_measure(&o, &rv, &res) : run_data(&o, &rv, &res);
     if (r == 0)
-        r = report(&o, &rv, &res);
+        r = rank_report(&o, &rv, &res);
     else if (r == -ENOMEM)
-        log_error("rank: out of memory");
+        log_error("out of memory");
     result_clear(&res);
     rank_variants_clear(&rv);
     opts_clear(&o);

@@ -5,16 +5,18 @@
  * count into one set of groups, each once), samples counters and RAPL at a
  * fixed interval from a timerfd with absolute deadlines, applies the model
  * tick by tick exactly as the daemon does, and prints what the command
- * cost. The command's exit status becomes ours. */
+ * cost. The command's exit status becomes ours. With -r N the command runs
+ * N times and each figure is reported as a mean with its standard
+ * deviation; -x SEP prints one line per figure for scripts. */
 #include "commands.h"
 #include "model/model.h"
+#include "run.h"
 #include "sample/sample.h"
 #include "util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <json-c/json.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,67 +32,54 @@
 
 #define RUN_BASELINE_NS 500000000ull /* idle probe before an uncalibrated run */
 
-struct run_opts {
-    const char *model_path;
-    const char *output; /* report file; stderr (like perf stat) when NULL */
-    long interval_ms;
-    bool json;
-    char **cmd;
-};
-
-/* What the sampling loop accumulates. */
-struct run_totals {
-    double standalone_j, attributed_j, host_j, modeled_host_j, idle_j, unattributed_j;
-    double *zone_j;    /* per RAPL zone */
-    double class_stat; /* cumulative cache-misses, or last rate */
-    int klass;
-    unsigned ticks;
-    /* Gaps: zone reads that failed (the energy shows up at the next good
-     * read of the zone) and ticks the model could not attribute (their
-     * measured energy is in host_j, as unattributed). */
-    unsigned read_errors, bad_ticks;
-    int first_read_error; /* -errno of the first failed read */
-};
-
-struct run_ctx {
-    struct run_opts opt;
-    model *m;
-    sample_eventset *es;
-    rapl *power;
-    counters_proc *cp;
-    counters_delta d;
-    double *rates, *zone_delta;
-    double idle_w;
-    const char *idle_source;
-    struct run_totals t;
-    pid_t child;
-    int status;
-    bool waited; /* status holds the command's end */
-    struct rusage ru;
-    uint64_t start_ns, end_ns, last_ns;
-};
-
 static void run_usage(FILE *out)
 {
-    fprintf(out, "usage: wattprof run [--model FILE] [--interval MS] [--json] [--output FILE]\n"
-                 "                    -- CMD [ARGS]\n"
+    fprintf(out, "usage: wattprof run [--model FILE] [--interval MS] [-r N] [-x SEP | --json]\n"
+                 "                    [--output FILE] -- CMD [ARGS]\n"
                  "Runs CMD and reports the energy it used, with its threads and children.\n"
-                 "The report goes to stderr (or FILE), leaving CMD's stdout alone.\n");
+                 "The report goes to stderr (or FILE), leaving CMD's stdout alone.\n\n"
+                 "options:\n"
+                 "  --model FILE     the power model (default: the built-in cputime model)\n"
+                 "  --interval MS    sampling interval (default 20)\n"
+                 "  -r, --repeat N   run CMD N times; report means and standard deviations\n"
+                 "                   (stops at the first run that exits non-zero)\n"
+                 "  -x, --field-separator SEP\n"
+                 "                   one figure a line: value, unit, name, deviation %%,\n"
+                 "                   counted %% (events), split by SEP\n"
+                 "  --json           the report as JSON\n"
+                 "  --output FILE    write the report to FILE\n\n"
+                 "exit status: CMD's own (128 + the signal when a signal ended it); 127 when\n"
+                 "CMD could not be started; 2 for a bad command line; 1 when measuring failed.\n");
 }
 
 static int run_parse(int argc, char **argv, struct run_opts *o)
 {
     static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'}, {"interval", required_argument, NULL, 'i'},
-        {"json", no_argument, NULL, 'j'},        {"output", required_argument, NULL, 'o'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+        {"model", required_argument, NULL, 'm'},  {"interval", required_argument, NULL, 'i'},
+        {"json", no_argument, NULL, 'j'},         {"output", required_argument, NULL, 'o'},
+        {"repeat", required_argument, NULL, 'r'}, {"field-separator", required_argument, NULL, 'x'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
     int c;
 
     o->interval_ms = 20;
+    o->repeat = 1;
     optind = 1;
     opterr = 0; /* our own one-line messages */
-    while ((c = getopt_long(argc, argv, "+m:i:jo:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+m:i:jo:r:x:h", longopts, NULL)) != -1) {
         switch (c) {
+        case 'r':
+            if (util_parse_long(optarg, &o->repeat) < 0 || o->repeat < 1 || o->repeat > 100000) {
+                log_error("-r '%s': expected a number of runs between 1 and 100000", optarg);
+                return -EINVAL;
+            }
+            break;
+        case 'x':
+            if (!*optarg) {
+                log_error("-x: the separator is empty");
+                return -EINVAL;
+            }
+            o->sep = optarg;
+            break;
         case 'm':
             o->model_path = optarg;
             break;
@@ -111,13 +100,17 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
             run_usage(stdout);
             exit(0);
         default:
-            log_error("run: unknown option or missing value '%s' (see wattprof run --help)",
+            log_error("unknown option or missing value '%s' (see wattprof run --help)",
                       argv[optind - 1]);
             return -EINVAL;
         }
     }
+    if (o->sep && o->json) {
+        log_error("-x and --json contradict each other: pick one output format");
+        return -EINVAL;
+    }
     if (optind >= argc) {
-        log_error("run: no command given (usage: wattprof run [OPTIONS] -- CMD [ARGS])");
+        log_error("no command given (usage: wattprof run [OPTIONS] -- CMD [ARGS])");
         return -EINVAL;
     }
     o->cmd = argv + optind;
@@ -368,155 +361,6 @@ static int run_command(struct run_ctx *c)
     return r < 0 ? r : rw;
 }
 
-static double tv_s(struct timeval tv)
-{
-    return (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-}
-
-static const char *run_energy_source(const struct run_ctx *c)
-{
-    return c->power->n > 0 ? "rapl" : "model";
-}
-
-static json_object *run_json(const struct run_ctx *c)
-{
-    json_object *o = json_object_new_object(), *cmd = json_object_new_array();
-    json_object *rp = json_object_new_object(), *zones = json_object_new_array();
-    json_object *events = json_object_new_array(), *mo = json_object_new_object();
-    double wall = (double)(c->end_ns - c->start_ns) / 1e9;
-    const double *totals, *ratios;
-
-    for (char **a = c->opt.cmd; *a; a++)
-        json_object_array_add(cmd, json_object_new_string(*a));
-    json_object_object_add(o, "command", cmd);
-    json_object_object_add(o, "exit_status",
-                           json_object_new_int(WIFEXITED(c->status) ? WEXITSTATUS(c->status)
-                                                                    : 128 + WTERMSIG(c->status)));
-    json_object_object_add(o, "wall_s", json_object_new_double(wall));
-    /* CLOCK_MONOTONIC bounds of the measurement, to line it up with other logs. */
-    json_object_object_add(o, "start_mono_ns", json_object_new_int64((int64_t)c->start_ns));
-    json_object_object_add(o, "end_mono_ns", json_object_new_int64((int64_t)c->end_ns));
-    json_object_object_add(o, "user_s", json_object_new_double(tv_s(c->ru.ru_utime)));
-    json_object_object_add(o, "sys_s", json_object_new_double(tv_s(c->ru.ru_stime)));
-    json_object_object_add(o, "cpu_s",
-                           json_object_new_double(tv_s(c->ru.ru_utime) + tv_s(c->ru.ru_stime)));
-    json_object_object_add(o, "energy_j", json_object_new_double(c->t.attributed_j));
-    json_object_object_add(o, "energy_source", json_object_new_string(run_energy_source(c)));
-    json_object_object_add(o, "standalone_j", json_object_new_double(c->t.standalone_j));
-    json_object_object_add(o, "standalone_w",
-                           json_object_new_double(wall > 0 ? c->t.standalone_j / wall : 0));
-    json_object_object_add(o, "host_j", json_object_new_double(c->t.host_j));
-    json_object_object_add(o, "modeled_host_j", json_object_new_double(c->t.modeled_host_j));
-    json_object_object_add(o, "idle_j", json_object_new_double(c->t.idle_j));
-    json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
-    json_object_object_add(o, "idle_source", json_object_new_string(c->idle_source));
-    json_object_object_add(o, "unattributed_j", json_object_new_double(c->t.unattributed_j));
-    json_object_object_add(o, "class", json_object_new_string(c->m->classes[c->t.klass].name));
-    json_object_object_add(o, "ticks", json_object_new_int((int)c->t.ticks));
-    json_object_object_add(rp, "present", json_object_new_boolean(c->power->n > 0));
-    json_object_object_add(rp, "state", json_object_new_string(c->power->state));
-    json_object_object_add(rp, "read_errors", json_object_new_int((int)c->t.read_errors));
-    json_object_object_add(
-        rp, "first_read_error",
-        c->t.read_errors ? json_object_new_string(strerror(-c->t.first_read_error)) : NULL);
-    json_object_object_add(o, "unattributed_intervals", json_object_new_int((int)c->t.bad_ticks));
-    for (size_t z = 0; z < c->power->n; z++) {
-        json_object *zo = json_object_new_object();
-        json_object_object_add(zo, "zone", json_object_new_string(c->power->zone[z].id));
-        json_object_object_add(zo, "name", json_object_new_string(c->power->zone[z].name));
-        json_object_object_add(zo, "energy_j", json_object_new_double(c->t.zone_j[z]));
-        json_object_array_add(zones, zo);
-    }
-    json_object_object_add(rp, "zones", zones);
-    json_object_object_add(o, "rapl", rp);
-    counters_totals(c->cp, &totals, &ratios);
-    for (size_t j = 0; j < c->es->n; j++) {
-        json_object *eo = json_object_new_object();
-        json_object_object_add(eo, "name", json_object_new_string(c->es->ev[j].name));
-        json_object_object_add(eo, "count", json_object_new_double(totals[j]));
-        json_object_object_add(eo, "ratio", json_object_new_double(ratios[j]));
-        json_object_array_add(events, eo);
-    }
-    json_object_object_add(o, "events", events);
-    json_object_object_add(o, "user_mode_only", json_object_new_boolean(c->es->user_only));
-    json_object_object_add(mo, "name", json_object_new_string(c->m->name));
-    json_object_object_add(mo, "sha256", json_object_new_string(c->m->sha256));
-    json_object_object_add(mo, "calibrated", json_object_new_boolean(c->m->training.present));
-    json_object_object_add(o, "model", mo);
-    return o;
-}
-
-static void run_print(const struct run_ctx *c, FILE *out)
-{
-    double wall = (double)(c->end_ns - c->start_ns) / 1e9;
-    double user = tv_s(c->ru.ru_utime), sys = tv_s(c->ru.ru_stime);
-    const double *totals, *ratios;
-
-    fprintf(out, "\n Energy of '%s':\n\n", c->opt.cmd[0]);
-    fprintf(out, "  %14.3f s    wall time\n", wall);
-    fprintf(out, "  %14.3f s    CPU time (user %.3f s, sys %.3f s)\n", user + sys, user, sys);
-    fprintf(out, "  %14.3f J    standalone model energy (mean %.2f W)\n", c->t.standalone_j,
-            wall > 0 ? c->t.standalone_j / wall : 0);
-    fprintf(out, "  %14.3f J    attributed to the command (%s)\n", c->t.attributed_j,
-            c->power->n > 0 ? "share of measured RAPL energy above idle"
-                            : "modeled: no RAPL on this machine");
-    if (c->power->n > 0) {
-        for (size_t z = 0; z < c->power->n; z++)
-            fprintf(out, "  %14.3f J    host RAPL %s (%s)\n", c->t.zone_j[z],
-                    c->power->zone[z].name, c->power->zone[z].id);
-        fprintf(out, "  %14.3f J    host energy of the model's domains, idle %.2f W (%s)\n",
-                c->t.host_j, c->idle_w, c->idle_source);
-    } else {
-        fprintf(out, "  %14s      host RAPL: %s\n", "-", c->power->state);
-        if (c->t.read_errors)
-            fprintf(out,
-                    "  %14u      RAPL reads failed (first: %s); their energy was counted at the "
-                    "next good read\n",
-                    c->t.read_errors, strerror(-c->t.first_read_error));
-        if (c->t.bad_ticks)
-            fprintf(
-                out,
-                "  %14u      intervals the model could not attribute (stored as unattributed)\n",
-                c->t.bad_ticks);
-    }
-    fprintf(out, "  %14s      class\n", c->m->classes[c->t.klass].name);
-    fprintf(out, "\n  events (scaled for multiplexing; %% = time counted)%s:\n",
-            c->es->user_only ? ", user mode only: the kernel refused kernel-mode counts "
-                               "(perf_event_paranoid)"
-                             : "");
-    counters_totals(c->cp, &totals, &ratios);
-    for (size_t j = 0; j < c->es->n; j++)
-        fprintf(out, "  %18.0f  %-28s %5.1f %%\n", totals[j], c->es->ev[j].name, 100.0 * ratios[j]);
-    fprintf(out, "\n  model %s (sha256 %.12s)%s\n\n", c->m->name, c->m->sha256,
-            c->m->training.present ? "" : ", uncalibrated: generic coefficients");
-}
-
-static int run_report(const struct run_ctx *c)
-{
-    FILE *out = c->opt.output ? fopen(c->opt.output, "w") : stderr;
-    int r = 0;
-
-    if (!out) {
-        r = -errno;
-        log_error("--output %s: %s", c->opt.output, strerror(-r));
-        return r;
-    }
-    if (c->opt.json) {
-        json_object *o = run_json(c);
-        fprintf(out, "%s\n",
-                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
-        json_object_put(o);
-    } else {
-        run_print(c, out);
-    }
-    if (out != stderr && fclose(out) != 0) {
-        r = -errno;
-        log_error("--output %s: %s", c->opt.output, strerror(-r));
-    }
-    return r;
-}
-
 static void run_free(struct run_ctx *c)
 {
     counters_close(c->cp);
@@ -527,6 +371,8 @@ static void run_free(struct run_ctx *c)
     free(c->rates);
     free(c->zone_delta);
     free(c->t.zone_j);
+    free(c->st.sum);
+    free(c->st.sumsq);
 }
 
 static int run_prepare(struct run_ctx *c)
@@ -542,9 +388,23 @@ static int run_prepare(struct run_ctx *c)
     c->rates = calloc(c->es->n, sizeof(double));
     c->zone_delta = calloc(c->power->n + 1, sizeof(double));
     c->t.zone_j = calloc(c->power->n + 1, sizeof(double));
-    if (!c->rates || !c->zone_delta || !c->t.zone_j || counters_delta_new(c->es, &c->d) < 0)
+    if (!c->rates || !c->zone_delta || !c->t.zone_j || counters_delta_new(c->es, &c->d) < 0 ||
+        run_stats_init(c) < 0)
         return -ENOMEM;
     return run_baseline(c);
+}
+
+/* Before each of -r's runs: a fresh set of counters and energy sums (the
+ * gaps, read errors and unattributable intervals, add up over the runs). */
+static void run_reset(struct run_ctx *c)
+{
+    counters_close(c->cp);
+    c->cp = NULL;
+    c->t.standalone_j = c->t.attributed_j = c->t.host_j = c->t.modeled_host_j = 0;
+    c->t.idle_j = c->t.unattributed_j = c->t.class_stat = 0;
+    c->t.ticks = 0;
+    memset(c->t.zone_j, 0, (c->power->n + 1) * sizeof(double));
+    c->waited = false;
 }
 
 int cmd_run(int argc, char **argv)
@@ -561,8 +421,16 @@ int cmd_run(int argc, char **argv)
     /* Like time(1): a ^C is for the command; we stay to report. */
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
-    r = run_command(&c);
-    status = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
+    for (long k = 0; k < c.opt.repeat; k++) {
+        run_reset(&c);
+        r = run_command(&c);
+        status = WIFEXITED(c.status) ? WEXITSTATUS(c.status) : 128 + WTERMSIG(c.status);
+        if (r < 0)
+            break;
+        run_stats_add(&c);
+        if (status != 0)
+            break; /* the report covers the runs so far; the status is this one's */
+    }
     if (r < 0) {
         bool not_started = c.t.ticks == 0 && WIFEXITED(c.status) && WEXITSTATUS(c.status) == 127;
         if (r != -ENOENT && r != -EACCES && !not_started)

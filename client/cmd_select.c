@@ -28,9 +28,10 @@ struct select_args {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: wattprof select FILE.csv --target COLUMN --features a,b,c [OPTIONS]\n"
+    fprintf(f, "usage: wattprof select (FILE.csv | --data FILE.csv) --target COLUMN\n"
+               "                       --features a,b,c [OPTIONS]\n"
                "\n"
-               "  -k N                  how many features to keep (default 22)\n"
+               "  -k N                  how many features to keep and show (default 22)\n"
                "  --per COLUMN          divide features by an interval column (counts -> rates)\n"
                "  --drop-invalid        skip rows with empty or non-numeric cells\n"
                "  --trees N --seed S --threads N   the forest behind the importance ranking\n"
@@ -46,7 +47,8 @@ enum {
     OPT_SEED,
     OPT_THREADS,
     OPT_JSON,
-    OPT_HELP
+    OPT_HELP,
+    OPT_DATA
 };
 
 static const struct option options[] = {
@@ -59,6 +61,7 @@ static const struct option options[] = {
     {"threads", required_argument, NULL, OPT_THREADS},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
+    {"data", required_argument, NULL, OPT_DATA},
     {NULL, 0, NULL, 0},
 };
 
@@ -93,6 +96,9 @@ static int parse_option(struct select_args *a, int c, const char *v, char *err, 
     case OPT_JSON:
         a->json = true;
         return 0;
+    case OPT_DATA:
+        a->src.path = v;
+        return 0;
     }
     return -EINVAL;
 }
@@ -112,17 +118,20 @@ static int parse_args(struct select_args *a, int argc, char **argv, char *err, s
         }
         if (c == '?')
             return util_err(err, errlen, -EINVAL,
-                            "unknown option or missing value: '%s' (see --help)", argv[optind - 1]);
+                            "unknown option or missing value '%s' (see wattprof select --help)",
+                            argv[optind - 1]);
         r = parse_option(a, c, optarg, err, errlen);
         if (r < 0)
             return r;
     }
-    if (optind != argc - 1)
-        return util_err(err, errlen, -EINVAL, "expected one dataset file (FILE.csv), got %d",
-                        argc - optind);
+    if (optind != argc - !a->src.path)
+        return util_err(err, errlen, -EINVAL,
+                        "expected one dataset file (FILE.csv or --data), got %d",
+                        argc - optind + !!a->src.path);
     if (a->k == 0)
         return util_err(err, errlen, -EINVAL, "-k 0: keep at least one feature");
-    a->src.path = argv[optind];
+    if (!a->src.path)
+        a->src.path = argv[optind];
     return 0;
 }
 
@@ -130,7 +139,7 @@ static void print_text(const struct train_data *d, const select_result *s, size_
 {
     printf("%-28s %8s %8s %8s %6s %6s %6s %9s\n", "feature", "|rho|", "pca", "forest", "r.rho",
            "r.pca", "r.for", "mean rank");
-    for (size_t i = 0; i < s->p; i++) {
+    for (size_t i = 0; i < k; i++) {
         size_t j = s->order[i];
         printf("%-28s %8.4f %8.4f %8.4f %6.1f %6.1f %6.1f %9.3f\n", d->features[j], s->spearman[j],
                s->pca[j], s->forest[j], s->rank_spearman[j], s->rank_pca[j], s->rank_forest[j],
@@ -147,7 +156,7 @@ static void print_json(const struct train_data *d, const select_result *s, size_
     json_object *o = json_object_new_object(), *rows = json_object_new_array();
     json_object *top = json_object_new_array();
 
-    for (size_t i = 0; i < s->p; i++) {
+    for (size_t i = 0; i < s->p; i++) { /* every feature: the data; "top" keeps k */
         size_t j = s->order[i];
         json_object *r = json_object_new_object();
         json_object_object_add(r, "feature", json_object_new_string(d->features[j]));
@@ -174,7 +183,7 @@ int cmd_select(int argc, char **argv)
     struct train_data d = {0};
     select_result s = {0};
     char err[UTIL_ERRLEN] = "";
-    int r = parse_args(&a, argc, argv, err, sizeof(err));
+    int r = parse_args(&a, argc, argv, err, sizeof(err)), bad_line = r < 0;
 
     if (r == 1)
         return 0;
@@ -200,7 +209,7 @@ int cmd_select(int argc, char **argv)
     train_data_free(&d);
     if (r < 0) {
         fprintf(stderr, "wattprof select: %s\n", err[0] ? err : strerror(-r));
-        return 1;
+        return bad_line ? 2 : 1; /* 2: the command line itself is wrong */
     }
     return 0;
 }

@@ -126,10 +126,13 @@ static void print_status(const query_opts *q, json_object *st)
            query_num(st, "rate_hz"), query_num(st, "achieved_hz"), query_num(st, "lateness_p50_ms"),
            query_num(st, "lateness_p99_ms"));
     label(q, "Host");
-    printf("measured %s, modeled %s, idle %s, attributed %s, unattributed %s\n",
+    printf("measured %s, modeled %s, idle %s, attributed %s",
            fmt_power(a, query_num(host, "measured_w")), fmt_power(b, query_num(host, "modeled_w")),
-           fmt_power(c, query_num(host, "idle_w")), fmt_power(d, query_num(host, "attributed_w")),
-           fmt_power(e, query_num(host, "unattributed_w")));
+           fmt_power(c, query_num(host, "idle_w")), fmt_power(d, query_num(host, "attributed_w")));
+    /* Below what the table can show (0.00 mW) it is rounding, not a figure. */
+    if (fabs(query_num(host, "unattributed_w")) >= 5e-6)
+        printf(", unattributed %s", fmt_power(e, query_num(host, "unattributed_w")));
+    printf("\n");
     if (query_obj(st, "calibration"))
         print_calibration(q, query_obj(st, "calibration"));
     print_zones(q, query_obj(st, "zones"));
@@ -185,11 +188,11 @@ int cmd_status(int argc, char **argv)
             status_usage(stdout);
             return 0;
         }
-        if (!query_common_opt(&q, o, optarg))
-            return query_bad_option("status", argv[optind - 1]);
+        if ((r = query_common_opt(&q, o, optarg)) <= 0)
+            return r < 0 ? 2 : query_bad_option("status", argv[optind - 1]);
     }
     if (optind < argc) {
-        log_error("status: unexpected argument '%s' (see wattprof status --help)", argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof status --help)", argv[optind]);
         return 2;
     }
     if ((r = query_once(&q, "GetStatus", NULL, &reply)) < 0)

@@ -29,11 +29,12 @@ struct config {
     size_t n_features;
     int line; /* line being parsed */
     int train_line, test_line;
+    bool train_given; /* --data FILE: [data] train is ignored */
     char err[UTIL_ERRLEN];
 };
 
 struct options {
-    const char *config, *out;
+    const char *config, *out, *data;
     bool json, front;
     bool has_seed;
     uint64_t seed;
@@ -42,8 +43,9 @@ struct options {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: wattprof symreg CONFIG.ini [--json] [--seed S] [--threads N] [--front]\n"
-               "                       [--out MODEL.json]\n");
+    fprintf(f, "usage: wattprof symreg CONFIG.ini [--data FILE.csv] [--json] [--seed S]\n"
+               "                       [--threads N] [--front] [--out MODEL.json]\n"
+               "  --data FILE.csv  train on FILE instead of the config's [data] train\n");
 }
 
 /* ---- Configuration ------------------------------------------------------ */
@@ -130,6 +132,8 @@ static int set_path(struct config *c, const char *v, char **out)
 static int set_data(struct config *c, const char *key, const char *v)
 {
     if (!strcmp(key, "train")) {
+        if (c->train_given)
+            return 0;
         c->train_line = c->line;
         return set_path(c, v, &c->train);
     }
@@ -335,7 +339,9 @@ static int read_csv(struct config *c, const char *path, int line, learn_csv **ou
     char err[UTIL_ERRLEN - 64];
     int r = learn_csv_read(path, out, err, sizeof(err));
 
-    if (r < 0)
+    if (r < 0 && line == 0) /* --data */
+        snprintf(c->err, sizeof(c->err), "--data: %s", err);
+    else if (r < 0)
         snprintf(c->err, sizeof(c->err), "%s:%d: %s", c->path, line, err);
     else if ((*out)->n_rows == 0) {
         snprintf(c->err, sizeof(c->err), "%s: no data rows", path);
@@ -617,18 +623,17 @@ static int run(struct config *c, const struct options *o, const struct data *d)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
-                                             {"seed", required_argument, NULL, 's'},
-                                             {"threads", required_argument, NULL, 't'},
-                                             {"front", no_argument, NULL, 'f'},
-                                             {"out", required_argument, NULL, 'o'},
-                                             {"help", no_argument, NULL, 'h'},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},          {"seed", required_argument, NULL, 's'},
+        {"threads", required_argument, NULL, 't'}, {"front", no_argument, NULL, 'f'},
+        {"out", required_argument, NULL, 'o'},     {"data", required_argument, NULL, 'd'},
+        {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     long v;
     int ch;
 
     *o = (struct options){.threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     optind = 1;
+    opterr = 0; /* our own one-line messages */
     while ((ch = getopt_long(argc, argv, "js:t:fo:h", longopts, NULL)) != -1) {
         switch (ch) {
         case 'j':
@@ -639,6 +644,9 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'o':
             o->out = optarg;
+            break;
+        case 'd':
+            o->data = optarg;
             break;
         case 's':
             if (util_parse_long(optarg, &v) < 0 || v < 0) {
@@ -661,12 +669,17 @@ static int parse_options(int argc, char **argv, struct options *o)
             usage(stdout);
             return 0;
         default:
-            usage(stderr);
+            fprintf(stderr,
+                    "wattprof symreg: unknown option or missing value '%s' (see wattprof symreg "
+                    "--help)\n",
+                    argv[optind - 1]);
             return 2;
         }
     }
     if (optind != argc - 1) {
-        usage(stderr);
+        fprintf(stderr,
+                "wattprof symreg: expected one CONFIG.ini, got %d (see wattprof symreg --help)\n",
+                argc - optind);
         return 2;
     }
     o->config = argv[optind];
@@ -687,6 +700,9 @@ int cmd_symreg(int argc, char **argv)
     /* GSL's default handler aborts; its callers here check return codes. */
     gsl_set_error_handler_off();
     c.path = o.config;
+    if (o.data && !(c.train = strdup(o.data)))
+        return 1;
+    c.train_given = o.data != NULL;
     r = config_read(&c);
     if (o.has_seed)
         c.p.seed = o.seed;

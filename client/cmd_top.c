@@ -174,13 +174,15 @@ static void draw(struct top *t, time_t started)
     attron(A_BOLD);
     mvprintw(0, 0, "wattprof top");
     attroff(A_BOLD);
-    if (t->last)
-        printw("  host: measured %s  modeled %s  idle %s  attributed %s  unattributed %s",
+    if (t->last) {
+        printw("  host: measured %s  modeled %s  idle %s  attributed %s",
                fmt_power(a, query_num(host, "measured_w")),
                fmt_power(b, query_num(host, "modeled_w")), fmt_power(c, query_num(host, "idle_w")),
-               fmt_power(d, query_num(host, "attributed_w")),
-               fmt_power(e, query_num(host, "unattributed_w")));
-    else
+               fmt_power(d, query_num(host, "attributed_w")));
+        /* As in status: below 0.00 mW it is rounding, not a figure. */
+        if (fabs(query_num(host, "unattributed_w")) >= 5e-6)
+            printw("  unattributed %s", fmt_power(e, query_num(host, "unattributed_w")));
+    } else
         printw("  waiting for the daemon's first update...");
     mvprintw(1, 0, "%zu processes  sort: %s  filter: %s  J view: since %s UTC", n,
              sort_name(t->sort), t->re ? t->filter : "none", when);
@@ -319,13 +321,16 @@ static int top_parse(int argc, char **argv, struct top *t)
 {
     static const struct option opts[] = {
         QUERY_LONGOPTS, {"user", required_argument, NULL, 'u'}, {NULL, 0, NULL, 0}};
-    int o;
+    int o, r;
 
     optind = 1;
     opterr = 0;
     while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        if (query_common_opt(&t->q, o, optarg))
+        if ((r = query_common_opt(&t->q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
             continue;
+        }
         if (o == 'h') {
             top_usage(stdout);
             return 1;
@@ -341,7 +346,7 @@ static int top_parse(int argc, char **argv, struct top *t)
         return -EINVAL;
     }
     if (optind < argc) {
-        log_error("top: unexpected argument '%s' (see wattprof top --help)", argv[optind]);
+        log_error("unexpected argument '%s' (see wattprof top --help)", argv[optind]);
         return -EINVAL;
     }
     return 0;

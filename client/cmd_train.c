@@ -36,6 +36,7 @@ struct train_args {
     double holdout;
     bool compare, json;
     const char *out, *name, *domains;
+    char domains_guess[64]; /* --out without --domains: read from the target's name */
     const char *db, *since; /* --db PATH --since T: the daemon's calibration rows */
     int64_t since_t;
     struct train_install inst; /* inst.dir: --install-if-better DIR */
@@ -46,15 +47,25 @@ struct engine_result {
     regress_engine engine;
     learn_metrics cls[2], all;
     size_t cls_rows[2], rows;
-    double alpha[2]; /* ridge/lasso penalty per class; for --alpha auto the
-                        one chosen on all rows */
+    double alpha[2];    /* ridge/lasso penalty per class; for --alpha auto the
+                           one chosen on all rows, which the model file gets */
+    double *fold_alpha; /* --alpha auto: the one each validation round chose,
+                           fo->k rows of 2 (the CV errors come from these) */
+    double cv_s;        /* seconds of validation */
 };
+
+/* Seconds on the monotonic clock. */
+static double now_s(void)
+{
+    return (double)util_now_ns(CLOCK_MONOTONIC) / 1e9;
+}
 
 static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: wattprof train FILE.csv --target COLUMN --features a,b,c [OPTIONS]\n"
+        "usage: wattprof train (FILE.csv | --data FILE.csv) --target COLUMN --features a,b,c\n"
+        "                      [OPTIONS]\n"
         "       wattprof train --db PATH [--since T] [--install-if-better DIR] [OPTIONS]\n"
         "\n"
         "  --per COLUMN          divide features by an interval column (counts -> rates)\n"
@@ -70,7 +81,10 @@ static void usage(FILE *f)
         "  --compare             run all four engines on the same folds\n"
         "  --out MODEL.json      write the model fitted on all rows\n"
         "  --name NAME           model name in the file\n"
-        "  --domains LIST        RAPL domains the target measures (default package)\n"
+        "  --domains LIST        RAPL domains the target measures (package, dram, core,\n"
+        "                        uncore, psys); --out without it reads them from the\n"
+        "                        target's name (energy_in_pkg_joule: package) or refuses;\n"
+        "                        --db's default is package\n"
         "  --json                print the report as JSON\n"
         "  --db PATH             train on the daemon's calibration rows: target the power of\n"
         "                        --domains, features the per-class sums of its model's events\n"
@@ -137,6 +151,7 @@ enum {
     OPT_SINCE,
     OPT_INSTALL,
     OPT_SOCKET,
+    OPT_DATA,
 };
 
 static const struct option options[] = {
@@ -165,6 +180,7 @@ static const struct option options[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"install-if-better", required_argument, NULL, OPT_INSTALL},
     {"socket", required_argument, NULL, OPT_SOCKET},
+    {"data", required_argument, NULL, OPT_DATA},
     {NULL, 0, NULL, 0},
 };
 
@@ -242,6 +258,9 @@ static int parse_option(struct train_args *a, int c, const char *v, char *err, s
     case OPT_SOCKET:
         a->inst.socket = v;
         return 0;
+    case OPT_DATA:
+        a->src.path = v;
+        return 0;
     }
     return -EINVAL;
 }
@@ -279,9 +298,57 @@ static int check_db_args(struct train_args *a, int n_files, const char *file, in
         a->holdout = 20;
     a->src.path = a->db;
     a->src.target = "power";
+    if (!a->domains)
+        a->domains = "package";
     a->inst.db_path = a->db;
     return train_parse_since(a->since ? a->since : "7d", (int64_t)time(NULL), &a->since_t, err,
                              errlen);
+}
+
+/* --out without --domains: the RAPL domains the target column's name
+ * spells (words split at anything not a letter or digit: pkg or package,
+ * dram, core, uncore, psys), said on stderr; none found is an error. */
+static int guess_domains(struct train_args *a, char *err, size_t errlen)
+{
+    /* word, domain index */
+    static const struct {
+        const char *word;
+        size_t domain;
+    } words[] = {{"pkg", 0}, {"package", 0}, {"dram", 1}, {"core", 2}, {"uncore", 3}, {"psys", 4}};
+    static const char *const domains[] = {"package", "dram", "core", "uncore", "psys"};
+    bool found[5] = {false};
+    const char *t = a->src.target;
+    size_t len = 0;
+
+    if (a->domains || !a->out || !t)
+        return 0;
+    a->domains_guess[0] = '\0';
+    while (*t) {
+        size_t w = 0;
+        while (t[w] && ((t[w] >= 'a' && t[w] <= 'z') || (t[w] >= 'A' && t[w] <= 'Z') ||
+                        (t[w] >= '0' && t[w] <= '9')))
+            w++;
+        for (size_t i = 0; w && i < sizeof(words) / sizeof(*words); i++) {
+            size_t k = words[i].domain;
+            if (strlen(words[i].word) != w || strncasecmp(t, words[i].word, w) != 0 || found[k])
+                continue;
+            found[k] = true;
+            len += (size_t)snprintf(a->domains_guess + len, sizeof(a->domains_guess) - len, "%s%s",
+                                    len ? "," : "", domains[k]);
+        }
+        t += w ? w : 1;
+    }
+    if (len == 0)
+        return util_err(err, errlen, -EINVAL,
+                        "--out: which RAPL domains does target '%s' measure? Give --domains "
+                        "(package, dram, core, uncore, psys; e.g. --domains package,dram)",
+                        a->src.target);
+    a->domains = a->domains_guess;
+    fprintf(stderr,
+            "wattprof train: --out: target '%s' taken to measure RAPL domain%s %s (from its "
+            "name; --domains says otherwise)\n",
+            a->src.target, strchr(a->domains, ',') ? "s" : "", a->domains);
+    return 0;
 }
 
 /* Returns 1 after --help, 0 to go on, or a negative errno with err set. */
@@ -292,7 +359,6 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
     a->ro.engine = REGRESS_RIDGE;
     a->ro.linear.alpha = 1.0;
     a->cv = 5;
-    a->domains = "package";
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -302,7 +368,8 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
         }
         if (c == '?')
             return util_err(err, errlen, -EINVAL,
-                            "unknown option or missing value: '%s' (see --help)", argv[optind - 1]);
+                            "unknown option or missing value '%s' (see wattprof train --help)",
+                            argv[optind - 1]);
         r = parse_option(a, c, optarg, err, errlen);
         if (r < 0)
             return r;
@@ -312,15 +379,20 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
         return util_err(err, errlen, -EINVAL,
                         "--cv, --folds and --holdout-last exclude each other");
     if (a->db || a->since || a->inst.dir || a->inst.socket)
-        return check_db_args(a, argc - optind, argv[optind], n_validation, err, errlen);
-    if (optind != argc - 1)
-        return util_err(err, errlen, -EINVAL, "expected one dataset file (FILE.csv), got %d",
-                        argc - optind);
-    a->src.path = argv[optind];
+        return check_db_args(a, argc - optind + !!a->src.path,
+                             a->src.path ? a->src.path : argv[optind], n_validation, err, errlen);
+    if (optind != argc - !a->src.path)
+        return util_err(err, errlen, -EINVAL,
+                        "expected one dataset file (FILE.csv or --data), got %d",
+                        argc - optind + !!a->src.path);
+    if (!a->src.path)
+        a->src.path = argv[optind];
     a->src.need_positive_target = true;
     r = parse_classes(a, err, errlen);
+    if (r == 0)
+        r = guess_domains(a, err, errlen);
     a->src.extra[0] = a->class_column;
-    a->src.extra_optional[0] = !a->classes;
+    a->src.extra_optional[0] = a->src.extra_loose[0] = !a->classes;
     a->src.extra[1] = a->folds_column;
     return r;
 }
@@ -337,6 +409,16 @@ static int *classify(const struct train_args *a, const struct train_data *d, siz
         return k;
     for (size_t i = 0; i < d->n; i++)
         count[k[i] = d->extra[0][i] >= a->class_threshold ? 0 : 1]++;
+    if ((count[0] == 0 || count[1] == 0) && !a->classes) {
+        /* The default split, not asked for: one class, said. */
+        fprintf(stderr,
+                "wattprof train: all %zu rows are in the %s class of %s >= %g: one class (see "
+                "--classes)\n",
+                d->n, count[0] ? "high-miss" : "low-miss", d->extra_name[0], a->class_threshold);
+        memset(k, 0, d->n * sizeof(int));
+        *n_classes = 1;
+        return k;
+    }
     if (count[0] == 0 || count[1] == 0) {
         util_err(err, errlen, -EINVAL,
                  "--classes %s:%g: all %zu rows are in the %s class; pick another threshold or "
@@ -377,7 +459,7 @@ static void score(struct engine_result *res, const struct train_data *d, const i
     free(pp);
 }
 
-/* The alpha ridge auto picks on all rows, per class, for the report. */
+/* The alpha --alpha auto picks on all rows, per class: the model's. */
 static int auto_alpha(const regress_opts *o, const struct train_data *d, const int *klass,
                       size_t n_classes, double *alpha, char *err, size_t errlen)
 {
@@ -397,22 +479,29 @@ static int run_engine(const struct train_args *a, regress_engine e, const struct
                       struct engine_result *res, char *err, size_t errlen)
 {
     regress_opts o = a->ro;
-    double *pred = malloc(d->n * sizeof(double));
+    double *pred = malloc(d->n * sizeof(double)), t0 = now_s();
+    bool auto_alpha_used = (e == REGRESS_RIDGE || e == REGRESS_LASSO) && o.linear.alpha < 0;
     char why[UTIL_ERRLEN];
     int r;
 
+    if (auto_alpha_used && !(res->fold_alpha = calloc(fo->k * 2, sizeof(double)))) {
+        free(pred);
+        return -ENOMEM;
+    }
     if (!pred)
         return -ENOMEM;
     o.engine = e;
     res->engine = e;
-    r = regress_cv(&o, d->x, d->y, d->n, d->p, klass, n_classes, fo, pred, why, sizeof(why));
+    r = regress_cv(&o, d->x, d->y, d->n, d->p, klass, n_classes, fo, pred, res->fold_alpha, why,
+                   sizeof(why));
+    res->cv_s = now_s() - t0;
     if (r < 0)
         util_err(err, errlen, r, "%s: %s", regress_engine_name(e), why);
     else
         score(res, d, klass, n_classes, pred);
     free(pred);
     res->alpha[0] = res->alpha[1] = o.linear.alpha;
-    if (r == 0 && e == REGRESS_RIDGE && o.linear.alpha < 0)
+    if (r == 0 && auto_alpha_used)
         r = auto_alpha(&o, d, klass, n_classes, res->alpha, err, errlen);
     return r;
 }
@@ -462,6 +551,17 @@ static json_object *report_json(const struct train_args *a, const struct train_d
                 json_object_object_add(al, class_label(n_classes, c), jnum(res[e].alpha[c]));
             json_object_object_add(r, "alpha", al);
         }
+        if (res[e].fold_alpha) {
+            json_object *fa = json_object_new_object();
+            for (size_t c = 0; c < n_classes; c++) {
+                json_object *v = json_object_new_array();
+                for (size_t k = 0; k < fo->k; k++)
+                    json_object_array_add(v, jnum(res[e].fold_alpha[k * 2 + c]));
+                json_object_object_add(fa, class_label(n_classes, c), v);
+            }
+            json_object_object_add(r, "fold_alpha", fa);
+        }
+        json_object_object_add(r, "validation_s", json_object_new_double(res[e].cv_s));
         for (size_t c = 0; n_classes > 1 && c < n_classes; c++)
             json_object_object_add(cls, class_label(n_classes, c),
                                    metrics_json(&res[e].cls[c], res[e].cls_rows[c]));
@@ -501,10 +601,15 @@ static void report_text(const struct train_args *a, const struct train_data *d, 
         print_row(name, "all", res[e].rows, &res[e].all);
     }
     for (size_t e = 0; e < n_res; e++)
-        if (res[e].engine == REGRESS_RIDGE && a->ro.linear.alpha < 0)
-            for (size_t c = 0; c < n_classes; c++)
-                printf("ridge alpha chosen by inner CV on all rows, class %s: %g\n",
-                       class_label(n_classes, c), res[e].alpha[c]);
+        for (size_t c = 0; res[e].fold_alpha && c < n_classes; c++) {
+            const char *name = regress_engine_name(res[e].engine);
+            printf("%s alpha chosen by inner CV on all rows, class %s: %g (the model's); in each "
+                   "validation round:",
+                   name, class_label(n_classes, c), res[e].alpha[c]);
+            for (size_t k = 0; k < fo->k; k++)
+                printf(" %g", res[e].fold_alpha[k * 2 + c]);
+            printf(" (the errors above)\n");
+        }
 }
 
 static void warn_constants(const struct train_data *d, const char *path)
@@ -514,6 +619,22 @@ static void warn_constants(const struct train_data *d, const char *path)
                 "wattprof train: %s: feature '%s' is constant; kept, but it scales to 0 and "
                 "contributes nothing\n",
                 path, d->features[d->constant[j]]);
+}
+
+/* The default class column found under another spelling: the header's name
+ * is the one used from here on, and said. */
+static int use_class_column(struct train_args *a, const struct train_data *d)
+{
+    char *name;
+
+    if (!d->extra_name[0] || strcmp(d->extra_name[0], a->class_column) == 0)
+        return 0;
+    if (!(name = strdup(d->extra_name[0])))
+        return -ENOMEM;
+    fprintf(stderr, "wattprof train: classes from column '%s' (as %s)\n", name, a->class_column);
+    free(a->class_column);
+    a->class_column = name;
+    return 0;
 }
 
 /* A model classifies by one of its own events, so before any fitting: the
@@ -588,25 +709,40 @@ static int train(struct train_args *a, char *err, size_t errlen)
     folds *fo = NULL;
     json_object *o = NULL;
     int *klass = NULL, r;
+    double t0 = now_s(), t_load, t_model = 0;
 
     r = a->db ? train_db_load(&d, &cal, a->db, a->since_t, a->domains, err, errlen)
               : train_data_load(&d, &a->src, err, errlen);
     if (r < 0)
         return r;
+    t_load = now_s() - t0;
     warn_constants(&d, a->src.path);
-    klass = classify(a, &d, &n_classes, err, errlen);
-    r = klass ? check_out(a, &d, n_classes, err, errlen) : -EINVAL;
+    r = use_class_column(a, &d);
+    klass = r == 0 ? classify(a, &d, &n_classes, err, errlen) : NULL;
+    r = r < 0 ? r : klass ? check_out(a, &d, n_classes, err, errlen) : -EINVAL;
     if (r == 0)
         r = make_folds(a, &d, &fo, err, errlen);
     for (size_t e = 0; r == 0 && e < n_res; e++)
         r = run_engine(a, a->compare ? (regress_engine)e : a->ro.engine, &d, klass, n_classes, fo,
                        &res[e], err, errlen);
-    if (r == 0 && a->out && !a->db)
+    if (r == 0 && a->out && !a->db) {
+        double t1 = now_s();
         r = train_write_model(a->out, a->name, &a->ro, &a->src, &d, klass, n_classes,
                               a->class_column, a->class_threshold, a->domains,
                               res[a->compare ? a->ro.engine : 0].all.mape, err, errlen);
+        t_model = now_s() - t1;
+    }
     if (r == 0 && a->json) {
+        json_object *tj = json_object_new_object();
+        double cv = 0;
+        for (size_t e = 0; e < n_res; e++)
+            cv += res[e].cv_s;
         o = report_json(a, &d, n_classes, fo, res, n_res);
+        json_object_object_add(tj, "load", json_object_new_double(t_load));
+        json_object_object_add(tj, "validation", json_object_new_double(cv));
+        json_object_object_add(tj, "model", json_object_new_double(t_model));
+        json_object_object_add(tj, "total", json_object_new_double(now_s() - t0));
+        json_object_object_add(o, "timings_s", tj);
         json_object_object_add(o, "model", a->out ? json_object_new_string(a->out) : NULL);
         if (a->db)
             db_dataset_json(o, a, &cal);
@@ -624,6 +760,8 @@ static int train(struct train_args *a, char *err, size_t errlen)
         printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
     json_object_put(o);
     folds_free(fo);
+    for (size_t e = 0; e < n_res; e++)
+        free(res[e].fold_alpha);
     free(klass);
     train_data_free(&d);
     train_calib_free(&cal);
@@ -634,14 +772,14 @@ int cmd_train(int argc, char **argv)
 {
     struct train_args a = {0};
     char err[UTIL_ERRLEN] = "";
-    int r = parse_args(&a, argc, argv, err, sizeof(err));
+    int r = parse_args(&a, argc, argv, err, sizeof(err)), bad_line = r < 0;
 
     if (r == 0)
         r = train(&a, err, sizeof(err));
     free(a.class_column);
     if (r < 0) {
         fprintf(stderr, "wattprof train: %s\n", err[0] ? err : strerror(-r));
-        return 1;
+        return bad_line ? 2 : 1; /* 2: the command line itself is wrong */
     }
     return 0;
 }

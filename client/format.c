@@ -339,6 +339,7 @@ struct fmt_table {
     size_t ncols;
     char **headers, **csv;
     fmt_align *align;
+    bool *hidden;       /* left out of the text table (kept in CSV) */
     char **text, **raw; /* cells, row-major */
     size_t ncells, cap;
 };
@@ -354,7 +355,8 @@ fmt_table *fmt_table_new(size_t n, const char *const *headers, const char *const
     t->headers = calloc(n, sizeof(char *));
     t->csv = calloc(n, sizeof(char *));
     t->align = calloc(n, sizeof(fmt_align));
-    if (!t->headers || !t->csv || !t->align) {
+    t->hidden = calloc(n, sizeof(bool));
+    if (!t->headers || !t->csv || !t->align || !t->hidden) {
         fmt_table_free(t);
         return NULL;
     }
@@ -387,6 +389,7 @@ void fmt_table_free(fmt_table *t)
     free(t->headers);
     free(t->csv);
     free(t->align);
+    free(t->hidden);
     free(t->text);
     free(t->raw);
     free(t);
@@ -418,6 +421,12 @@ int fmt_table_add(fmt_table *t, const char *text, const char *raw)
     return 0;
 }
 
+void fmt_table_hide(fmt_table *t, size_t col)
+{
+    if (col < t->ncols)
+        t->hidden[col] = true;
+}
+
 size_t fmt_table_rows(const fmt_table *t)
 {
     return t->ncols ? t->ncells / t->ncols : 0;
@@ -446,10 +455,13 @@ static void print_cell(FILE *out, const char *s, size_t width, fmt_align a, bool
 
 void fmt_table_print(const fmt_table *t, FILE *out, bool color)
 {
-    size_t rows = fmt_table_rows(t), *width = calloc(t->ncols, sizeof(size_t));
+    size_t rows = fmt_table_rows(t), *width = calloc(t->ncols, sizeof(size_t)), last = 0;
 
     if (!width)
         return;
+    for (size_t c = 0; c < t->ncols; c++)
+        if (!t->hidden[c])
+            last = c;
     for (size_t c = 0; c < t->ncols; c++) {
         width[c] = text_width(t->headers[c]);
         for (size_t r = 0; r < rows; r++) {
@@ -460,18 +472,22 @@ void fmt_table_print(const fmt_table *t, FILE *out, bool color)
     }
     if (color)
         fputs("\033[1m", out);
-    for (size_t c = 0; c < t->ncols; c++) {
-        print_cell(out, t->headers[c], width[c], t->align[c], c + 1 == t->ncols);
-        if (c + 1 < t->ncols)
+    for (size_t c = 0; c <= last; c++) {
+        if (t->hidden[c])
+            continue;
+        print_cell(out, t->headers[c], width[c], t->align[c], c == last);
+        if (c < last)
             fputs("  ", out);
     }
     if (color)
         fputs("\033[0m", out);
     fputc('\n', out);
     for (size_t r = 0; r < rows; r++) {
-        for (size_t c = 0; c < t->ncols; c++) {
-            print_cell(out, t->text[r * t->ncols + c], width[c], t->align[c], c + 1 == t->ncols);
-            if (c + 1 < t->ncols)
+        for (size_t c = 0; c <= last; c++) {
+            if (t->hidden[c])
+                continue;
+            print_cell(out, t->text[r * t->ncols + c], width[c], t->align[c], c == last);
+            if (c < last)
                 fputs("  ", out);
         }
         fputc('\n', out);

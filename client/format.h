@@ -65,6 +65,8 @@ void fmt_table_free(fmt_table *t);
 /* Appends the next cell, row by row: `text` for people, `raw` for CSV (NULL:
  * same as text). Both are copied. Returns 0 or -ENOMEM. */
 int fmt_table_add(fmt_table *t, const char *text, const char *raw);
+/* Leaves column `col` out of fmt_table_print (CSV keeps every column). */
+void fmt_table_hide(fmt_table *t, size_t col);
 /* Rows completed so far. */
 size_t fmt_table_rows(const fmt_table *t);
 /* Prints aligned columns separated by two spaces; the header is bold when

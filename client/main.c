@@ -1,6 +1,7 @@
 /* wattprof: one command with subcommands, in the style of git and perf. */
 #include "commands.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +35,50 @@ static void usage(FILE *out)
     fprintf(out, "usage: wattprof COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; subcommands[i].name; i++)
         fprintf(out, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(out, "\n`wattprof COMMAND --help` describes each one.\n");
+    fprintf(out, "  %-10s %s\n", "help", "this list, or one command's options: help COMMAND");
+    fprintf(out, "\n`wattprof help COMMAND` (or `wattprof COMMAND --help`) describes each one.\n");
+}
+
+static const struct subcommand *find(const char *name)
+{
+    for (size_t i = 0; subcommands[i].name; i++)
+        if (strcmp(name, subcommands[i].name) == 0)
+            return &subcommands[i];
+    return NULL;
+}
+
+/* Runs `sub` with argv[0] its name; its errors begin "wattprof NAME: "
+ * (util_log prefixes the program's short name). */
+static int run_sub(const struct subcommand *sub, int argc, char **argv)
+{
+    char prog[64];
+
+    snprintf(prog, sizeof(prog), "wattprof %s", sub->name);
+    program_invocation_short_name = prog;
+    return sub->fn(argc, argv);
+}
+
+/* `wattprof help [COMMAND]`: the list, or COMMAND --help. */
+static int help(int argc, char **argv)
+{
+    const struct subcommand *sub;
+    char *args[3];
+
+    if (argc < 3) {
+        usage(stdout);
+        return 0;
+    }
+    if (argc > 3 || !(sub = find(argv[2]))) {
+        if (argc > 3)
+            fprintf(stderr, "wattprof help: expected at most one command\n");
+        else
+            fprintf(stderr, "wattprof help: no command '%s' (see wattprof help)\n", argv[2]);
+        return 2;
+    }
+    args[0] = (char *)sub->name;
+    args[1] = (char *)"--help";
+    args[2] = NULL;
+    return run_sub(sub, 2, args);
 }
 
 int main(int argc, char **argv)
@@ -47,13 +91,14 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "help") == 0)
+        return help(argc, argv);
     if (strcmp(argv[1], "--version") == 0) {
         printf("wattprof %s\n", WATTPROF_VERSION);
         return 0;
     }
-    for (size_t i = 0; subcommands[i].name; i++)
-        if (strcmp(argv[1], subcommands[i].name) == 0)
-            return subcommands[i].fn(argc - 1, argv + 1);
+    if (find(argv[1]))
+        return run_sub(find(argv[1]), argc - 1, argv + 1);
     fprintf(stderr, "wattprof: unknown command '%s' (see wattprof --help)\n", argv[1]);
     return 2;
 }

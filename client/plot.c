@@ -142,6 +142,18 @@ int plot_image_kind(const char *path)
     return 0;
 }
 
+int plot_check_name(const char *opt, const char *path, char *err, size_t errlen)
+{
+    const char *dot = strrchr(path, '.');
+
+    if (plot_image_kind(path))
+        return 0;
+    snprintf(err, errlen, "%s '%s': %s%s%s; the formats known are PNG (.png) and SVG (.svg)", opt,
+             path, dot && !strchr(dot, '/') ? "unknown picture format '" : "no picture format",
+             dot && !strchr(dot, '/') ? dot : "", dot && !strchr(dot, '/') ? "'" : "");
+    return -EINVAL;
+}
+
 /* ---- cairo ---------------------------------------------------------------- */
 
 struct frame {
@@ -316,10 +328,8 @@ int plot_image(const char *path, const plot_series *s, size_t n_series, const ch
     cairo_status_t st;
     FILE *f;
 
-    if (kind == 0) {
-        snprintf(err, errlen, "%s: the picture's name must end in .png or .svg", path);
-        return -EINVAL;
-    }
+    if (kind == 0)
+        return plot_check_name("picture", path, err, errlen);
     if (!(f = fopen(path, "wb"))) {
         int r = -errno;
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));

@@ -44,5 +44,8 @@ void plot_release(void);
 
 /* 1 when path ends in .png, 2 in .svg (case ignored), else 0. */
 int plot_image_kind(const char *path);
+/* 0 when `path` names a picture plot_image can write; else -EINVAL with err
+ * naming the option, the name and the formats known (PNG, SVG). */
+int plot_check_name(const char *opt, const char *path, char *err, size_t errlen);
 
 #endif

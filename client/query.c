@@ -27,10 +27,12 @@ int query_common_opt(query_opts *q, int opt, const char *arg)
         q->socket = arg;
         return 1;
     case 'J':
-        q->out = QUERY_JSON;
-        return 1;
     case 'C':
-        q->out = QUERY_CSV;
+        if (q->out != QUERY_TEXT && q->out != (opt == 'J' ? QUERY_JSON : QUERY_CSV)) {
+            log_error("--json and --csv contradict each other: pick one output format");
+            return -1;
+        }
+        q->out = opt == 'J' ? QUERY_JSON : QUERY_CSV;
         return 1;
     default:
         return 0;
@@ -39,7 +41,7 @@ int query_common_opt(query_opts *q, int opt, const char *arg)
 
 int query_bad_option(const char *cmd, const char *arg)
 {
-    log_error("%s: unknown option or missing value '%s' (see wattprof %s --help)", cmd, arg, cmd);
+    log_error("unknown option or missing value '%s' (see wattprof %s --help)", arg, cmd);
     return 2;
 }
 
@@ -403,6 +405,7 @@ struct fmt_table *query_process_table(json_object *processes)
     static const fmt_align al[] = {FMT_RIGHT, FMT_LEFT,  FMT_LEFT,  FMT_LEFT,
                                    FMT_RIGHT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT};
     fmt_table *t = fmt_table_new(8, head, csv, al);
+    bool one_class = true;
     int r = 0;
 
     for (size_t i = 0; t && r == 0 && i < json_object_array_length(processes); i++) {
@@ -424,10 +427,15 @@ struct fmt_table *query_process_table(json_object *processes)
               : query_table_num(t, fmt_energy(a, query_num(p, "total_j")), query_num(p, "total_j"));
         snprintf(a, sizeof(a), "%.1f", cpu * 100);
         r = r ? r : query_table_num(t, a, cpu);
+        one_class = one_class && strcmp(query_str(p, "class"), "all") == 0;
     }
     if (r < 0) {
         fmt_table_free(t);
         return NULL;
     }
+    /* A one-class model's processes are all in class "all": the column says
+     * nothing then (CSV keeps it, for scripts). */
+    if (t && one_class)
+        fmt_table_hide(t, 3);
     return t;
 }

@@ -48,7 +48,8 @@ typedef struct query_opts {
 /* Initialises opts (text output, colour when stdout is a TTY without NO_COLOR). */
 void query_opts_init(query_opts *q);
 
-/* Handles one of the common options: returns 1 when `opt` was one, 0 if not. */
+/* Handles one of the common options: returns 1 when `opt` was one, 0 if not,
+ * -1 (said on stderr) for --json with --csv. */
 int query_common_opt(query_opts *q, int opt, const char *arg);
 
 /* Prints "wattprof: CMD: unknown option or missing value 'ARG' (see wattprof

@@ -12,11 +12,13 @@
 struct train_source {
     const char *path;
     const char *target;
-    const char *features;   /* "a,b,c" */
-    const char *per;        /* interval column, or NULL */
-    const char *extra[2];   /* further columns to load (class, folds), or NULL */
-    bool extra_optional[2]; /* a missing optional extra column is left NULL */
-    bool drop_invalid;
+    const char *features;      /* "a,b,c" */
+    const char *per;           /* interval column, or NULL */
+    const char *extra[2];      /* further columns to load (class, folds), or NULL */
+    bool extra_optional[2];    /* a missing optional extra column is left NULL */
+    bool extra_loose[2];       /* match the usual spellings of the name too
+                                  (train_column_matches) */
+    bool drop_invalid;         /* also drops rows the checks below would refuse */
     bool need_positive_target; /* MAPE divides by the target */
 };
 
@@ -27,6 +29,7 @@ struct train_data {
     const double **x; /* p columns of n */
     const double *y;
     const double *extra[2]; /* columns named in source.extra, or NULL */
+    char *extra_name[2];    /* the header's spelling of each column found */
     size_t dropped;
     char sha256[65];  /* of the file's bytes */
     size_t *constant; /* indices of constant features */
@@ -34,9 +37,15 @@ struct train_data {
 };
 
 /* Reads the CSV, checks it (no rows, a target <= 0 for MAPE, a zero or
- * negative interval for --per) and converts counts to rates with --per.
- * Errors are one line in err. */
+ * negative interval for --per; with drop_invalid such rows are dropped and
+ * counted instead) and converts counts to rates with --per.  Errors are one
+ * line in err. */
 int train_data_load(struct train_data *d, const struct train_source *s, char *err, size_t errlen);
+/* Whether header column `have` is a spelling of `want`: the same once both
+ * are lower-cased, with '-' and '.' as '_', without a "curr_" prefix or a
+ * "_total" suffix, and "misses" as "miss" (cache-misses, cache_miss,
+ * curr_cache_misses, CACHE_MISSES_TOTAL). */
+bool train_column_matches(const char *want, const char *have);
 /* Lists the features that are constant over the rows (kept, but reported). */
 int train_find_constants(struct train_data *d);
 void train_data_free(struct train_data *d);

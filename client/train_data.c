@@ -3,14 +3,18 @@
 #include "train.h"
 #include "util/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 void train_data_free(struct train_data *d)
 {
     learn_table_free(d->t);
     util_strv_free(d->features, d->p);
+    free(d->extra_name[0]);
+    free(d->extra_name[1]);
     free(d->x);
     free(d->constant);
     memset(d, 0, sizeof(*d));
@@ -33,9 +37,45 @@ int train_parse_double(const char *opt, const char *s, double *out, char *err, s
     return 0;
 }
 
+static void normalise_column(const char *in, char *out, size_t len)
+{
+    size_t n = 0;
+
+    if (strncasecmp(in, "curr_", 5) == 0 || strncasecmp(in, "curr-", 5) == 0)
+        in += 5;
+    for (; *in && n + 1 < len; in++)
+        out[n++] = *in == '-' || *in == '.' ? '_' : (char)tolower((unsigned char)*in);
+    out[n] = '\0';
+    if (n >= 6 && strcmp(out + n - 6, "_total") == 0)
+        out[n -= 6] = '\0';
+    if (n >= 6 && strcmp(out + n - 6, "misses") == 0)
+        out[n - 2] = '\0';
+}
+
+bool train_column_matches(const char *want, const char *have)
+{
+    char a[128], b[128];
+
+    normalise_column(want, a, sizeof(a));
+    normalise_column(have, b, sizeof(b));
+    return strcmp(a, b) == 0;
+}
+
+/* The header's name for extra column `want`: exact first, then (loose) the
+ * first usual spelling; NULL when there is none. */
+static const char *find_extra(const learn_csv *c, const char *want, bool loose)
+{
+    if (learn_csv_column(c, want) >= 0 || !loose)
+        return learn_csv_column(c, want) >= 0 ? want : NULL;
+    for (size_t j = 0; j < c->n_cols; j++)
+        if (train_column_matches(want, c->header[j]))
+            return c->header[j];
+    return NULL;
+}
+
 /* Column names to load: features, target, per, extras — in that order. */
-static void column_list(const struct train_data *d, const struct train_source *s,
-                        const learn_csv *c, const char **cols, size_t *n, bool *has_extra)
+static int column_list(struct train_data *d, const struct train_source *s, const learn_csv *c,
+                       const char **cols, size_t *n, bool *has_extra)
 {
     *n = 0;
     for (size_t j = 0; j < d->p; j++)
@@ -44,11 +84,38 @@ static void column_list(const struct train_data *d, const struct train_source *s
     if (s->per)
         cols[(*n)++] = s->per;
     for (size_t e = 0; e < 2; e++) {
-        has_extra[e] =
-            s->extra[e] && (!s->extra_optional[e] || learn_csv_column(c, s->extra[e]) >= 0);
-        if (has_extra[e])
-            cols[(*n)++] = s->extra[e];
+        const char *name = s->extra[e] ? find_extra(c, s->extra[e], s->extra_loose[e]) : NULL;
+        if (s->extra[e] && !name && !s->extra_optional[e])
+            name = s->extra[e]; /* learn_table_from_csv names it missing */
+        has_extra[e] = name != NULL;
+        if (name && !(d->extra_name[e] = strdup(name)))
+            return -ENOMEM;
+        if (name)
+            cols[(*n)++] = name;
     }
+    return 0;
+}
+
+/* --drop-invalid: drops the rows whose target or interval check_rows would
+ * refuse, compacting the columns of the table. */
+static void drop_refused(struct train_data *d, const struct train_source *s)
+{
+    learn_table *t = d->t;
+    const double *per = s->per ? learn_table_col(t, d->p + 1) : NULL;
+    size_t kept = 0, n = t->n_rows;
+
+    for (size_t i = 0; i < n; i++) {
+        if ((s->need_positive_target && !(d->y[i] > 0)) || (per && !(per[i] > 0)))
+            continue;
+        for (size_t j = 0; j < t->n_cols; j++)
+            t->x[j * n + kept] = t->x[j * n + i];
+        t->line[kept++] = t->line[i];
+    }
+    for (size_t j = 1; j < t->n_cols; j++)
+        memmove(t->x + j * kept, t->x + j * n, kept * sizeof(double));
+    d->dropped += n - kept;
+    t->n_rows = d->n = kept;
+    d->y = learn_table_col(t, d->p);
 }
 
 static int check_rows(struct train_data *d, const struct train_source *s, const learn_csv *c,
@@ -103,12 +170,15 @@ static int load_table(struct train_data *d, const struct train_source *s, bool *
     r = learn_csv_read(s->path, &c, err, errlen);
     if (r < 0)
         return r;
-    column_list(d, s, c, cols, &n, has_extra);
-    r = learn_table_from_csv(c, cols, n, s->drop_invalid ? LEARN_DROP_INVALID : 0, &d->t,
-                             &d->dropped, err, errlen);
+    r = column_list(d, s, c, cols, &n, has_extra);
+    if (r == 0)
+        r = learn_table_from_csv(c, cols, n, s->drop_invalid ? LEARN_DROP_INVALID : 0, &d->t,
+                                 &d->dropped, err, errlen);
     if (r == 0) {
         d->n = d->t->n_rows;
         d->y = learn_table_col(d->t, d->p);
+        if (s->drop_invalid)
+            drop_refused(d, s);
         r = check_rows(d, s, c, err, errlen);
     }
     learn_csv_free(c);

@@ -15,21 +15,30 @@ _wattprof() {
     return
   fi
   cmd=${words[1]}
+  if [ "$cmd" = help ]; then
+    [ "$cword" -eq 2 ] &&
+      COMPREPLY=($(compgen -W "$("$prog" --help 2>/dev/null | awk '/^  [a-z]/ && $1 != "help" {print $1}')" -- "$cur"))
+    return
+  fi
   case $prev in
     --sort) COMPREPLY=($(compgen -W "energy power cpu" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
+    --engine) COMPREPLY=($(compgen -W "ols ridge lasso forest" -- "$cur")); return ;;
+    --alpha) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
+    --domains) COMPREPLY=($(compgen -W "package dram core uncore psys" -- "$cur")); return ;;
+    --loocv) COMPREPLY=($(compgen -W "closed refit none" -- "$cur")); return ;;
     --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
     --pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
     --since | --until) COMPREPLY=($(compgen -W "now 10m 1h 1d" -- "$cur")); return ;;
-    --socket | --out | --plot | --output | --model | --config | --db)
+    --socket | --out | --plot | --output | --model | --config | --db | --data | --predict)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
     COMPREPLY=($(compgen -W "$("$prog" "$cmd" --help 2>/dev/null | grep -oE -- '--[a-z][a-z-]*' | sort -u)" -- "$cur"))
   elif [ "$cmd" = show ]; then
     COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur"))
-  elif [ "$cmd" = reload ]; then
-    COMPREPLY=($(compgen -f -- "$cur"))
+  elif [[ $cmd =~ ^(reload|train|select|gp|symreg|rank)$ ]]; then
+    COMPREPLY=($(compgen -f -- "$cur")) # the model, data or config file
   fi
 }
 complete -F _wattprof wattprof

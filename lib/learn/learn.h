@@ -164,9 +164,10 @@ typedef enum linear_kind { LINEAR_OLS, LINEAR_RIDGE, LINEAR_LASSO } linear_kind;
 
 typedef struct linear_opts {
     linear_kind kind;
-    double alpha;       /* ridge and lasso; for ridge < 0 means "auto" */
-    size_t auto_k;      /* inner folds for ridge auto (default 5) */
-    unsigned long seed; /* inner fold shuffle for ridge auto */
+    double alpha;       /* ridge and lasso; < 0 means "auto": inner CV over
+                           linear_alpha_grid */
+    size_t auto_k;      /* inner folds for auto (default 5) */
+    unsigned long seed; /* inner fold shuffle for auto */
     int max_iter;       /* lasso sweeps (default 100000) */
     double tol;         /* lasso: stop when the largest coefficient change is below
                            tol * max(1, max |w|) (default 1e-12) */
@@ -176,7 +177,7 @@ typedef struct linear_model {
     size_t p;
     double intercept;
     double *coef; /* per scaled feature */
-    double alpha; /* the alpha used (the chosen one for ridge auto) */
+    double alpha; /* the alpha used (the chosen one for auto) */
     int n_iter;   /* lasso sweeps done */
     bool converged;
 } linear_model;
@@ -191,7 +192,7 @@ int linear_fit(linear_model *m, const linear_opts *o, const scaler *sc, const do
 void linear_predict(const linear_model *m, const scaler *sc, const double *const *x,
                     const size_t *rows, size_t n_rows, double *out);
 void linear_done(linear_model *m);
-/* The log grid ridge auto searches: 10^-6 ... 10^3 in half decades. */
+/* The log grid auto searches: 10^-6 ... 10^3 in half decades. */
 size_t linear_alpha_grid(double *out, size_t max);
 
 /* ---- Random forest (forest.c) -------------------------------------------
@@ -268,10 +269,12 @@ void regress_predict(const regress_fit *f, const double *const *x, const int *kl
                      const size_t *rows, size_t n_rows, double *out);
 void regress_done(regress_fit *f);
 /* Cross-validated predictions: pred[i] for every row some round tests on,
- * NaN for rows never held out. */
+ * NaN for rows never held out. fold_alpha (NULL: not wanted) receives the
+ * penalty each round's linear fit used, fo->k rows of 2 (class 0, 1): the
+ * one inner CV chose there for --alpha auto. */
 int regress_cv(const regress_opts *o, const double *const *x, const double *y, size_t n, size_t p,
-               const int *klass, size_t n_classes, const folds *fo, double *pred, char *err,
-               size_t errlen);
+               const int *klass, size_t n_classes, const folds *fo, double *pred,
+               double *fold_alpha, char *err, size_t errlen);
 
 /* ---- Feature selection (select.c) ---------------------------------------
  * Three views of how much each feature says about the target, and their

@@ -259,10 +259,24 @@ static double intercept_of(const struct gram *g, const double *w)
     return b0;
 }
 
-/* Inner CV for ridge --alpha auto: squared error summed over inner folds
- * of the training rows, for every alpha of the grid; the smallest wins. */
-static int ridge_auto_alpha(const linear_opts *o, const double *const *x, const double *y, size_t p,
-                            const size_t *rows, size_t n, double *alpha, char *err, size_t errlen)
+/* One penalised solve on a Gram matrix: ridge, or lasso with penalty alpha. */
+static int solve_penalised(const struct gram *g, const linear_opts *o, double alpha, double *w)
+{
+    linear_opts lo = *o;
+    linear_model lm = {.coef = w};
+
+    if (o->kind == LINEAR_RIDGE)
+        return solve_ridge(g, alpha, w);
+    lo.alpha = alpha;
+    solve_lasso(g, &lo, &lm);
+    return 0;
+}
+
+/* Inner CV for --alpha auto (ridge or lasso): squared error summed over
+ * inner folds of the training rows, for every alpha of the grid; the
+ * smallest wins. */
+static int auto_alpha(const linear_opts *o, const double *const *x, const double *y, size_t p,
+                      const size_t *rows, size_t n, double *alpha, char *err, size_t errlen)
 {
     double grid[32], sse[32] = {0}, w[p ? p : 1];
     size_t ng = linear_alpha_grid(grid, 32), k = o->auto_k ? o->auto_k : 5;
@@ -289,7 +303,7 @@ static int ridge_auto_alpha(const linear_opts *o, const double *const *x, const 
             goto out;
         r = gram_build(&g, &sc, x, y, p, tr, ntr);
         for (size_t a = 0; r == 0 && a < ng; a++) {
-            if ((r = solve_ridge(&g, grid[a], w)) < 0)
+            if ((r = solve_penalised(&g, o, grid[a], w)) < 0)
                 break;
             predict_gram(w, intercept_of(&g, w), p, &sc, x, te, nte, pred);
             for (size_t i = 0; i < nte; i++)
@@ -301,9 +315,11 @@ static int ridge_auto_alpha(const linear_opts *o, const double *const *x, const 
         if (r < 0)
             goto out;
     }
+    /* On a tie the larger penalty, the simpler model: past its largest
+     * useful alpha lasso sets every coefficient to 0 on all of them. */
     size_t best = 0;
     for (size_t a = 1; a < ng; a++)
-        if (sse[a] < sse[best])
+        if (sse[a] <= sse[best])
             best = a;
     *alpha = grid[best];
 out:
@@ -334,8 +350,8 @@ int linear_fit(linear_model *m, const linear_opts *o, const scaler *sc, const do
     if (!m->coef)
         return -ENOMEM;
     m->alpha = o->kind == LINEAR_OLS ? 0 : o->alpha;
-    if (o->kind == LINEAR_RIDGE && o->alpha < 0) {
-        r = ridge_auto_alpha(o, x, y, p, rows, n_rows, &m->alpha, err, errlen);
+    if (o->kind != LINEAR_OLS && o->alpha < 0) {
+        r = auto_alpha(o, x, y, p, rows, n_rows, &m->alpha, err, errlen);
         if (r < 0) {
             linear_done(m);
             return r;
@@ -351,8 +367,11 @@ int linear_fit(linear_model *m, const linear_opts *o, const scaler *sc, const do
         r = solve_pinv(&g, m->coef);
     else if (o->kind == LINEAR_RIDGE)
         r = solve_ridge(&g, m->alpha, m->coef);
-    else
-        solve_lasso(&g, o, m);
+    else {
+        linear_opts lo = *o;
+        lo.alpha = m->alpha;
+        solve_lasso(&g, &lo, m);
+    }
     m->intercept = intercept_of(&g, m->coef);
     gram_free(&g);
     if (r < 0) {

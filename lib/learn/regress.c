@@ -105,8 +105,8 @@ void regress_done(regress_fit *f)
 }
 
 int regress_cv(const regress_opts *o, const double *const *x, const double *y, size_t n, size_t p,
-               const int *klass, size_t n_classes, const folds *fo, double *pred, char *err,
-               size_t errlen)
+               const int *klass, size_t n_classes, const folds *fo, double *pred,
+               double *fold_alpha, char *err, size_t errlen)
 {
     size_t *train = malloc((n ? n : 1) * sizeof(size_t)),
            *test = malloc((n ? n : 1) * sizeof(size_t));
@@ -125,6 +125,8 @@ int regress_cv(const regress_opts *o, const double *const *x, const double *y, s
             util_err(err, errlen, r, "validation round %zu of %zu: %s", k + 1, fo->k, why);
             break;
         }
+        for (size_t c = 0; fold_alpha && c < 2; c++)
+            fold_alpha[k * 2 + c] = c < f.n_classes ? f.lin[c].alpha : NAN;
         regress_predict(&f, x, klass, test, nte, out);
         for (size_t i = 0; i < nte; i++)
             pred[test[i]] = out[i];

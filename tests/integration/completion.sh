@@ -26,4 +26,10 @@ check "history's options" test "$(complete_line wattprof history --s)" = "--sinc
 check "--sort values" test "$(complete_line wattprof ps --sort '')" = "cpu energy power "
 check "--format values" test "$(complete_line wattprof export --format j)" = "json "
 check "show completes pids" grep -qw "$$" <<<"$(complete_line wattprof show '')"
+check "help completes command names" test "$(complete_line wattprof help tr)" = "train "
+check "help is offered as a command" grep -qw help <<<"$(complete_line wattprof '')"
+check "run's -r and -x long forms" test "$(complete_line wattprof run --re)" = "--repeat "
+check "train takes --data" test "$(complete_line wattprof train --da)" = "--data "
+check "--engine values" test "$(complete_line wattprof train --engine l)" = "lasso "
+check "--alpha auto" test "$(complete_line wattprof train --alpha a)" = "auto "
 finish

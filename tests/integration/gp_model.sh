@@ -56,8 +56,36 @@ grep -q '"jitter":0.0,' "$tmp/jitter.fit" && fail "the duplicated rows needed no
 "$WATTPROF" gp --model "$tmp/ard.json" --predict "$tmp/test.csv" >"$tmp/ard.txt"
 "$WATTPROF" gp --data "$tmp/train.csv" --target y --features a,b,c --kernel matern52+white --ard \
   --restarts 0 --seed 1 --loocv none --predict "$tmp/test.csv" | sed -n '/^predictions for/,$p' \
-  | diff - "$tmp/ard.txt" || fail "text predictions differ"
+  | diff - <(sed -n '/^predictions for/,$p' "$tmp/ard.txt") || fail "text predictions differ"
 echo "ok: text predictions equal"
+
+# This target crosses zero: MAPE is left out, and why said; MAE, RMSE and R2
+# stay. A --predict file with the target column gets its test error.
+"$PYTHON" - "$tmp/ard.fit" "$tmp/ard.load" "$tmp/test.csv" <<'PY'
+import csv, json, math, sys
+fit, load = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+y = [float(r["y"]) for r in csv.DictReader(open(sys.argv[3]))]
+assert min(y) < 0 < max(y), (min(y), max(y))
+for doc in (fit, load):
+    t = doc["test"]
+    mu = [p["mean"] for p in doc["predictions"]]
+    mae = sum(abs(a - b) for a, b in zip(y, mu)) / len(y)
+    assert t["rows"] == 25 and abs(t["mae"] - mae) < 1e-9 * mae, (t, mae)
+    assert t["mape"] is None and 0.5 < t["r2"] <= 1, t
+    assert "MAPE left out: the target crosses zero" in doc["mape_note"], doc
+print(f"ok: test error on 25 rows, MAE {mae:.4f}, R2 {t['r2']:.4f}, no MAPE")
+PY
+grep -Eq "^test error \(25 rows\): +MAE [0-9.e-]+  RMSE [0-9.e-]+  R2 [0-9.]+  MAPE -$" "$tmp/ard.txt" ||
+  fail "no test error line: $(head -3 "$tmp/ard.txt")"
+grep -q "^MAPE left out: the target crosses zero" "$tmp/ard.txt" || fail "MAPE's absence not explained"
+"$WATTPROF" gp --data "$tmp/train.csv" --target y --features a,b,c --restarts 0 --seed 1 >"$tmp/loo.txt"
+grep -Eq "^LOOCV \(closed form\): +MAE .*  R2 [0-9.]+  MAPE -$" "$tmp/loo.txt" ||
+  fail "LOOCV line still has a MAPE: $(cat "$tmp/loo.txt")"
+# A target that stays positive keeps its MAPE.
+awk -F, 'BEGIN { OFS = "," } NR > 1 { $4 += 10 } 1' "$tmp/train.csv" >"$tmp/pos.csv"
+"$WATTPROF" gp --data "$tmp/pos.csv" --target y --features a,b,c --restarts 0 --seed 1 --json \
+  | "$PYTHON" -c 'import json, sys; d = json.load(sys.stdin); assert d["loocv"]["mape"] > 0 and "mape_note" not in d, d'
+echo "ok: MAPE only where the target keeps one sign"
 
 # Bad input: one line on stderr naming the fault, non-zero exit.
 expect_error() { # $1 = text, rest = arguments

@@ -62,6 +62,9 @@ check "status text has every section" \
 W status --json >"$tmp/status.json"
 check "status --json: rate, achieved rate, model, database" \
   test "$(json_get "$tmp/status.json" 'd["rate_hz"]' 'd["achieved_hz"] > 40' 'd["model"]["name"] != ""' 'd["database"]["path"].startswith(sys.argv[1] if False else "/")')" = "50.0 True True True"
+u=$(json_get "$tmp/status.json" 'abs(d["host"]["unattributed_w"] or 0) >= 5e-6')
+check "status names the unattributed power only when it shows as more than 0.00 mW ($u)" \
+  test "$(grep -c ', unattributed ' "$tmp/status.txt")" = "$([ "$u" = True ] && echo 1 || echo 0)"
 W status --csv >"$tmp/status.csv"
 check "status --csv: field,value lines" grep -qx 'rate_hz,50.0' "$tmp/status.csv"
 check "status --csv header" test "$(head -1 "$tmp/status.csv")" = "field,value"
@@ -82,14 +85,24 @@ check "ps table: header and burn's row, columns aligned" \
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 h, row = lines[0], lines[1]
-assert h.split() == ["PID", "USER", "COMMAND", "CLASS", "POWER", "ENERGY", "TOTAL", "CPU%"], h
+# The daemon runs the one-class built-in model: no CLASS column (CSV keeps it).
+assert h.split() == ["PID", "USER", "COMMAND", "POWER", "ENERGY", "TOTAL", "CPU%"], h
 assert row.split()[0] == sys.argv[2] and "burn" in row, row
 assert len(h) == len(row), (h, row)  # right-aligned last column ends together
-assert row.split()[7] in ("mJ", "J", "kJ"), row' "$tmp/ps.txt" "$bpid"
+assert row.split()[6] in ("mJ", "J", "kJ"), row' "$tmp/ps.txt" "$bpid"
 check "ps -n 1 gives one process" test "$(W ps --window 1m -n 1 --csv | wc -l)" = 2
 check "ps --sort cpu puts the busiest first" \
   test "$(W ps --window 1m --sort cpu --json | "$PYTHON" -c 'import json,sys; c=[p["cpu"] for p in json.load(sys.stdin)["processes"]]; print(c == sorted(c, reverse=True))')" = True
 check "ps --user $me keeps burn" grep -q burn <(W ps --window 1m --user "$me")
+# POWER and CPU% share one definition: the window's total over its length.
+# burn ran about 6 s of a 1m window: its power is a tenth of a 10 s window's
+# share, not its power while it ran.
+for w in 10s 1m; do
+  W ps --window $w --comm '^burn$' --json >"$tmp/ps-$w.json"
+  check "ps --window $w: power_w is energy_j / window_s for every process" \
+    "$PYTHON" -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(not d["processes"] or any(abs(p["power_w"] * d["window_s"] - p["energy_j"]) > 1e-9 * max(1, p["energy_j"]) for p in d["processes"]))' "$tmp/ps-$w.json"
+done
+check "ps --help states the definition" grep -q "POWER and CPU% are both averages over the whole window" <(W ps --help)
 
 # ---- show ---------------------------------------------------------------------------
 W show "$bpid" --json >"$tmp/show.json"
@@ -101,6 +114,25 @@ W show "$bpid" >"$tmp/show.txt"
 check "show text: pid, command, energy, power, model" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not (t.startswith(sys.argv[2] + " burn") and all(s in t for s in ["energy", "power", "model", "classes"])))' "$tmp/show.txt" "$bpid"
 check "show --csv: the series" test "$(W show "$bpid" --csv | head -1)" = "t,time,energy_j,power_w,cpu"
+# A running process: its recent power and CPU, not 0. Asked once it has two
+# stored seconds (the daemon finds a new process within a /proc rescan).
+"$BURN" 10 &
+rpid=$!
+for _ in $(seq 40); do
+  sleep 0.25
+  Wf show "$rpid" --json >"$tmp/show-running.json" 2>/dev/null &&
+    [ "$(json_get "$tmp/show-running.json" "len(d['series']) >= 2")" = True ] && break
+done
+kill "$rpid"; wait "$rpid" 2>/dev/null
+check "show --json of a running process: power_w and cpu, the means of its recent series" \
+  "$PYTHON" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+p, s = d["process"], d["series"]
+mean = lambda k: sum(x[k] for x in s) / len(s)
+sys.exit(not (p["power_w"] > 0 and p["cpu"] > 0 and p["recent_s"] == len(s) >= 2 and
+              abs(p["power_w"] - mean("power_w")) < 1e-9 and abs(p["cpu"] - mean("cpu")) < 1e-9))' \
+  "$tmp/show-running.json"
 
 # ---- history -------------------------------------------------------------------------
 W history --pid "$bpid" --since 10m --step 1s --json >"$tmp/hist.json"
@@ -116,6 +148,13 @@ if [ "$(id -u)" = 0 ]; then # a command's history spans users: privileged only
   check "history --comm burn" \
     test "$(W history --comm burn --since 10m --json | "$PYTHON" -c 'import json,sys; print(len(json.load(sys.stdin)["samples"]) >= 1)')" = True
 fi
+# The host has no CPU column: '-' in the table, empty in CSV, null in JSON.
+check "history --host --json: cpu is null" \
+  test "$(W history --host --since 5m --json | "$PYTHON" -c 'import json,sys; s = json.load(sys.stdin)["samples"]; print(bool(s) and all(x["cpu"] is None for x in s))')" = True
+check "history --host --csv: cpu is empty" \
+  test "$(W history --host --since 5m --csv | tail -n +2 | cut -d, -f4 | sort -u)" = ""
+check "history --host table: CPU% is -" \
+  test "$(W history --host --since 5m | tail -n +2 | awk '{print $NF}' | sort -u)" = "-"
 W history --host --since 5m --plot >"$tmp/chart.txt"
 check "history --plot draws a terminal chart with axis and labels" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not ("power of host" in t and "W " in t and "T" in t.splitlines()[-1]))' "$tmp/chart.txt"
@@ -252,7 +291,7 @@ check "the daemon stopped cleanly" true
 if [ -n "$have_tmux" ]; then
   # The line lands at the bottom of the normal screen, so it may have scrolled up.
   check "top says the daemon went away, after leaving the full screen" \
-    grep -qF "wattprof: the daemon closed the connection during Subscribe (did it stop?)" \
+    grep -qF "wattprof top: the daemon closed the connection during Subscribe (did it stop?)" \
     <(sleep 1; tmx capture-pane -p -S -100 -t "$session")
 fi
 finish

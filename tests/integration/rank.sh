@@ -126,7 +126,7 @@ bad "quantile range 1 (100:0) must satisfy 0 < lower < upper < 100" --data "$PUB
 bad "quantile range 2 (0:-5) must satisfy 0 < lower < upper < 100" --data "$PUB" --quantiles 95:5,0:-5
 bad "--h0 flops: no FLOP counts" --data "$PUB" --h0 flops
 bad "--flops '1,2': expected 4 comma-separated counts" --data "$PUB" --flops 1,2
-bad "--plot $T/p.gif: the file name must end in .png or .svg" --data "$PUB" --plot "$T/p.gif"
+bad "--plot '$T/p.gif': unknown picture format '.gif'; the formats known are PNG (.png) and SVG (.svg)" --data "$PUB" --plot "$T/p.gif"
 bad "--metric 'joules': expected time, energy or output" --measure --metric joules -- true
 bad "duplicate variant name 'true' (give distinct --names)" --measure -- true ::: true
 bad "give exactly one of --data FILE and --measure" --data "$PUB" --measure -- true

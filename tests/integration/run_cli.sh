@@ -25,6 +25,40 @@ out=$("$WATTPROF" run -- sh -c 'echo hello; exit 3' 2>"$tmp/err")
 check "exit status 3 passes through" test $? = 3
 check "command stdout untouched" test "$out" = hello
 check "human report on stderr" grep -q "standalone model energy" "$tmp/err"
+check "the title is the whole command line, quoted as a shell would" \
+  grep -qxF " Energy of sh -c 'echo hello; exit 3':" "$tmp/err"
+check "task-clock as perf prints it: msec and CPUs utilized" \
+  grep -Eq "^ +[0-9]+\.[0-9]{2} msec perf::TASK-CLOCK +[0-9.]+ %  # +[0-9]+\.[0-9]{3} CPUs utilized$" "$tmp/err"
+check "no RAPL said at most once" test "$(grep -o "no RAPL" "$tmp/err" | wc -l)" -le 1
+check "no unattributed line without a reason" test "$(grep -c "unattributed" "$tmp/err")" = 0
+check "--help says the exit status is the command's" grep -q "exit status: CMD's own" <("$WATTPROF" run --help)
+
+# --- -r N: N runs, means and standard deviations; -x SEP: one figure a line.
+"$WATTPROF" run -r 3 --json --output "$tmp/rep.json" -- "$BURN" 0.1
+check "-r 3 exits 0" test $? = 0
+read -r runs tc cpu sd < <(json_get "$tmp/rep.json" 'd["runs"]' \
+  'next(e["count"] for e in d["events"] if e["name"] == "perf::TASK-CLOCK") / 1e9' \
+  'd["cpu_s"]' 'd["stddev"]["cpu_s"] >= 0 and d["stddev"]["wall_s"] > 0')
+check "-r 3: three runs, a deviation for each figure" test "$runs $sd" = "3 True"
+# Means of one run's figures, not sums: a 0.1 s burn (plus start-up, which
+# under ASan is a noticeable part of it) against the mean rusage CPU time.
+check "-r 3: the mean task-clock $tc s is one run's (0.1 s burn)" within "$tc" 0.1 0.3
+check "-r 3: mean task-clock $tc s agrees with mean rusage CPU $cpu s" within "$tc" "$cpu" 0.05
+"$WATTPROF" run -r 2 -- "$BURN" 0.05 2>"$tmp/rep.txt"
+check "-r 2 text: runs in the title, +- on the figures" \
+  grep -q "Energy of .*burn 0.05 (2 runs):" "$tmp/rep.txt"
+check "-r 2 text: +- after the wall time" grep -Eq "wall time  \( \+- +[0-9.]+% \)$" "$tmp/rep.txt"
+"$WATTPROF" run -r 3 -- sh -c 'exit 4' 2>"$tmp/rep4.txt"
+check "-r stops at a failing run and exits with its status" test $? = 4
+check "and says so" grep -q "(1 of 3 runs: run 1 exited 4)" "$tmp/rep4.txt"
+"$WATTPROF" run -x ';' -r 2 -- "$BURN" 0.1 2>"$tmp/x.txt"
+check "-x: five fields on every line" \
+  test "$(awk -F';' 'NF != 5' "$tmp/x.txt" | wc -l) $(wc -l <"$tmp/x.txt")" = "0 $(grep -c . "$tmp/x.txt")"
+read -r ms < <(awk -F';' '$3 == "perf::TASK-CLOCK" && $2 == "msec" {print $1}' "$tmp/x.txt")
+read -r xcpu < <(awk -F';' '$3 == "cpu-time" && $2 == "s" {print $1 * 1000}' "$tmp/x.txt")
+check "-x: task-clock ${ms:-missing} msec, the CPU time ${xcpu:-missing} ms of a 0.1 s burn" \
+  within "${ms:-0}" "${xcpu:-1}" 0.05
+check "-x: wall time in seconds, with its deviation" grep -Eq '^[0-9.e-]+;s;wall-time;[0-9.]+;$' "$tmp/x.txt"
 
 # --- An unprivileged user under perf_event_paranoid >= 2 may not count kernel
 # mode: wattprof run still works, counting user mode and saying so.
@@ -81,6 +115,8 @@ fi
 expect_fail "bad interval" 2 "--interval '0': expected milliseconds between 1 and 60000" \
   "$WATTPROF" run --interval 0 -- true
 expect_fail "no command" 2 "run: no command given" "$WATTPROF" run
+expect_fail "-r 0" 2 "-r '0': expected a number of runs between 1 and 100000" "$WATTPROF" run -r 0 -- true
+expect_fail "-x with --json" 2 "-x and --json contradict each other" "$WATTPROF" run -x , --json -- true
 expect_fail "unknown option" 2 "unknown option or missing value '--frobnicate'" \
   "$WATTPROF" run --frobnicate -- true
 

@@ -119,6 +119,16 @@ config c.ini
 "$WATTPROF" symreg c.ini --json --threads 1 >one.json
 "$WATTPROF" symreg c.ini --json --threads 2 --out model.json >two.json
 "$WATTPROF" symreg c.ini --front >text.txt
+# --data FILE trains on FILE instead of the config's [data] train.
+cp train.csv train-copy.csv
+"$WATTPROF" symreg c.ini --json --threads 1 --data train-copy.csv >data.json
+cmp -s <(grep -v _second one.json | grep -v seconds) <(grep -v _second data.json | grep -v seconds) ||
+  { echo "FAIL: --data with the same rows gives another result"; fails=$((fails + 1)); }
+set +e
+"$WATTPROF" symreg c.ini --data empty.csv 2>err.txt >/dev/null; rc=$?
+set -e
+grep -qx "wattprof symreg: empty.csv: no data rows" err.txt && [ $rc = 1 ] ||
+  { echo "FAIL: --data empty.csv: exit $rc, $(cat err.txt)"; fails=$((fails + 1)); }
 grep -q '^equation:    mem = ' text.txt && grep -q '^Pareto front' text.txt ||
   { echo "FAIL: text output"; cat text.txt; fails=$((fails + 1)); }
 "$PYTHON" - <<'PY' || fails=$((fails + 1))

@@ -96,10 +96,11 @@ def run(*args, env=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def expect_fail(desc, pattern, *args):
+def expect_fail(desc, pattern, *args, want_rc=1):
+    """want_rc: 1 for bad data, 2 for a bad command line."""
     rc, out, err = run(*args)
     lines = err.strip().splitlines()
-    check(f"{desc}: one line, exit 1", rc == 1 and len(lines) == 1 and pattern in err,
+    check(f"{desc}: one line, exit {want_rc}", rc == want_rc and len(lines) == 1 and pattern in err,
           f"rc {rc}: {err.strip()}")
 
 
@@ -165,13 +166,13 @@ expect_fail("no calibration rows", "no calibration rows since 2030-01-01T00:00:0
 expect_fail("a domain the rows lack", "has no 'gpu' power (it has ",
             "--db", db, "--since", hint, "--domains", "package,gpu")
 expect_fail("a bad --since", "--since 'yesterday': expected a span",
-            "--db", db, "--since", "yesterday")
-expect_fail("--target with --db", "--target does not apply to --db", "--db", db, "--target", "y")
-expect_fail("a file with --db", "drop the file", "--db", db, "x.csv")
+            "--db", db, "--since", "yesterday", want_rc=2)
+expect_fail("--target with --db", "--target does not apply to --db", "--db", db, "--target", "y", want_rc=2)
+expect_fail("a file with --db", "drop the file", "--db", db, "x.csv", want_rc=2)
 expect_fail("--install-if-better without --db", "--install-if-better needs --db",
-            "x.csv", "--install-if-better", work)
+            "x.csv", "--install-if-better", work, want_rc=2)
 expect_fail("--install-if-better with --cv", "use --holdout-last P, not --cv",
-            "--db", db, "--install-if-better", work, "--cv", "3")
+            "--db", db, "--install-if-better", work, "--cv", "3", want_rc=2)
 expect_fail("forest to install", "the daemon evaluates linear models only",
             "--db", db, "--since", hint, "--engine", "forest", "--install-if-better", work)
 expect_fail("a database that does not exist", os.path.join(work, "none.db"),

@@ -52,9 +52,10 @@ expect_fail "--folds f: row 3 has fold id 0.5, expected an integer" $T "$tmp/mis
 expect_fail "--holdout-last 100: expected a percentage" $T "$tmp/misc.csv" --target y --features a --holdout-last 100
 expect_fail "--cv, --folds and --holdout-last exclude each other" $T "$tmp/misc.csv" --target y --features a --cv 2 --holdout-last 20
 expect_fail "--target COLUMN is required" $T "$tmp/misc.csv" --features a
-expect_fail "unknown option or missing value: '--bogus'" $T "$tmp/misc.csv" --target y --features a --bogus
+expect_fail "unknown option or missing value '--bogus'" $T "$tmp/misc.csv" --target y --features a --bogus
 expect_fail "nonexistent.csv: cannot read: No such file or directory" $T "$tmp/nonexistent.csv" --target y --features a
-expect_fail "--out: the class column 'k' must be one of --features" $T "$tmp/misc.csv" --target y --features a --classes k:6 --cv 2 --out "$tmp/m.json"
+expect_fail "--out: the class column 'k' must be one of --features" $T "$tmp/misc.csv" --target y --features a --classes k:6 --cv 2 --domains package --out "$tmp/m.json"
+expect_fail "--out: which RAPL domains does target 'y' measure\? Give --domains" $T "$tmp/misc.csv" --target y --features a --cv 2 --out "$tmp/m.json"
 expect_fail "validation round [0-9] of 2: class (high|low)-miss has no training rows" $T "$tmp/misc.csv" --target y --features a --classes k:8 --cv 2
 expect_fail "empty.csv: no data rows" $S "$tmp/empty.csv" --target y --features a,b
 expect_fail "wide.csv:1: no column named 'nope'" $S "$tmp/wide.csv" --target y --features nope
@@ -68,7 +69,7 @@ fi
 
 # A constant feature: one line naming it, training succeeds, its weight is 0.
 for engine in ols ridge lasso forest; do
-    if ! $T "$tmp/const.csv" --target y --features a,b,c --engine $engine --cv 4 \
+    if ! $T "$tmp/const.csv" --target y --features a,b,c --engine $engine --cv 4 --domains psys \
         --out "$tmp/const-$engine.json" >"$tmp/out" 2>"$tmp/err"; then
         echo "FAIL: $engine with a constant feature:"; cat "$tmp/err"; failed=1; continue
     fi

@@ -3,7 +3,8 @@
 # same folds (KFold(5, shuffle=True, random_state=0), written to a column by
 # the peer): OLS, ridge and lasso agree on CV MAPE to 0.01 percentage points,
 # the forest is within 10 % relative, two-class ridge reports both classes
-# and agrees too. Then the model file of each engine is checked.
+# and agrees too (the one-class runs say --classes none: the default would
+# split on cache_miss). Then the model file of each engine is checked.
 set -euo pipefail
 data="$TEST_DATA/kepler-broadwell-coremark.csv"
 [ -f "$data" ] || { echo "FAIL: $data missing (tests/data is part of the repository)"; exit 1; }
@@ -17,7 +18,7 @@ features=cache_miss,cpu_cycles,cpu_instr,cpu_time
 run() { # NAME ARGS...: wattprof's JSON report into $tmp/NAME.json
     local name=$1; shift
     "$WATTPROF" train "$tmp/kepler.csv" --target energy_in_pkg_joule --features "$features" \
-        --folds fold --json "$@" >"$tmp/$name.json"
+        --folds fold --json --classes none "$@" >"$tmp/$name.json"
 }
 run ols --engine ols
 run ridge --engine ridge --alpha 0.01
@@ -27,7 +28,8 @@ run forest --engine forest --trees 100 --threads 2
 run ridge-classes --engine ridge --alpha 0.01 --classes cache_miss:2e7 --out "$tmp/ridge-model.json"
 run compare --compare --alpha 0.01 --classes cache_miss:2e7
 "$WATTPROF" train "$tmp/kepler.csv" --target energy_in_pkg_joule --features "$features" \
-    --folds fold --engine forest --trees 20 --out "$tmp/forest-model.json" >"$tmp/forest.txt"
+    --folds fold --engine forest --trees 20 --classes none --out "$tmp/forest-model.json" \
+    >"$tmp/forest.txt"
 
 "$PYTHON" - "$tmp" <<'PY'
 import json, sys

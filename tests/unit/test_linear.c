@@ -199,12 +199,14 @@ static void test_lasso_satisfies_kkt(void **state)
     scaler_done(&s);
 }
 
-static void test_ridge_auto_follows_the_noise(void **state)
+/* --alpha auto picks from the grid by inner CV, never fits with the -1 that
+ * asks for it: the smallest alpha on exact data, the largest on noise. */
+static void auto_follows_the_noise(linear_kind kind)
 {
     struct data d;
     linear_model m;
     scaler s;
-    linear_opts o = {.kind = LINEAR_RIDGE, .alpha = -1, .seed = 1};
+    linear_opts o = {.kind = kind, .alpha = -1, .seed = 1};
     char err[UTIL_ERRLEN];
     double grid[32];
     size_t ng = linear_alpha_grid(grid, 32);
@@ -222,8 +224,20 @@ static void test_ridge_auto_follows_the_noise(void **state)
     gsl_rng_free(r);
     assert_int_equal(linear_fit(&m, &o, &s, d.x, d.y, P, NULL, N, err, sizeof(err)), 0);
     assert_float_equal(m.alpha, grid[ng - 1], 0);
+    for (size_t j = 0; kind == LINEAR_LASSO && j < P; j++)
+        assert_float_equal(m.coef[j], 0, 0); /* the mean, as the largest penalty gives */
     linear_done(&m);
     scaler_done(&s);
+}
+
+static void test_ridge_auto_follows_the_noise(void **state)
+{
+    auto_follows_the_noise(LINEAR_RIDGE);
+}
+
+static void test_lasso_auto_follows_the_noise(void **state)
+{
+    auto_follows_the_noise(LINEAR_LASSO);
 }
 
 static void test_ols_refuses_more_features_than_rows(void **state)
@@ -282,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_ridge_satisfies_normal_equations),
         cmocka_unit_test(test_lasso_satisfies_kkt),
         cmocka_unit_test(test_ridge_auto_follows_the_noise),
+        cmocka_unit_test(test_lasso_auto_follows_the_noise),
         cmocka_unit_test(test_ols_refuses_more_features_than_rows),
         cmocka_unit_test(test_ols_collinear_is_minimum_norm),
     };
