@@ -747,8 +747,10 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
         json_object_object_add(s, "energy_j", json_object_new_double(e));
         json_object_object_add(s, "power_w", json_object_new_double(e / (double)q.step));
         json_object_object_add(s, "cpu", json_object_new_double(pts[i].cpu_s / (double)q.step));
-        json_object_object_add(s, "measured_j",
-                               host ? json_object_new_double(pts[i].host_j) : NULL);
+        /* Measured only when RAPL measured every second of the bucket. */
+        json_object_object_add(s, "measured_j", host && pts[i].measured
+                                                    ? json_object_new_double(pts[i].host_j)
+                                                    : NULL);
         json_object_array_add(a, s);
     }
     free(pts);

@@ -151,6 +151,8 @@ fi
 # The host has no CPU column: '-' in the table, empty in CSV, null in JSON.
 check "history --host --json: cpu is null" \
   test "$(W history --host --since 5m --json | "$PYTHON" -c 'import json,sys; s = json.load(sys.stdin)["samples"]; print(bool(s) and all(x["cpu"] is None for x in s))')" = True
+check "history --host --json without RAPL: measured_j is null, not the modeled energy" \
+  test "$(W history --host --since 5m --json | "$PYTHON" -c 'import json,sys; s = json.load(sys.stdin)["samples"]; print(bool(s) and all(x["measured_j"] is None for x in s))')" = True
 check "history --host --csv: cpu is empty" \
   test "$(W history --host --since 5m --csv | tail -n +2 | cut -d, -f4 | sort -u)" = ""
 check "history --host table: CPU% is -" \
