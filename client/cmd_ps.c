@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void ps_usage(FILE *out)
 {
@@ -149,8 +150,13 @@ int cmd_ps(int argc, char **argv)
         }
         if (q.out == QUERY_CSV)
             fmt_table_print_csv(t, stdout);
-        else
+        else {
+            /* For a reader at a terminal, not for a script reading the table. */
+            if (isatty(STDOUT_FILENO))
+                printf("ENERGY, TOTAL and POWER are attributed: each process's share of the measured "
+                       "energy, adding up to the node's\n");
             fmt_table_print(t, stdout, q.color);
+        }
         fmt_table_free(t);
     }
     json_object_put(reply);
@@ -185,8 +191,9 @@ static void show_text(const query_opts *q, json_object *reply)
     printf("seen       since %s", fmt_iso8601(a, query_num(p, "first_seen")));
     if (!isnan(query_num(p, "exited")))
         printf(", exited %s", fmt_iso8601(b, query_num(p, "exited")));
-    printf("\nenergy     %s attributed, %s standalone estimate\n",
-           fmt_energy(a, query_num(p, "total_j")), fmt_energy(b, query_num(p, "standalone_j")));
+    printf("\nenergy     %s attributed, %s standalone estimate\n           (%s)\n",
+           fmt_energy(a, query_num(p, "total_j")), fmt_energy(b, query_num(p, "standalone_j")),
+           FMT_ENERGY_LEGEND);
     printf("classes   ");
     for (size_t i = 0; i < json_object_array_length(classes); i++) {
         json_object *k = json_object_array_get_idx(classes, i);

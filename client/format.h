@@ -27,6 +27,12 @@ char *fmt_iso8601(char buf[FMT_LEN], double t);
 #define FMT_SPAN_MAX 1e9  /* seconds (31 years): longer durations are typos */
 #define FMT_TIME_MAX 1e10 /* seconds since the epoch (the year 2286) */
 
+/* What the two energies of a process mean, in one line for the reports of
+ * run, show and ps (docs/design.md, "Sampling and energy"). */
+#define FMT_ENERGY_LEGEND                                                                          \
+    "attributed: its share of the measured energy, which adds up to the node's (to account); "    \
+    "standalone: the model's estimate of it alone (to compare variants)"
+
 /* Reads a duration: a number of seconds, or numbers with units s, m (min),
  * h, d, w in any sequence ("90", "30m", "1h30m", "1.5h"). Positive only.
  * On error fills err with one line naming `what` (the option) and the text. */

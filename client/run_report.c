@@ -1,5 +1,6 @@
 /* run_report: the report of `wattprof run` — means and standard
  * deviations over -r runs, as perf stat-like text, -x SEP lines or JSON. */
+#include "format.h"
 #include "run.h"
 #include "util/util.h"
 
@@ -228,6 +229,7 @@ static void run_print(const struct run_ctx *c, FILE *out)
         fprintf(out, " (%zu runs):\n\n", c->st.runs);
     else
         fprintf(out, ":\n\n");
+    fprintf(out, "  %s\n\n", FMT_ENERGY_LEGEND);
     fprintf(out, "  %14.3f s    wall time", wall);
     pm(out, c, Q_WALL);
     fprintf(out, "  %14.3f s    CPU time (user %.3f s, sys %.3f s)", user + sys, user, sys);

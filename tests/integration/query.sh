@@ -111,6 +111,8 @@ check "show --json: the process, its total, series and model" \
     "len(d['series']) >= 1" "d['model']['in_use']" "d['classes'][0]['class'] != ''")" = "True True True True True"
 total=$(json_get "$tmp/show.json" "d['process']['total_j']")
 W show "$bpid" >"$tmp/show.txt"
+check "show says what attributed and standalone mean" \
+  grep -q "attributed: its share of the measured energy.*standalone: the model's estimate of it alone" "$tmp/show.txt"
 check "show text: pid, command, energy, power, model" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not (t.startswith(sys.argv[2] + " burn") and all(s in t for s in ["energy", "power", "model", "classes"])))' "$tmp/show.txt" "$bpid"
 check "show --csv: the series" test "$(W show "$bpid" --csv | head -1)" = "t,time,energy_j,power_w,cpu"

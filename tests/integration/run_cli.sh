@@ -25,6 +25,8 @@ out=$("$WATTPROF" run -- sh -c 'echo hello; exit 3' 2>"$tmp/err")
 check "exit status 3 passes through" test $? = 3
 check "command stdout untouched" test "$out" = hello
 check "human report on stderr" grep -q "standalone model energy" "$tmp/err"
+check "the report says what attributed and standalone mean, near the top" \
+  sh -c "head -5 '$tmp/err' | grep -q \"attributed: its share of the measured energy.*standalone: the model's estimate\""
 check "the title is the whole command line, quoted as a shell would" \
   grep -qxF " Energy of sh -c 'echo hello; exit 3':" "$tmp/err"
 check "task-clock as perf prints it: msec and CPUs utilized" \
