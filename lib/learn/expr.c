@@ -223,6 +223,19 @@ size_t expr_n_vars(const expr *e)
     return n;
 }
 
+bool expr_same_run(const expr *d, size_t a, size_t a_end, size_t b, size_t b_end)
+{
+    if (a_end - a != b_end - b)
+        return false;
+    for (size_t i = 0; i < a_end - a; i++) {
+        const struct expr_node *x = &d->node[a + i], *y = &d->node[b + i];
+        if (x->op != y->op || (x->op == EXPR_VAR && x->var != y->var) ||
+            (x->op == EXPR_CONST && x->c != y->c))
+            return false;
+    }
+    return true;
+}
+
 /* ---- Protected operators ----------------------------------------------- */
 
 /* Value of op at (a, b) and its partial derivatives da, db. */
