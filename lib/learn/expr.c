@@ -31,7 +31,8 @@ static const struct {
     [EXPR_SUB] = {"sub", 2},       [EXPR_MUL] = {"mul", 2},   [EXPR_DIV] = {"div", 2},
     [EXPR_MAX] = {"max", 2},       [EXPR_MIN] = {"min", 2},   [EXPR_NEG] = {"neg", 1},
     [EXPR_SQUARE] = {"square", 1}, [EXPR_CUBE] = {"cube", 1}, [EXPR_SQRT] = {"sqrt", 1},
-    [EXPR_LOG] = {"log", 1},       [EXPR_EXP] = {"exp", 1},
+    [EXPR_LOG] = {"log", 1},       [EXPR_EXP] = {"exp", 1},   [EXPR_SIN] = {"sin", 1},
+    [EXPR_COS] = {"cos", 1},
 };
 
 int expr_op_arity(enum expr_op op)
@@ -293,6 +294,12 @@ static inline double apply(enum expr_op op, double a, double b, double *da, doub
         }
         *da = exp(a);
         return *da;
+    case EXPR_SIN:
+        *da = cos(a);
+        return sin(a);
+    case EXPR_COS:
+        *da = -sin(a);
+        return cos(a);
     default:
         *da = 0;
         return NAN;

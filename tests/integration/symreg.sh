@@ -72,7 +72,7 @@ expect_error() {
 # Line numbers: 1 comment, 2 blank, 3 [data], 4-7 data keys, 8 blank,
 # 9 [primitives], 10-11, 12 blank, 13 [evolution], 14-17 (+18 when added),
 # then [fitness] and [constants]. Data paths are relative to the config.
-expect_error "c.ini:10: unknown primitive 'pow' (add, sub, mul, div, max, min, square, cube, sqrt, log, exp)" \
+expect_error "c.ini:10: unknown primitive 'pow' (add, sub, mul, div, max, min, square, cube, sqrt, log, exp, sin, cos)" \
   primitives functions "add, pow"
 expect_error "c.ini:18: crossover must be a number in [0, 1], not '1.5'" evolution crossover 1.5
 expect_error "c.ini:18: mutation must be a number in [0, 1], not '-0.1'" evolution mutation -0.1
