@@ -306,6 +306,16 @@ static void print_json(const struct report *rp)
     json_object_put(o);
 }
 
+/* The shortest %g form of v that reads back as v. */
+static void shortest(char buf[40], double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 40, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 static void print_text(const struct report *rp)
 {
     const symreg_result *res = rp->res;
@@ -316,14 +326,16 @@ static void print_text(const struct report *rp)
            expr_size(rp->chosen), expr_depth(rp->chosen), res->n_front, res->front[0].size,
            res->front[res->n_front - 1].size);
     printf("chosen:      %s\n", rp->choice.why);
-    for (size_t i = 0; i < rp->n_consts; i++)
+    for (size_t i = 0; i < rp->n_consts; i++) {
+        char v[40], fitted[40];
+        shortest(v, rp->consts[i].value);
+        shortest(fitted, rp->consts[i].fitted);
         if (isnan(rp->consts[i].se))
-            printf("%-13s%.17g (standard error unknown)\n",
-                   i ? "" : "constants:", rp->consts[i].value);
+            printf("%-13s%s (standard error unknown)\n", i ? "" : "constants:", v);
         else
-            printf("%-13s%.17g +- %.2g (fitted %.17g)\n",
-                   i ? "" : "constants:", rp->consts[i].value, rp->consts[i].se,
-                   rp->consts[i].fitted);
+            printf("%-13s%s +- %.2g (fitted %s)\n", i ? "" : "constants:", v, rp->consts[i].se,
+                   fitted);
+    }
     printf("train:       %s %.6g (mape %.4g %%, rmse %.6g, r2 %.6f)\n", fit, rp->train.fit,
            100 * rp->train.m.mape, rp->train.m.rmse, rp->train.m.r2);
     if (rp->has_test && rp->test.ok)

@@ -216,7 +216,7 @@ static int try_rounding(struct polish *pl, const expr *e, size_t k, const double
     expr_get_consts(t, c);
     for (size_t q = 0; q < k; q++) {
         /* Round-off bounds what any fit can pin down. */
-        double floor = 1e-12 * fabs(c[q]), sq = isnan(se[q]) ? 0 : se[q];
+        double floor = 1e-15 * fabs(c[q]), sq = isnan(se[q]) ? 0 : se[q];
         c[q] = round_within(c[q], factor * (sq > floor ? sq : floor));
     }
     expr_set_consts(t, c);
