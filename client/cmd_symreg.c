@@ -42,8 +42,8 @@ static void help(void)
     usage(stdout);
     fputs(
         "\nFinds an equation for [data] target from [data] features by genetic programming\n"
-        "and reports the smallest one on the error/size Pareto front that the data cannot\n"
-        "tell from the most accurate, with each constant's standard error.\n"
+        "and reports the one on the error/size Pareto front that [selection] rule picks,\n"
+        "with each constant's standard error, rounded to the digits the data support.\n"
         "\nOptions:\n"
         "  --json            everything as JSON, front and reasons included\n"
         "  --seed S          overrides [evolution] seed\n"
@@ -72,9 +72,10 @@ static void help(void)
         "                time_limit [0] (seconds; 0 never), seed [1]\n"
         "  [fitness]     metric = mape|mse|rmse [mape]\n"
         "  [constants]   lm = on|off [on] (Levenberg-Marquardt), lm_iterations [20]\n"
-        "  [selection]   rule = noise|score|accurate [noise]: the smallest equation within\n"
-        "                the noise of the most accurate (F test at 95 %), PySR's score, or\n"
-        "                the most accurate whatever its size\n"
+        "  [selection]   rule = bic|cv|score|accurate [bic]: which equation of the front to\n"
+        "                report: the lowest n ln(MSE) + size ln(n); the smallest within one\n"
+        "                standard error of the best 5-fold cross-validated error; PySR's\n"
+        "                score; or the most accurate whatever its size\n"
         "\nA run stops at the generation limit, the stall limit or the time limit, whichever\n"
         "comes first, and reports the best it has. On a terminal, a progress line goes to\n"
         "stderr. See docs/engines.md, \"Symbolic regression\".\n",
@@ -220,7 +221,7 @@ static json_object *json_strings(char **v, size_t n)
 struct report {
     const struct config *c;
     const struct options *o;
-    const symreg_result *res;
+    symreg_result *res;
     symreg_choice choice;
     expr *chosen; /* polished: refitted, constants rounded */
     symreg_const *consts;
@@ -241,6 +242,8 @@ static json_object *json_front(const struct report *rp)
         json_object_object_add(o, "size", json_object_new_int64((int64_t)it->size));
         json_object_object_add(o, "error", json_object_new_double(it->error));
         json_object_object_add(o, "score", json_object_new_double(it->score));
+        json_object_object_add(o, "cv_error",
+                               isnan(it->cv_error) ? NULL : json_object_new_double(it->cv_error));
         json_object_object_add(o, "equation", json_object_new_string(text ? text : ""));
         json_object_object_add(o, "chosen", json_object_new_boolean(i == rp->choice.index));
         json_object_array_add(a, o);
@@ -401,19 +404,21 @@ static int choose(struct report *rp, const struct data *d)
     const struct config *c = rp->c;
     const double *cols[c->n_features];
     size_t n = d->train->n_rows;
-    int r = symreg_choose(rp->res, c->p.fitness, c->rule, n, &rp->choice);
+    int r;
 
-    if (r < 0)
-        return r;
     for (size_t j = 0; j < c->n_features; j++)
         cols[j] = learn_table_col(d->train, j);
+    r = symreg_choose(rp->res, c->p.fitness, c->rule, cols, c->n_features,
+                      learn_table_col(d->train, c->n_features), n, &rp->choice);
+    if (r < 0)
+        return r;
     return symreg_polish(rp->res->front[rp->choice.index].e, c->p.fitness, cols,
                          learn_table_col(d->train, c->n_features), n, &rp->chosen, &rp->consts,
                          &rp->n_consts);
 }
 
 static int report(const struct config *c, const struct options *o, const struct data *d,
-                  const symreg_result *res)
+                  symreg_result *res)
 {
     struct report rp = {.c = c, .o = o, .res = res, .has_test = d->test != NULL};
     int r = choose(&rp, d);
@@ -515,7 +520,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         case 'r':
             if ((rule = symreg_rule_from_name(optarg)) < 0) {
                 fprintf(stderr,
-                        "wattprof symreg: --rule must be noise, score or accurate, not '%s'\n",
+                        "wattprof symreg: --rule must be bic, cv, score or accurate, not '%s'\n",
                         optarg);
                 return 2;
             }

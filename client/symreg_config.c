@@ -230,7 +230,7 @@ static int set_selection(struct config *c, const char *key, const char *v)
         return cfg_err(c, "unknown key '%s' in [selection] (rule)", key);
     r = symreg_rule_from_name(v);
     if (r < 0)
-        return cfg_err(c, "unknown selection rule '%s' (noise, score, accurate)", v);
+        return cfg_err(c, "unknown selection rule '%s' (bic, cv, score, accurate)", v);
     c->rule = r;
     return 0;
 }

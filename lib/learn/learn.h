@@ -656,7 +656,9 @@ typedef struct symreg_front_item {
     expr *e;
     double error; /* training error under params.fitness */
     size_t size;
-    double score; /* -d log(error) / d size from the previous item (PySR's); 0 for the first */
+    double score;    /* -d log(error) / d size from the previous item (PySR's); 0 for the first */
+    double cv_error; /* cross-validated MSE (relative under mape): set by symreg_choose's
+                        cv rule, else NaN */
 } symreg_front_item;
 
 enum symreg_stop { SYMREG_STOP_GENERATIONS, SYMREG_STOP_STALL, SYMREG_STOP_TIME };
@@ -690,14 +692,20 @@ void symreg_result_free(symreg_result *r);
 /* ---- Choosing and polishing the reported equation (symreg-choose.c) ------
  * The run's front holds equations of every size; the reported one is picked
  * from it by a rule:
- *   noise     the smallest whose error the data cannot tell from the most
- *             accurate one's: both at the exact floor, or the ratio of their
- *             mean squared errors below the 95 % point of F(n, n) (a test
- *             for equal residual variances);
+ *   bic       the lowest n ln(MSE) + size ln(n): every node counted as a
+ *             parameter (the Bayesian information criterion, a minimum
+ *             description length); errors below the round-off floor count as
+ *             the floor, so among exact fits the smallest wins. The default.
+ *   cv        when the most accurate equation fits exactly, the smallest
+ *             that does; otherwise the one-standard-error rule on 5-fold
+ *             cross-validation (each equation's constants refitted without
+ *             each fold, from their fitted values): the smallest equation
+ *             whose cross-validated mean squared error is within one
+ *             standard error of the lowest;
  *   score     PySR's: the highest score among those with at most 1.5 times
  *             the lowest (squared) error;
  *   accurate  the lowest error, whatever its size (the paper's). */
-enum symreg_rule { SYMREG_RULE_NOISE, SYMREG_RULE_SCORE, SYMREG_RULE_ACCURATE };
+enum symreg_rule { SYMREG_RULE_BIC, SYMREG_RULE_CV, SYMREG_RULE_SCORE, SYMREG_RULE_ACCURATE };
 const char *symreg_rule_name(enum symreg_rule r);
 int symreg_rule_from_name(const char *name);
 
@@ -707,8 +715,11 @@ typedef struct symreg_choice {
     char why[256]; /* one sentence saying why */
 } symreg_choice;
 
-/* Picks from res->front (n rows of training data). -EINVAL on an empty front. */
-int symreg_choose(const symreg_result *res, enum symreg_fitness f, enum symreg_rule rule, size_t n,
+/* Picks from res->front, with the training data the run had (x: n_features
+ * columns of n rows); the cv rule fills each item's cv_error. -EINVAL
+ * on an empty front. */
+int symreg_choose(symreg_result *res, enum symreg_fitness f, enum symreg_rule rule,
+                  const double *const *x, size_t n_features, const double *y, size_t n,
                   symreg_choice *out);
 
 /* A fitted constant of a polished equation, in print order. */

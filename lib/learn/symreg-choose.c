@@ -16,11 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOISE_CONFIDENCE 0.95 /* the F test of the noise rule */
+#define CV_FOLDS 5            /* cross-validation of the cv rule */
+#define CV_ITERATIONS 50      /* Levenberg-Marquardt iterations of each fold's refit */
 #define SCORE_WINDOW 1.5      /* the score rule looks within this factor of the lowest MSE */
 #define POLISH_ITERATIONS 200 /* Levenberg-Marquardt iterations of the final refit */
 
-static const char *const rule_names[] = {"noise", "score", "accurate"};
+static const char *const rule_names[] = {"bic", "cv", "score", "accurate"};
 
 const char *symreg_rule_name(enum symreg_rule r)
 {
@@ -42,12 +43,6 @@ static double scaled(enum symreg_fitness f, double err, double ratio)
     return f == SYMREG_MSE ? err * ratio : err * sqrt(ratio);
 }
 
-/* The mean squared error behind an error under f (mape counts as an rmse). */
-static double variance(enum symreg_fitness f, double err)
-{
-    return f == SYMREG_MSE ? err : err * err;
-}
-
 /* The first (smallest) item with error at most limit. */
 static size_t smallest_within(const symreg_result *res, double limit)
 {
@@ -57,7 +52,125 @@ static size_t smallest_within(const symreg_result *res, double limit)
     return res->n_front - 1;
 }
 
-int symreg_choose(const symreg_result *res, enum symreg_fitness f, enum symreg_rule rule, size_t n,
+/* ---- Cross-validation ----------------------------------------------------
+ * An equation that fits noise (a sin of a large constant through 20 points)
+ * has a low training error and a high error on points it was not fitted
+ * to. Each equation of the front keeps its shape and has its constants
+ * refitted CV_FOLDS times, each time without one fold of the rows (row i
+ * is in fold i mod CV_FOLDS), and is scored on the rows left out. */
+
+struct cv {
+    const double *const *x;
+    size_t d;            /* features */
+    const double *y, *w; /* w: 1/|y| under mape, else NULL */
+    size_t n;
+    double **cols; /* d columns of scratch: the rows fitted on */
+    double *yfit, *wfit, *pred;
+};
+
+/* Squared (weighted) errors of e on each row, with constants fitted
+ * without the row's fold, into sq[0..n); returns their mean. */
+static double cv_errors(struct cv *cv, const expr *e, double *sq)
+{
+    size_t k = expr_n_consts(e), n_folds = cv->n < CV_FOLDS ? cv->n : CV_FOLDS;
+    double sum = 0;
+
+    for (size_t f = 0; f < n_folds; f++) {
+        expr *t = expr_clone(e);
+        size_t m = 0;
+        if (!t)
+            return NAN;
+        for (size_t i = 0; i < cv->n; i++) {
+            if (i % n_folds == f)
+                continue;
+            for (size_t j = 0; j < cv->d; j++)
+                cv->cols[j][m] = cv->x[j][i];
+            cv->yfit[m] = cv->y[i];
+            cv->wfit[m++] = cv->w ? cv->w[i] : 1;
+        }
+        if (k > 0 && m >= k &&
+            expr_fit_consts_weighted(t, (const double *const *)cv->cols, cv->yfit, cv->wfit, m,
+                                     CV_ITERATIONS, NULL) < 0) {
+            expr_free(t);
+            return NAN;
+        }
+        bool ok = expr_eval(t, cv->x, cv->n, cv->pred);
+        for (size_t i = f; i < cv->n; i += n_folds) {
+            double r = ok ? (cv->pred[i] - cv->y[i]) * (cv->w ? cv->w[i] : 1) : INFINITY;
+            sq[i] = isfinite(r * r) ? r * r : INFINITY;
+        }
+        expr_free(t);
+    }
+    for (size_t i = 0; i < cv->n; i++)
+        sum += sq[i];
+    return sum / (double)cv->n;
+}
+
+/* The one-standard-error rule (Breiman et al.): of the equations whose
+ * cross-validated error is within one standard error of the lowest, the
+ * smallest. */
+static int one_se_rule(symreg_result *res, enum symreg_fitness f, const double *const *x, size_t d,
+                       const double *y, size_t n, symreg_choice *out)
+{
+    struct cv cv = {.x = x, .d = d, .y = y, .n = n};
+    double *w = NULL, *sq = malloc(n * sizeof(double));
+    double *se = calloc(res->n_front, sizeof(double));
+    double *cols = malloc((d * n + 1) * sizeof(double));
+    double *scratch = malloc(3 * n * sizeof(double));
+    double *colv[d ? d : 1];
+    size_t lo = 0;
+    int r = 0;
+
+    if (f == SYMREG_MAPE && (w = malloc(n * sizeof(double))))
+        for (size_t i = 0; i < n; i++)
+            w[i] = 1 / fabs(y[i]);
+    if (!sq || !se || !cols || !scratch || (f == SYMREG_MAPE && !w)) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (size_t j = 0; j < d; j++)
+        colv[j] = cols + j * n;
+    cv.w = w;
+    cv.cols = colv;
+    cv.yfit = scratch;
+    cv.wfit = scratch + n;
+    cv.pred = scratch + 2 * n;
+    for (size_t i = 0; i < res->n_front; i++) {
+        double mean = cv_errors(&cv, res->front[i].e, sq), var = 0;
+        if (isnan(mean)) {
+            r = -ENOMEM;
+            goto out;
+        }
+        for (size_t q = 0; q < n && isfinite(mean); q++)
+            var += (sq[q] - mean) * (sq[q] - mean);
+        res->front[i].cv_error = mean;
+        se[i] = n > 1 && isfinite(mean) ? sqrt(var / (double)(n - 1) / (double)n) : INFINITY;
+        if (mean < res->front[lo].cv_error)
+            lo = i;
+    }
+    out->limit = res->front[lo].cv_error + se[lo];
+    out->index = lo;
+    for (size_t i = 0; i < lo; i++)
+        if (res->front[i].cv_error <= out->limit) {
+            out->index = i;
+            break;
+        }
+    snprintf(out->why, sizeof(out->why),
+             "the smallest equation whose %d-fold cross-validated mean squared%s error, %.4g, is "
+             "within one standard error of the lowest, %.4g +- %.2g (size %zu)",
+             n < CV_FOLDS ? (int)n : CV_FOLDS, f == SYMREG_MAPE ? " relative" : "",
+             res->front[out->index].cv_error, res->front[lo].cv_error, se[lo], res->front[lo].size);
+out:
+    free(w);
+    free(sq);
+    free(se);
+    free(cols);
+    free(scratch);
+    return r;
+}
+
+int symreg_choose(symreg_result *res, enum symreg_fitness f, enum symreg_rule rule,
+                  const double *const *x, size_t n_features, const double *y, size_t n,
                   symreg_choice *out)
 {
     const char *fit = symreg_fitness_name(f);
@@ -88,7 +201,26 @@ int symreg_choose(const symreg_result *res, enum symreg_fitness f, enum symreg_r
                  res->front[out->index].score, SCORE_WINDOW, fit, out->limit);
         return 0;
     }
-    if (rule != SYMREG_RULE_NOISE)
+    if (rule == SYMREG_RULE_BIC) {
+        double lowest = INFINITY, fl = res->floor;
+        for (size_t i = 0; i <= last; i++) {
+            const symreg_front_item *it = &res->front[i];
+            double e = it->error > fl ? it->error : fl;
+            double mse = f == SYMREG_MSE ? e : e * e;
+            double bic = (double)n * log(mse) + (double)it->size * log((double)n);
+            if (bic < lowest) {
+                lowest = bic;
+                out->index = i;
+            }
+        }
+        out->limit = res->front[out->index].error;
+        snprintf(out->why, sizeof(out->why),
+                 "the lowest n ln(MSE) + size ln(n) on the front, %.4g (training %s %.4g, size "
+                 "%zu; every node counted as a parameter)",
+                 lowest, fit, res->front[out->index].error, res->front[out->index].size);
+        return 0;
+    }
+    if (rule != SYMREG_RULE_CV)
         return -EINVAL;
     if (best->error <= res->floor) {
         out->limit = res->floor;
@@ -99,31 +231,7 @@ int symreg_choose(const symreg_result *res, enum symreg_fitness f, enum symreg_r
                  fit, res->front[out->index].error, res->floor);
         return 0;
     }
-    /* Residual variances with the fitted constants' degrees of freedom
-     * taken out, s^2 = n * mse / (n - k): the most accurate equation
-     * usually has many constants and fits some of the noise. */
-    size_t kb = expr_n_consts(best->e) + 1, kc = 0;
-    double dfb = n > kb ? (double)(n - kb) : 1, vb = variance(f, best->error) * (double)n / dfb;
-    double ratio = 1, q = 1;
-    out->index = last;
-    for (size_t i = 0; i <= last; i++) {
-        kc = expr_n_consts(res->front[i].e) + 1;
-        double dfc = n > kc ? (double)(n - kc) : 1;
-        ratio = variance(f, res->front[i].error) * (double)n / dfc / vb;
-        q = gsl_cdf_fdist_Pinv(NOISE_CONFIDENCE, dfc, dfb);
-        if (ratio <= q || i == last) {
-            out->index = i;
-            break;
-        }
-    }
-    out->limit = res->front[out->index].error;
-    snprintf(out->why, sizeof(out->why),
-             "the smallest equation within the noise of the most accurate one (size %zu, "
-             "training %s %.4g): its residual variance is %.3g times that, under %.3g, the "
-             "%g %% point of F(%zu, %.0f)",
-             best->size, fit, best->error, ratio, q, 100 * NOISE_CONFIDENCE, n > kc ? n - kc : 1,
-             dfb);
-    return 0;
+    return one_se_rule(res, f, x, n_features, y, n, out);
 }
 
 /* ---- Polishing ----------------------------------------------------------- */

@@ -552,6 +552,7 @@ static int build_front(symreg_result *res, const struct engine *g)
             return -ENOMEM;
         it->error = a->err;
         it->size = s;
+        it->cv_error = NAN;
         if (res->n_front > 0)
             it->score = -(log(a->fit) - log(lowest)) / (double)(s - it[-1].size);
         lowest = a->fit;

@@ -104,7 +104,7 @@ expect_error "c.ini:18: unknown preset 'fast' (default, pandora)" evolution pres
 expect_error "c.ini:18: time_limit must be a number in [0, 1e+09], not '-1'" \
   evolution time_limit -1
 expect_error "c.ini:18: simplify must be on or off, not 'later'" evolution simplify later
-expect_error "c.ini:27: unknown selection rule 'aic' (noise, score, accurate)" selection rule aic
+expect_error "c.ini:27: unknown selection rule 'aic' (bic, cv, score, accurate)" selection rule aic
 expect_error "c.ini:27: unknown key 'when' in [selection] (rule)" selection when now
 
 set +e
@@ -160,7 +160,7 @@ assert one["generations"] <= 15 and one["evaluations"] > 100
 assert one["train"]["mape"] < 0.5 and one["test"]["mape"] < 0.5, one
 assert one["stopped"] in ("generations", "stall"), one["stopped"]
 sel = one["selection"]
-assert sel["rule"] == "noise" and sel["why"].startswith("the smallest equation"), sel
+assert sel["rule"] == "bic" and sel["why"].startswith("the lowest n ln(MSE)"), sel
 chosen = [f for f in one["front"] if f["chosen"]]
 assert len(chosen) == 1 and one["front"].index(chosen[0]) == sel["front_index"], one["front"]
 assert chosen[0]["size"] >= one["size"] - 2, (chosen[0], one["size"])  # polishing only shrinks

@@ -63,8 +63,10 @@ static symreg_result *front_of(const struct data *d, const char *const *eqs, siz
         expr *e = parse_ok(eqs[i]);
         assert_int_equal(expr_fit_consts(e, d->cols, d->y, N, 100, NULL), 0);
         assert_true(expr_eval(e, d->cols, N, pred));
-        res->front[i] = (symreg_front_item){
-            .e = e, .size = expr_size(e), .error = symreg_error(SYMREG_RMSE, d->y, pred, N)};
+        res->front[i] = (symreg_front_item){.e = e,
+                                            .size = expr_size(e),
+                                            .error = symreg_error(SYMREG_RMSE, d->y, pred, N),
+                                            .cv_error = NAN};
         if (i > 0)
             res->front[i].score = -log(res->front[i].error / res->front[i - 1].error) /
                                   (double)(res->front[i].size - res->front[i - 1].size);
@@ -89,13 +91,18 @@ static void test_rules_noisy(void **state)
     symreg_result *res = front_of(&d, eqs, 4);
     /* The last one fits a little noise; the third is within it. */
     assert_true(res->front[3].error < res->front[2].error);
-    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_NOISE, N, &c), 0);
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_CV, d.cols, 2, d.y, N, &c), 0);
     assert_int_equal(c.index, 2);
-    assert_non_null(strstr(c.why, "within the noise of the most accurate one"));
-    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_ACCURATE, N, &c), 0);
+    assert_non_null(strstr(c.why, "cross-validated"));
+    assert_true(res->front[2].cv_error <= c.limit && res->front[1].cv_error > c.limit);
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_ACCURATE, d.cols, 2, d.y, N, &c),
+                     0);
     assert_int_equal(c.index, 3);
-    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_SCORE, N, &c), 0);
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_SCORE, d.cols, 2, d.y, N, &c), 0);
     assert_int_equal(c.index, 2); /* the biggest drop per node */
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_BIC, d.cols, 2, d.y, N, &c), 0);
+    assert_int_equal(c.index, 2);
+    assert_non_null(strstr(c.why, "n ln(MSE) + size ln(n)"));
     symreg_result_free(res);
 }
 
@@ -107,14 +114,20 @@ static void test_rule_exact(void **state)
     make_data(&d, 0, 2);
     symreg_result *res = front_of(&d, eqs, 4);
     assert_true(res->front[2].error <= res->floor);
-    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_NOISE, N, &c), 0);
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_CV, d.cols, 2, d.y, N, &c), 0);
     assert_int_equal(c.index, 2);
     assert_non_null(strstr(c.why, "fits the training data exactly"));
+    /* Exact fits tie at the floor under bic: the smallest wins. */
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_BIC, d.cols, 2, d.y, N, &c), 0);
+    assert_int_equal(c.index, 2);
     res->n_front = 0;
-    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_NOISE, N, &c), -EINVAL);
+    assert_int_equal(symreg_choose(res, SYMREG_RMSE, SYMREG_RULE_CV, d.cols, 2, d.y, N, &c),
+                     -EINVAL);
     res->n_front = 4;
     symreg_result_free(res);
     assert_int_equal(symreg_rule_from_name("score"), SYMREG_RULE_SCORE);
+    assert_int_equal(symreg_rule_from_name("bic"), SYMREG_RULE_BIC);
+    assert_int_equal(symreg_rule_from_name("noise"), -EINVAL);
     assert_int_equal(symreg_rule_from_name("aic"), -EINVAL);
 }
 

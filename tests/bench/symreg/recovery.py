@@ -14,7 +14,8 @@ generation), one thread each. Per problem it reports:
   - reported size against the truth's size (nodes, as wattprof counts them);
   - test RMSE against the noise floor (the truth's RMSE on the same test data);
   - evaluations per second.
-wattprof reports the equation its noise rule picks; DEAP the most accurate
+wattprof reports the equation its rule (bic unless VARIANTS say) picks; DEAP the most
+accurate
 (what the paper's loop returns).
 
 usage: recovery.py BUILDDIR  (SEEDS, SECONDS, PROBLEMS=name,... , VARIANTS=
@@ -98,7 +99,7 @@ def true_size(text):
 
 def write_csv(path, names, cols, y):
     with open(path, "w") as f:
-        f.write(",".join(names + ["y"]) + "\n")
+        f.write(",".join(names + ["target"]) + "\n")
         for row in zip(*cols, y):
             f.write(",".join(repr(float(v)) for v in row) + "\n")
 
@@ -182,10 +183,10 @@ def run_wattprof(wattprof, tmp, name, data, feats, prims, seed, seconds, variant
     preset, _, rule = variant.partition(":")
     ini = os.path.join(tmp, f"{name}-{preset}.ini")
     with open(ini, "w") as f:
-        f.write(f"[data]\ntrain = {data['train']}\ntest = {data['test']}\ntarget = y\n"
+        f.write(f"[data]\ntrain = {data['train']}\ntest = {data['test']}\ntarget = target\n"
                 f"features = {', '.join(feats)}\n[primitives]\nfunctions = {prims}\n"
                 f"[evolution]\npreset = {preset}\ngenerations = 100000\ntime_limit = {seconds}\n"
-                f"[fitness]\nmetric = rmse\n[selection]\nrule = {rule or 'noise'}\n")
+                f"[fitness]\nmetric = rmse\n[selection]\nrule = {rule or 'bic'}\n")
     out = subprocess.run([wattprof, "symreg", ini, "--json", "--seed", str(seed), "--threads",
                           "1"], capture_output=True, text=True, check=True).stdout
     d = json.loads(out)
@@ -197,7 +198,7 @@ def run_deap(tmp, name, data, feats, prims, seed, seconds):
     cfg = os.path.join(tmp, f"{name}-deap.json")
     with open(cfg, "w") as f:
         json.dump({"seed": seed, "train": data["train"], "test": data["test"], "features": feats,
-                   "target": "y", "fitness": "rmse", "primitives": prims.split(","),
+                   "target": "target", "fitness": "rmse", "primitives": prims.split(","),
                    "population": 300, "generations": 100000, "crossover": 1.0,
                    "mutation": 0.5, "tournament_fitness": 3, "tournament_parsimony": 1.1,
                    "max_depth": 17, "max_size": 60, "init_min_depth": 1, "init_max_depth": 3,
