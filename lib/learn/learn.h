@@ -712,7 +712,7 @@ int symreg_rule_from_name(const char *name);
 typedef struct symreg_choice {
     size_t index;  /* into the front */
     double limit;  /* the largest error the rule accepted */
-    char why[256]; /* one sentence saying why */
+    char why[320]; /* one sentence saying why */
 } symreg_choice;
 
 /* Picks from res->front, with the training data the run had (x: n_features

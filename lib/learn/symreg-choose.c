@@ -214,10 +214,14 @@ int symreg_choose(symreg_result *res, enum symreg_fitness f, enum symreg_rule ru
             }
         }
         out->limit = res->front[out->index].error;
+        const symreg_front_item *c = &res->front[out->index];
         snprintf(out->why, sizeof(out->why),
                  "the lowest n ln(MSE) + size ln(n) on the front, %.4g (training %s %.4g, size "
-                 "%zu; every node counted as a parameter)",
-                 lowest, fit, res->front[out->index].error, res->front[out->index].size);
+                 "%zu; every node counted as a parameter%s)",
+                 lowest, fit, c->error, c->size,
+                 c->error <= fl ? ", and errors below the round-off floor as the floor: the "
+                                  "smallest exact fit"
+                                : "");
         return 0;
     }
     if (rule != SYMREG_RULE_CV)
