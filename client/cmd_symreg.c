@@ -189,7 +189,7 @@ static void show_progress(const symreg_progress *pr, void *ctx)
     char limit[32] = "";
 
     if (c->p.time_limit > 0)
-        snprintf(limit, sizeof(limit), "/%.0f", c->p.time_limit);
+        snprintf(limit, sizeof(limit), "/%g", c->p.time_limit);
     fprintf(stderr, "\rgeneration %zu/%zu  %.1f%s s  best %s %-10.4g  %.0f evaluations/s\033[K",
             pr->generation, c->p.generations, pr->seconds, limit, symreg_fitness_name(c->p.fitness),
             pr->best_error, pr->seconds > 0 ? (double)pr->evaluations / pr->seconds : 0);

@@ -141,6 +141,15 @@ assert d["equation"] and d["generations"] < 1000000
 print("ok: --time-limit")
 PY
 
+# The progress line goes to stderr only when it is a terminal.
+if command -v script >/dev/null; then
+  script -qec "'$WATTPROF' symreg c.ini --time-limit 0.3 >/dev/null" /dev/null >tty.txt
+  grep -q "generation 1/1000000 .*/0.3 s  best mape" tty.txt ||
+    { echo "FAIL: no progress line on a terminal: $(head -c 200 tty.txt)"; fails=$((fails + 1)); }
+fi
+"$WATTPROF" symreg c.ini --time-limit 0.3 >/dev/null 2>notty.txt
+[ ! -s notty.txt ] || { echo "FAIL: progress on a pipe: $(cat notty.txt)"; fails=$((fails + 1)); }
+
 # A good run: same JSON at 1 and 2 threads (but for timing), an equation
 # that fits, and a model file that reproduces its predictions.
 config c.ini
