@@ -18,6 +18,7 @@ _wattprof() {
   case $prev in
     --sort) COMPREPLY=($(compgen -W "energy power cpu" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
+    --rule) COMPREPLY=($(compgen -W "bic cv score accurate" -- "$cur")); return ;;
     --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
     --pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
     --since | --until) COMPREPLY=($(compgen -W "now 10m 1h 1d" -- "$cur")); return ;;
