@@ -53,7 +53,7 @@ static void usage(FILE *f)
             "Gaussian-process regression of y on the features. K is a sum of products of\n"
             "rbf, matern12, matern32, matern52, linear, const and white (default\n"
             "matern32+white); --ard gives each feature its own length scale. EXPR is an\n"
-            "analytic model over the features (+ - * / square cube sqrt log exp max min)\n"
+            "analytic model over the features (+ - * / square cube sqrt log exp sin cos max min)\n"
             "used as the mean; --fit-mean fits its constants with the kernel.\n"
             "--no-optimize keeps every kernel hyperparameter at 1 (and the mean as written).\n"
             "Exit status 3 means K was singular (e.g. duplicated rows) and was fitted with\n"

@@ -4,6 +4,7 @@
  * train and test errors, optionally the error/size Pareto front, JSON, and
  * a model file (engine "expr") that lib/model evaluates. */
 #include "commands.h"
+#include "symreg_cli.h"
 #include "learn/learn.h"
 #include "util/util.h"
 
@@ -20,312 +21,67 @@
 #include <time.h>
 #include <unistd.h>
 
-struct config {
-    const char *path;
-    char *dir; /* data paths are relative to the config file's folder */
-    symreg_params p;
-    char *train, *test, *target;
-    char **features;
-    size_t n_features;
-    int line; /* line being parsed */
-    int train_line, test_line;
-    bool train_given; /* --data FILE: [data] train is ignored */
-    char err[UTIL_ERRLEN];
-};
-
 struct options {
     const char *config, *out, *data;
     bool json, front;
-    bool has_seed;
+    bool has_seed, has_time_limit, has_rule;
     uint64_t seed;
+    double time_limit;
+    enum symreg_rule rule;
     int threads;
 };
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: wattprof symreg CONFIG.ini [--data FILE.csv] [--json] [--seed S]\n"
-               "                       [--threads N] [--front] [--out MODEL.json]\n"
-               "  --data FILE.csv  train on FILE instead of the config's [data] train\n");
+               "                       [--threads N] [--front] [--time-limit S] [--rule RULE]\n"
+               "                       [--out MODEL.json]\n");
 }
 
-/* ---- Configuration ------------------------------------------------------ */
-
-static int cfg_err(struct config *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int cfg_err(struct config *c, const char *fmt, ...)
+static void help(void)
 {
-    char msg[UTIL_ERRLEN - 64];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    snprintf(c->err, sizeof(c->err), "%s:%d: %s", c->path, c->line, msg);
-    return -EINVAL;
-}
-
-static int parse_bool(struct config *c, const char *key, const char *v, bool *out)
-{
-    if (!strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "1"))
-        *out = true;
-    else if (!strcmp(v, "off") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "0"))
-        *out = false;
-    else
-        return cfg_err(c, "%s must be on or off, not '%s'", key, v);
-    return 0;
-}
-
-static int parse_size(struct config *c, const char *key, const char *v, long lo, size_t *out)
-{
-    long n;
-
-    if (util_parse_long(v, &n) < 0 || n < lo)
-        return cfg_err(c, "%s must be a whole number of at least %ld, not '%s'", key, lo, v);
-    *out = (size_t)n;
-    return 0;
-}
-
-static int parse_range(struct config *c, const char *key, const char *v, double lo, double hi,
-                       double *out)
-{
-    double d;
-
-    if (util_parse_double(v, &d) < 0 || d < lo || d > hi)
-        return cfg_err(c, "%s must be a number in [%g, %g], not '%s'", key, lo, hi, v);
-    *out = d;
-    return 0;
-}
-
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
-        s[--n] = 0;
-    return s;
-}
-
-/* "a, b,c" into trimmed items. */
-static int parse_list(struct config *c, const char *key, const char *v, char ***out, size_t *n)
-{
-    if (util_split_list(v, ',', out, n) < 0)
-        return cfg_err(c, "%s: empty item in '%s'", key, v);
-    for (size_t i = 0; i < *n; i++) {
-        char *t = trim((*out)[i]);
-        if (!*t) {
-            util_strv_free(*out, *n);
-            return cfg_err(c, "%s: empty item in '%s'", key, v);
-        }
-        memmove((*out)[i], t, strlen(t) + 1);
-    }
-    return 0;
-}
-
-static int set_path(struct config *c, const char *v, char **out)
-{
-    free(*out);
-    if (v[0] == '/' || asprintf(out, "%s/%s", c->dir, v) < 0)
-        *out = strdup(v);
-    return *out ? 0 : -ENOMEM;
-}
-
-static int set_data(struct config *c, const char *key, const char *v)
-{
-    if (!strcmp(key, "train")) {
-        if (c->train_given)
-            return 0;
-        c->train_line = c->line;
-        return set_path(c, v, &c->train);
-    }
-    if (!strcmp(key, "test")) {
-        c->test_line = c->line;
-        return set_path(c, v, &c->test);
-    }
-    if (!strcmp(key, "target")) {
-        free(c->target);
-        return (c->target = strdup(v)) ? 0 : -ENOMEM;
-    }
-    if (!strcmp(key, "features")) {
-        util_strv_free(c->features, c->n_features);
-        c->features = NULL;
-        return parse_list(c, key, v, &c->features, &c->n_features);
-    }
-    return cfg_err(c, "unknown key '%s' in [data] (train, test, target, features)", key);
-}
-
-static int set_primitives(struct config *c, const char *key, const char *v)
-{
-    char **names;
-    size_t n;
-    int r;
-
-    if (!strcmp(key, "constants"))
-        return parse_bool(c, key, v, &c->p.constants);
-    if (strcmp(key, "functions") != 0)
-        return cfg_err(c, "unknown key '%s' in [primitives] (functions, constants)", key);
-    r = parse_list(c, key, v, &names, &n);
-    if (r < 0)
-        return r;
-    c->p.ops = 0;
-    for (size_t i = 0; i < n && r == 0; i++) {
-        int op = expr_op_from_name(names[i]);
-        if (op < 0 || expr_op_arity(op) < 1 || op == EXPR_NEG)
-            r = cfg_err(c,
-                        "unknown primitive '%s' (add, sub, mul, div, max, min, square, cube, "
-                        "sqrt, log, exp)",
-                        names[i]);
-        else
-            c->p.ops |= 1u << op;
-    }
-    util_strv_free(names, n);
-    return r;
-}
-
-static int set_evolution(struct config *c, const char *key, const char *v)
-{
-    symreg_params *p = &c->p;
-    size_t seed = 0;
-
-    if (!strcmp(key, "population"))
-        return parse_size(c, key, v, 2, &p->population);
-    if (!strcmp(key, "generations"))
-        return parse_size(c, key, v, 0, &p->generations);
-    if (!strcmp(key, "crossover"))
-        return parse_range(c, key, v, 0, 1, &p->crossover);
-    if (!strcmp(key, "mutation"))
-        return parse_range(c, key, v, 0, 1, &p->mutation);
-    if (!strcmp(key, "tournament_fitness"))
-        return parse_size(c, key, v, 1, &p->tournament_fitness);
-    if (!strcmp(key, "tournament_parsimony"))
-        return parse_range(c, key, v, 1, 2, &p->tournament_parsimony);
-    if (!strcmp(key, "max_depth"))
-        return parse_size(c, key, v, 0, &p->max_depth);
-    if (!strcmp(key, "max_size"))
-        return parse_size(c, key, v, 1, &p->max_size);
-    if (!strcmp(key, "init_min_depth"))
-        return parse_size(c, key, v, 0, &p->init_min_depth);
-    if (!strcmp(key, "init_max_depth"))
-        return parse_size(c, key, v, 0, &p->init_max_depth);
-    if (!strcmp(key, "stall"))
-        return parse_size(c, key, v, 0, &p->stall);
-    if (!strcmp(key, "seed")) {
-        int r = parse_size(c, key, v, 0, &seed);
-        if (r == 0)
-            p->seed = seed;
-        return r;
-    }
-    return cfg_err(c, "unknown key '%s' in [evolution]", key);
-}
-
-static int set_fitness(struct config *c, const char *key, const char *v)
-{
-    int f;
-
-    if (strcmp(key, "metric") != 0)
-        return cfg_err(c, "unknown key '%s' in [fitness] (metric)", key);
-    f = symreg_fitness_from_name(v);
-    if (f < 0)
-        return cfg_err(c, "unknown fitness metric '%s' (mape, mse, rmse)", v);
-    c->p.fitness = f;
-    return 0;
-}
-
-static int set_constants(struct config *c, const char *key, const char *v)
-{
-    size_t n = 0;
-    int r;
-
-    if (!strcmp(key, "lm"))
-        return parse_bool(c, key, v, &c->p.lm);
-    if (!strcmp(key, "lm_iterations")) {
-        r = parse_size(c, key, v, 0, &n);
-        c->p.lm_iterations = n > 100000 ? 100000 : (int)n;
-        return r;
-    }
-    return cfg_err(c, "unknown key '%s' in [constants] (lm, lm_iterations)", key);
-}
-
-static int on_ini(void *user, const char *section, const char *key, const char *value)
-{
-    static const struct {
-        const char *name;
-        int (*set)(struct config *, const char *, const char *);
-    } sections[] = {{"data", set_data},
-                    {"primitives", set_primitives},
-                    {"evolution", set_evolution},
-                    {"fitness", set_fitness},
-                    {"constants", set_constants}};
-    struct config *c = user;
-
-    for (size_t i = 0; i < sizeof(sections) / sizeof(sections[0]); i++)
-        if (!strcmp(section, sections[i].name))
-            return sections[i].set(c, key, value) == 0;
-    cfg_err(c, "unknown section [%s]", section);
-    return 0;
-}
-
-/* fgets that counts lines, so the handler knows where it is: Debian's inih
- * is built without INI_HANDLER_LINENO. */
-struct line_reader {
-    FILE *f;
-    struct config *c;
-};
-
-static char *read_line(char *str, int num, void *stream)
-{
-    struct line_reader *lr = stream;
-    char *s = fgets(str, num, lr->f);
-
-    if (s)
-        lr->c->line++;
-    return s;
-}
-
-static int config_read(struct config *c)
-{
-    FILE *f = fopen(c->path, "r");
-    char *copy = strdup(c->path);
-    int r;
-
-    if (!f || !copy) {
-        snprintf(c->err, sizeof(c->err), "%s: cannot read: %s", c->path, strerror(errno));
-        if (f)
-            fclose(f);
-        free(copy);
-        return -errno;
-    }
-    c->dir = strdup(dirname(copy));
-    free(copy);
-    symreg_params_default(&c->p);
-    struct line_reader lr = {f, c};
-    r = ini_parse_stream(read_line, &lr, on_ini, c);
-    fclose(f);
-    if (r > 0 && !c->err[0])
-        snprintf(c->err, sizeof(c->err), "%s:%d: syntax error", c->path, r);
-    if (r != 0)
-        return -EINVAL;
-    const char *missing = !c->train      ? "train"
-                          : !c->target   ? "target"
-                          : !c->features ? "features"
-                                         : NULL;
-    if (missing) {
-        snprintf(c->err, sizeof(c->err), "%s: [data] needs '%s'", c->path, missing);
-        return -EINVAL;
-    }
-    char msg[UTIL_ERRLEN - 64];
-    r = symreg_params_check(&c->p, msg, sizeof(msg));
-    if (r < 0)
-        snprintf(c->err, sizeof(c->err), "%s: %s", c->path, msg);
-    return r;
-}
-
-static void config_free(struct config *c)
-{
-    free(c->dir);
-    free(c->train);
-    free(c->test);
-    free(c->target);
-    util_strv_free(c->features, c->n_features);
+    usage(stdout);
+    fputs(
+        "\nFinds an equation for [data] target from [data] features by genetic programming\n"
+        "and reports the one on the error/size Pareto front that [selection] rule picks,\n"
+        "with each constant's standard error, rounded to the digits the data support.\n"
+        "\nOptions:\n"
+        "  --data FILE.csv   train on FILE instead of [data] train\n"
+        "  --json            everything as JSON, front and reasons included\n"
+        "  --seed S          overrides [evolution] seed\n"
+        "  --threads N       evaluation threads (default: all CPUs; same result for any N)\n"
+        "  --front           print the whole Pareto front after the equation\n"
+        "  --time-limit S    stop after the generation that passes S seconds\n"
+        "                    (overrides [evolution] time_limit)\n"
+        "  --rule RULE       overrides [selection] rule\n"
+        "  --out MODEL.json  write the reported equation as a model file (engine expr)\n"
+        "  --help            this text\n"
+        "\nCONFIG.ini keys (defaults in brackets):\n"
+        "  [data]        train = CSV, test = CSV (optional), target = COLUMN,\n"
+        "                features = COLUMN, ...   (paths relative to CONFIG.ini)\n"
+        "  [primitives]  functions = add, sub, mul, div [add, sub, mul, div]; also max, min,\n"
+        "                square, cube, sqrt, log, exp\n"
+        "                constants = on|off [on]   random constants among the terminals\n"
+        "  [evolution]   preset = default|pandora  sets every key below (pandora: the\n"
+        "                  paper's double tournament, no simplification); later keys override\n"
+        "                population [300], generations [150], crossover [1.0],\n"
+        "                mutation [0.5], selection = pareto|double [pareto],\n"
+        "                tournament_fitness [3] (tournament size), tournament_parsimony [1.1]\n"
+        "                (double only: the smaller of two wins with p/2), max_depth [17],\n"
+        "                max_size [60], init_min_depth [1], init_max_depth [3],\n"
+        "                simplify = on|off [on] (simplify each new equation before fitting),\n"
+        "                stall [0] (stop after this many generations without progress; 0 never),\n"
+        "                time_limit [0] (seconds; 0 never), seed [1]\n"
+        "  [fitness]     metric = mape|mse|rmse [mape]\n"
+        "  [constants]   lm = on|off [on] (Levenberg-Marquardt), lm_iterations [20]\n"
+        "  [selection]   rule = bic|cv|score|accurate [bic]: which equation of the front to\n"
+        "                report: the lowest n ln(MSE) + size ln(n); the smallest within one\n"
+        "                standard error of the best 5-fold cross-validated error; PySR's\n"
+        "                score; or the most accurate whatever its size\n"
+        "\nA run stops at the generation limit, the stall limit or the time limit, whichever\n"
+        "comes first, and reports the best it has. On a terminal, a progress line goes to\n"
+        "stderr. See docs/engines.md, \"Symbolic regression\".\n",
+        stdout);
 }
 
 /* ---- Data --------------------------------------------------------------- */
@@ -434,10 +190,13 @@ static void errors_of(const expr *e, const struct config *c, const learn_table *
 static void show_progress(const symreg_progress *pr, void *ctx)
 {
     const struct config *c = ctx;
+    char limit[32] = "";
 
-    fprintf(stderr, "\rgeneration %zu/%zu  best %s %-10.4g  %.0f evaluations/s\033[K",
-            pr->generation, c->p.generations, symreg_fitness_name(c->p.fitness), pr->best_error,
-            pr->seconds > 0 ? (double)pr->evaluations / pr->seconds : 0);
+    if (c->p.time_limit > 0)
+        snprintf(limit, sizeof(limit), "/%g", c->p.time_limit);
+    fprintf(stderr, "\rgeneration %zu/%zu  %.1f%s s  best %s %-10.4g  %.0f evaluations/s\033[K",
+            pr->generation, c->p.generations, pr->seconds, limit, symreg_fitness_name(c->p.fitness),
+            pr->best_error, pr->seconds > 0 ? (double)pr->evaluations / pr->seconds : 0);
 }
 
 static json_object *json_errors(const struct errors *e)
@@ -466,7 +225,11 @@ static json_object *json_strings(char **v, size_t n)
 struct report {
     const struct config *c;
     const struct options *o;
-    const symreg_result *res;
+    symreg_result *res;
+    symreg_choice choice;
+    expr *chosen; /* polished: refitted, constants rounded */
+    symreg_const *consts;
+    size_t n_consts;
     char *equation;
     struct errors train, test;
     bool has_test;
@@ -482,9 +245,40 @@ static json_object *json_front(const struct report *rp)
         json_object *o = json_object_new_object();
         json_object_object_add(o, "size", json_object_new_int64((int64_t)it->size));
         json_object_object_add(o, "error", json_object_new_double(it->error));
+        json_object_object_add(o, "score", json_object_new_double(it->score));
+        json_object_object_add(o, "cv_error",
+                               isnan(it->cv_error) ? NULL : json_object_new_double(it->cv_error));
         json_object_object_add(o, "equation", json_object_new_string(text ? text : ""));
+        json_object_object_add(o, "chosen", json_object_new_boolean(i == rp->choice.index));
         json_object_array_add(a, o);
         free(text);
+    }
+    return a;
+}
+
+static json_object *json_selection(const struct report *rp)
+{
+    json_object *o = json_object_new_object();
+
+    json_object_object_add(o, "rule", json_object_new_string(symreg_rule_name(rp->c->rule)));
+    json_object_object_add(o, "front_index", json_object_new_int64((int64_t)rp->choice.index));
+    json_object_object_add(o, "error_limit", json_object_new_double(rp->choice.limit));
+    json_object_object_add(o, "exact_floor", json_object_new_double(rp->res->floor));
+    json_object_object_add(o, "why", json_object_new_string(rp->choice.why));
+    return o;
+}
+
+static json_object *json_consts(const struct report *rp)
+{
+    json_object *a = json_object_new_array();
+
+    for (size_t i = 0; i < rp->n_consts; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "value", json_object_new_double(rp->consts[i].value));
+        json_object_object_add(o, "fitted", json_object_new_double(rp->consts[i].fitted));
+        json_object_object_add(
+            o, "stderr", isnan(rp->consts[i].se) ? NULL : json_object_new_double(rp->consts[i].se));
+        json_object_array_add(a, o);
     }
     return a;
 }
@@ -495,8 +289,10 @@ static void print_json(const struct report *rp)
     json_object *o = json_object_new_object();
 
     json_object_object_add(o, "equation", json_object_new_string(rp->equation));
-    json_object_object_add(o, "size", json_object_new_int64((int64_t)expr_size(res->best)));
-    json_object_object_add(o, "depth", json_object_new_int64((int64_t)expr_depth(res->best)));
+    json_object_object_add(o, "size", json_object_new_int64((int64_t)expr_size(rp->chosen)));
+    json_object_object_add(o, "depth", json_object_new_int64((int64_t)expr_depth(rp->chosen)));
+    json_object_object_add(o, "constants", json_consts(rp));
+    json_object_object_add(o, "selection", json_selection(rp));
     json_object_object_add(o, "features", json_strings(rp->c->features, rp->c->n_features));
     json_object_object_add(o, "target", json_object_new_string(rp->c->target));
     json_object_object_add(o, "fitness",
@@ -504,6 +300,7 @@ static void print_json(const struct report *rp)
     json_object_object_add(o, "train", json_errors(&rp->train));
     json_object_object_add(o, "test", rp->has_test ? json_errors(&rp->test) : NULL);
     json_object_object_add(o, "generations", json_object_new_int64((int64_t)res->generations));
+    json_object_object_add(o, "stopped", json_object_new_string(symreg_stop_name(res->stop)));
     json_object_object_add(o, "evaluations", json_object_new_int64((int64_t)res->evaluations));
     json_object_object_add(o, "seconds", json_object_new_double(res->seconds));
     json_object_object_add(o, "evaluations_per_second",
@@ -516,13 +313,36 @@ static void print_json(const struct report *rp)
     json_object_put(o);
 }
 
+/* The shortest %g form of v that reads back as v. */
+static void shortest(char buf[40], double v)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, 40, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
 static void print_text(const struct report *rp)
 {
     const symreg_result *res = rp->res;
     const char *fit = symreg_fitness_name(rp->c->p.fitness);
 
     printf("equation:    %s = %s\n", rp->c->target, rp->equation);
-    printf("size:        %zu nodes, depth %zu\n", expr_size(res->best), expr_depth(res->best));
+    printf("size:        %zu nodes, depth %zu (front: %zu equations, sizes %zu to %zu)\n",
+           expr_size(rp->chosen), expr_depth(rp->chosen), res->n_front, res->front[0].size,
+           res->front[res->n_front - 1].size);
+    printf("chosen:      %s\n", rp->choice.why);
+    for (size_t i = 0; i < rp->n_consts; i++) {
+        char v[40], fitted[40];
+        shortest(v, rp->consts[i].value);
+        shortest(fitted, rp->consts[i].fitted);
+        if (isnan(rp->consts[i].se))
+            printf("%-13s%s (standard error unknown)\n", i ? "" : "constants:", v);
+        else
+            printf("%-13s%s +- %.2g (fitted %s)\n", i ? "" : "constants:", v, rp->consts[i].se,
+                   fitted);
+    }
     printf("train:       %s %.6g (mape %.4g %%, rmse %.6g, r2 %.6f)\n", fit, rp->train.fit,
            100 * rp->train.m.mape, rp->train.m.rmse, rp->train.m.r2);
     if (rp->has_test && rp->test.ok)
@@ -530,16 +350,17 @@ static void print_text(const struct report *rp)
                100 * rp->test.m.mape, rp->test.m.rmse, rp->test.m.r2);
     else if (rp->has_test)
         printf("test:        not finite on the test data\n");
-    printf("generations: %zu\n", res->generations);
+    printf("generations: %zu (stopped by %s)\n", res->generations, symreg_stop_name(res->stop));
     printf("evaluations: %llu (%.0f/s)\n", (unsigned long long)res->evaluations,
            (double)res->evaluations / res->seconds);
     printf("time:        %.3f s\n", res->seconds);
     if (!rp->o->front)
         return;
-    printf("\nPareto front (%s against size):\n", fit);
+    printf("\nPareto front (%s against size; * reported):\n", fit);
     for (size_t i = 0; i < res->n_front; i++) {
         char *text = expr_print(res->front[i].e, (const char *const *)rp->c->features);
-        printf("  %4zu  %-12.6g %s\n", res->front[i].size, res->front[i].error, text ? text : "");
+        printf("%c %4zu  %-12.6g %-9.3g %s\n", i == rp->choice.index ? '*' : ' ',
+               res->front[i].size, res->front[i].error, res->front[i].score, text ? text : "");
         free(text);
     }
 }
@@ -581,23 +402,46 @@ static int write_model(const struct report *rp, const char *path)
     return r;
 }
 
+/* Picks the equation to report from the front and polishes it. */
+static int choose(struct report *rp, const struct data *d)
+{
+    const struct config *c = rp->c;
+    const double *cols[c->n_features];
+    size_t n = d->train->n_rows;
+    int r;
+
+    for (size_t j = 0; j < c->n_features; j++)
+        cols[j] = learn_table_col(d->train, j);
+    r = symreg_choose(rp->res, c->p.fitness, c->rule, cols, c->n_features,
+                      learn_table_col(d->train, c->n_features), n, &rp->choice);
+    if (r < 0)
+        return r;
+    return symreg_polish(rp->res->front[rp->choice.index].e, c->p.fitness, cols,
+                         learn_table_col(d->train, c->n_features), n, &rp->chosen, &rp->consts,
+                         &rp->n_consts);
+}
+
 static int report(const struct config *c, const struct options *o, const struct data *d,
-                  const symreg_result *res)
+                  symreg_result *res)
 {
     struct report rp = {.c = c, .o = o, .res = res, .has_test = d->test != NULL};
+    int r = choose(&rp, d);
 
-    rp.equation = expr_print(res->best, (const char *const *)c->features);
-    if (!rp.equation)
-        return -ENOMEM;
-    errors_of(res->best, c, d->train, &rp.train);
-    if (d->test)
-        errors_of(res->best, c, d->test, &rp.test);
-    if (o->json)
-        print_json(&rp);
-    else
-        print_text(&rp);
-    int r = o->out ? write_model(&rp, o->out) : 0;
+    if (r == 0 && !(rp.equation = expr_print(rp.chosen, (const char *const *)c->features)))
+        r = -ENOMEM;
+    if (r == 0) {
+        errors_of(rp.chosen, c, d->train, &rp.train);
+        if (d->test)
+            errors_of(rp.chosen, c, d->test, &rp.test);
+        if (o->json)
+            print_json(&rp);
+        else
+            print_text(&rp);
+        r = o->out ? write_model(&rp, o->out) : 0;
+    }
     free(rp.equation);
+    expr_free(rp.chosen);
+    free(rp.consts);
     return r;
 }
 
@@ -605,7 +449,7 @@ static int run(struct config *c, const struct options *o, const struct data *d)
 {
     const double *cols[c->n_features];
     symreg_result *res;
-    bool tty = !o->json && isatty(STDERR_FILENO);
+    bool tty = isatty(STDERR_FILENO);
     int r;
 
     for (size_t j = 0; j < c->n_features; j++)
@@ -617,6 +461,8 @@ static int run(struct config *c, const struct options *o, const struct data *d)
     if (r < 0)
         return r;
     r = report(c, o, d, res);
+    if (r < 0 && !c->err[0])
+        snprintf(c->err, sizeof(c->err), "reporting the equation failed: %s", strerror(-r));
     symreg_result_free(res);
     return r;
 }
@@ -626,16 +472,21 @@ static int parse_options(int argc, char **argv, struct options *o)
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},          {"seed", required_argument, NULL, 's'},
         {"threads", required_argument, NULL, 't'}, {"front", no_argument, NULL, 'f'},
-        {"out", required_argument, NULL, 'o'},     {"data", required_argument, NULL, 'd'},
+        {"out", required_argument, NULL, 'o'},     {"time-limit", required_argument, NULL, 'L'},
+        {"rule", required_argument, NULL, 'r'},    {"data", required_argument, NULL, 'd'},
         {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0}};
     long v;
-    int ch;
+    double dv;
+    int ch, rule;
 
     *o = (struct options){.threads = (int)sysconf(_SC_NPROCESSORS_ONLN)};
     optind = 1;
     opterr = 0; /* our own one-line messages */
     while ((ch = getopt_long(argc, argv, "js:t:fo:h", longopts, NULL)) != -1) {
         switch (ch) {
+        case 'd':
+            o->data = optarg;
+            break;
         case 'j':
             o->json = true;
             break;
@@ -644,9 +495,6 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case 'o':
             o->out = optarg;
-            break;
-        case 'd':
-            o->data = optarg;
             break;
         case 's':
             if (util_parse_long(optarg, &v) < 0 || v < 0) {
@@ -665,8 +513,27 @@ static int parse_options(int argc, char **argv, struct options *o)
             }
             o->threads = (int)v;
             break;
+        case 'L':
+            if (util_parse_double(optarg, &dv) < 0 || !(dv > 0 && dv <= 1e9)) {
+                fprintf(stderr, "wattprof symreg: --time-limit must be seconds above 0, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            o->has_time_limit = true;
+            o->time_limit = dv;
+            break;
+        case 'r':
+            if ((rule = symreg_rule_from_name(optarg)) < 0) {
+                fprintf(stderr,
+                        "wattprof symreg: --rule must be bic, cv, score or accurate, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            o->has_rule = true;
+            o->rule = rule;
+            break;
         case 'h':
-            usage(stdout);
+            help();
             return 0;
         default:
             fprintf(stderr,
@@ -703,9 +570,13 @@ int cmd_symreg(int argc, char **argv)
     if (o.data && !(c.train = strdup(o.data)))
         return 1;
     c.train_given = o.data != NULL;
-    r = config_read(&c);
+    r = symreg_config_read(&c);
     if (o.has_seed)
         c.p.seed = o.seed;
+    if (o.has_time_limit)
+        c.p.time_limit = o.time_limit;
+    if (o.has_rule)
+        c.rule = o.rule;
     c.p.threads = o.threads;
     if (r == 0)
         r = data_load(&c, &d);
@@ -717,6 +588,6 @@ int cmd_symreg(int argc, char **argv)
         fprintf(stderr, "wattprof symreg: %s\n", strerror(-r));
     learn_table_free(d.train);
     learn_table_free(d.test);
-    config_free(&c);
+    symreg_config_free(&c);
     return r < 0 ? 1 : 0;
 }

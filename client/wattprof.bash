@@ -27,6 +27,7 @@ _wattprof() {
     --alpha) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
     --domains) COMPREPLY=($(compgen -W "package dram core uncore psys" -- "$cur")); return ;;
     --loocv) COMPREPLY=($(compgen -W "closed refit none" -- "$cur")); return ;;
+    --rule) COMPREPLY=($(compgen -W "bic cv score accurate" -- "$cur")); return ;;
     --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
     --pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
     --since | --until) COMPREPLY=($(compgen -W "now 10m 1h 1d" -- "$cur")); return ;;

@@ -30,6 +30,12 @@ size_t expr_subtree_end(const expr *e, size_t i);
 int expr_splice(expr *e, size_t from, size_t to, const struct expr_node *with, size_t n);
 /* An expression holding a copy of the nodes [from, to); NULL on OOM. */
 expr *expr_from_nodes(const struct expr_node *nodes, size_t n);
+/* Whether nodes [a, a_end) and [b, b_end) of d are the same subtree. */
+bool expr_same_run(const expr *d, size_t a, size_t a_end, size_t b, size_t b_end);
+/* Regroups the binary node at s of d (children at s+1 and m, the subtree
+ * ending at d->n) so that constants meet and like terms combine; see
+ * expr-collect.c. *changed says whether it did. */
+int expr_collect(expr *d, size_t s, size_t m, bool *changed);
 /* Depth of each node (root 0) into depth[0..e->n); returns the maximum. */
 size_t expr_node_depths(const expr *e, size_t *depth);
 

@@ -24,19 +24,6 @@ static bool is_const_value(const expr *d, size_t i, double v)
     return is_const(d, i) && d->node[i].c == v;
 }
 
-static bool same_subtree(const expr *d, size_t a, size_t a_end, size_t b, size_t b_end)
-{
-    if (a_end - a != b_end - b)
-        return false;
-    for (size_t i = 0; i < a_end - a; i++) {
-        const struct expr_node *x = &d->node[a + i], *y = &d->node[b + i];
-        if (x->op != y->op || (x->op == EXPR_VAR && x->var != y->var) ||
-            (x->op == EXPR_CONST && x->c != y->c))
-            return false;
-    }
-    return true;
-}
-
 /* Keeps only nodes [from, to) of the subtree at s: the node at s is dropped
  * and the run moves down. */
 static void keep_range(expr *d, size_t s, size_t from, size_t to)
@@ -129,7 +116,7 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             d->node[m + 1].c = -d->node[m + 1].c;
             return 0;
         }
-        if (same_subtree(d, a, m, m, e)) { /* x + x -> 2 * x */
+        if (expr_same_run(d, a, m, m, e)) { /* x + x -> 2 * x */
             d->node[s].op = EXPR_MUL;
             d->node[m] = (struct expr_node){.op = EXPR_CONST, .c = 2};
             d->n = m + 1;
@@ -170,7 +157,7 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             d->node[m + 1].c = -d->node[m + 1].c;
             return 0;
         }
-        if (same_subtree(d, a, m, m, e)) {
+        if (expr_same_run(d, a, m, m, e)) {
             set_const(d, s, 0);
             return 0;
         }
@@ -206,7 +193,7 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             keep_range(d, m, m + 1, e);
             return 0;
         }
-        if (same_subtree(d, a, m, m, e)) {
+        if (expr_same_run(d, a, m, m, e)) {
             d->node[s].op = EXPR_SQUARE;
             d->n = m;
             return 0;
@@ -217,20 +204,19 @@ static int simplify_binary(expr *d, size_t s, size_t m, bool *changed)
             keep_range(d, s, a, m);
             return 0;
         }
-        if (same_subtree(d, a, m, m, e)) { /* x/x is 1 even at 0 (protected) */
+        if (expr_same_run(d, a, m, m, e)) { /* x/x is 1 even at 0 (protected) */
             set_const(d, s, 1);
             return 0;
         }
         break;
     default:
-        if (same_subtree(d, a, m, m, e)) { /* max(x,x), min(x,x) */
+        if (expr_same_run(d, a, m, m, e)) { /* max(x,x), min(x,x) */
             keep_range(d, s, a, m);
             return 0;
         }
         break;
     }
-    *changed = false;
-    return 0;
+    return expr_collect(d, s, m, changed);
 }
 
 static int simplify_unary(expr *d, size_t s, bool *changed)
@@ -379,9 +365,16 @@ static size_t print_node(FILE *f, const expr *e, size_t i, const char *const *va
     } else {
         static const char sym[EXPR_N_OPS] = {
             [EXPR_ADD] = '+', [EXPR_SUB] = '-', [EXPR_MUL] = '*', [EXPR_DIV] = '/'};
+        /* c * (x * y) reads as c * x * y: parsed, (c * x) * y simplifies
+         * back to the same tree. Not when x is a constant (it would fold)
+         * or a quotient (protected division: (c * p) / q is not c * (p / q)
+         * at q = 0). */
+        bool chain = nd->op == EXPR_MUL && e->node[j].op == EXPR_CONST && !signbit(e->node[j].c) &&
+                     e->node[j + 1].op == EXPR_MUL && e->node[j + 2].op != EXPR_CONST &&
+                     e->node[j + 2].op != EXPR_DIV;
         j = print_node(f, e, j, vars, prec);
         fprintf(f, " %c ", sym[nd->op]);
-        j = print_node(f, e, j, vars, prec + 1);
+        j = print_node(f, e, j, vars, chain ? prec : prec + 1);
     }
     if (paren)
         fputc(')', f);

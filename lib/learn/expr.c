@@ -31,7 +31,8 @@ static const struct {
     [EXPR_SUB] = {"sub", 2},       [EXPR_MUL] = {"mul", 2},   [EXPR_DIV] = {"div", 2},
     [EXPR_MAX] = {"max", 2},       [EXPR_MIN] = {"min", 2},   [EXPR_NEG] = {"neg", 1},
     [EXPR_SQUARE] = {"square", 1}, [EXPR_CUBE] = {"cube", 1}, [EXPR_SQRT] = {"sqrt", 1},
-    [EXPR_LOG] = {"log", 1},       [EXPR_EXP] = {"exp", 1},
+    [EXPR_LOG] = {"log", 1},       [EXPR_EXP] = {"exp", 1},   [EXPR_SIN] = {"sin", 1},
+    [EXPR_COS] = {"cos", 1},
 };
 
 int expr_op_arity(enum expr_op op)
@@ -223,6 +224,19 @@ size_t expr_n_vars(const expr *e)
     return n;
 }
 
+bool expr_same_run(const expr *d, size_t a, size_t a_end, size_t b, size_t b_end)
+{
+    if (a_end - a != b_end - b)
+        return false;
+    for (size_t i = 0; i < a_end - a; i++) {
+        const struct expr_node *x = &d->node[a + i], *y = &d->node[b + i];
+        if (x->op != y->op || (x->op == EXPR_VAR && x->var != y->var) ||
+            (x->op == EXPR_CONST && x->c != y->c))
+            return false;
+    }
+    return true;
+}
+
 /* ---- Protected operators ----------------------------------------------- */
 
 /* Value of op at (a, b) and its partial derivatives da, db. */
@@ -280,6 +294,12 @@ static inline double apply(enum expr_op op, double a, double b, double *da, doub
         }
         *da = exp(a);
         return *da;
+    case EXPR_SIN:
+        *da = cos(a);
+        return sin(a);
+    case EXPR_COS:
+        *da = -sin(a);
+        return cos(a);
     default:
         *da = 0;
         return NAN;

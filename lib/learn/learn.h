@@ -432,7 +432,7 @@ typedef struct rank_anomaly {
 int rank_anomaly_test(size_t p, const double *flops, const double *rank, rank_anomaly *out);
 /* The operators of an expression, for engines that build trees (symbolic
  * regression, the GP's mean). Binary: add sub mul div max min; unary: neg
- * square cube sqrt log exp; leaves: const var. */
+ * square cube sqrt log exp sin cos; leaves: const var. */
 enum expr_op {
     EXPR_CONST,
     EXPR_VAR,
@@ -448,6 +448,8 @@ enum expr_op {
     EXPR_SQRT,
     EXPR_LOG,
     EXPR_EXP,
+    EXPR_SIN,
+    EXPR_COS,
     EXPR_N_OPS
 };
 /* 0 for leaves, 1 or 2 for operators. */
@@ -604,17 +606,25 @@ int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y
 
 enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
 
+/* How parents are kept: the paper's double tournament (fitness, then size
+ * with tournament_parsimony), or a Pareto tournament: of tournament_fitness
+ * candidates, one of those no other beats on both error and size. */
+enum symreg_selection { SYMREG_SEL_DOUBLE, SYMREG_SEL_PARETO };
+
 typedef struct symreg_params {
     uint32_t ops;                          /* bit (1u << op) for each enum expr_op allowed */
     bool constants;                        /* random constants among the terminals */
     size_t population;                     /* 300 */
     size_t generations;                    /* 150 */
     double crossover, mutation;            /* probabilities: 1.0, 0.5 */
-    size_t tournament_fitness;             /* fitness tournament size: 3 */
+    enum symreg_selection selection;       /* see symreg_params_default */
+    size_t tournament_fitness;             /* tournament size: 3 */
     double tournament_parsimony;           /* in [1,2]: the smaller wins with p/2: 1.1 */
     size_t max_depth, max_size;            /* bloat limits: 17, 60 */
     size_t init_min_depth, init_max_depth; /* ramped half-and-half: 1, 3 */
-    size_t stall;                /* stop after this many generations without progress; 0 = never */
+    bool simplify;                         /* simplify every new individual before fitting it */
+    size_t stall;      /* stop after this many generations without progress; 0 = never */
+    double time_limit; /* stop after the generation that passes this many seconds; 0 = never */
     enum symreg_fitness fitness; /* SYMREG_MAPE */
     bool lm;                     /* fit constants by Levenberg-Marquardt: true */
     int lm_iterations;           /* 20 */
@@ -622,8 +632,12 @@ typedef struct symreg_params {
     int threads;                 /* evaluation threads: 1 */
 } symreg_params;
 
-/* The paper's defaults (above); ops = add, sub, mul, div. */
+/* The defaults (above); ops = add, sub, mul, div. */
 void symreg_params_default(symreg_params *p);
+/* The evolution settings of the named preset ("default", or "pandora": the
+ * paper's, double tournament without simplification); -EINVAL if unknown.
+ * Leaves ops, constants, fitness, lm, seed and threads alone. */
+int symreg_params_preset(symreg_params *p, const char *name);
 /* Checks ranges; fills err naming the parameter at fault. */
 int symreg_params_check(const symreg_params *p, char *err, size_t errlen);
 /* The fitness name ("mape", "mse", "rmse") and back (-EINVAL if unknown). */
@@ -643,20 +657,33 @@ typedef void (*symreg_progress_fn)(const symreg_progress *pr, void *ctx);
 
 typedef struct symreg_front_item {
     expr *e;
-    double error;
+    double error; /* training error under params.fitness */
     size_t size;
+    double score;    /* -d log(error) / d size from the previous item (PySR's); 0 for the first */
+    double cv_error; /* cross-validated MSE (relative under mape): set by symreg_choose's
+                        cv rule, else NaN */
 } symreg_front_item;
+
+enum symreg_stop { SYMREG_STOP_GENERATIONS, SYMREG_STOP_STALL, SYMREG_STOP_TIME };
 
 typedef struct symreg_result {
     expr *best;               /* lowest training error seen (ties: smaller) */
     double train_error;       /* its error under params.fitness */
-    size_t generations;       /* generations run (stall can stop early) */
+    size_t generations;       /* generations run (stall or time can stop early) */
+    enum symreg_stop stop;    /* what ended the run */
     uint64_t evaluations;     /* individuals evaluated, initial population included */
     double seconds;           /* wall time */
-    symreg_front_item *front; /* Pareto front of error against size over the
-                                 final population and best, by size ascending */
+    double floor;             /* errors at or below this count as exact (symreg_error_floor) */
+    symreg_front_item *front; /* Pareto front of error against size over every
+                                 individual evaluated, by size ascending */
     size_t n_front;
 } symreg_result;
+
+/* The error below which a fit counts as exact: round-off, relative to the
+ * scale of y (1e-10 of it; its square under mse). */
+double symreg_error_floor(enum symreg_fitness f, const double *y, size_t n);
+/* "generations", "stall", "time". */
+const char *symreg_stop_name(enum symreg_stop s);
 
 /* Evolves an expression for y (n rows) from features x[0..n_features), each
  * a column of n values. progress may be NULL. */
@@ -664,5 +691,54 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
                size_t n, symreg_progress_fn progress, void *ctx, symreg_result **out, char *err,
                size_t errlen);
 void symreg_result_free(symreg_result *r);
+
+/* ---- Choosing and polishing the reported equation (symreg-choose.c) ------
+ * The run's front holds equations of every size; the reported one is picked
+ * from it by a rule:
+ *   bic       the lowest n ln(MSE) + size ln(n): every node counted as a
+ *             parameter (the Bayesian information criterion, a minimum
+ *             description length); errors below the round-off floor count as
+ *             the floor, so among exact fits the smallest wins. The default.
+ *   cv        when the most accurate equation fits exactly, the smallest
+ *             that does; otherwise the one-standard-error rule on 5-fold
+ *             cross-validation (each equation's constants refitted without
+ *             each fold, from their fitted values): the smallest equation
+ *             whose cross-validated mean squared error is within one
+ *             standard error of the lowest;
+ *   score     PySR's: the highest score among those with at most 1.5 times
+ *             the lowest (squared) error;
+ *   accurate  the lowest error, whatever its size (the paper's). */
+enum symreg_rule { SYMREG_RULE_BIC, SYMREG_RULE_CV, SYMREG_RULE_SCORE, SYMREG_RULE_ACCURATE };
+const char *symreg_rule_name(enum symreg_rule r);
+int symreg_rule_from_name(const char *name);
+
+typedef struct symreg_choice {
+    size_t index;  /* into the front */
+    double limit;  /* the largest error the rule accepted */
+    char why[320]; /* one sentence saying why */
+} symreg_choice;
+
+/* Picks from res->front, with the training data the run had (x: n_features
+ * columns of n rows); the cv rule fills each item's cv_error. -EINVAL
+ * on an empty front. */
+int symreg_choose(symreg_result *res, enum symreg_fitness f, enum symreg_rule rule,
+                  const double *const *x, size_t n_features, const double *y, size_t n,
+                  symreg_choice *out);
+
+/* A fitted constant of a polished equation, in print order. */
+typedef struct symreg_const {
+    double fitted; /* as Levenberg-Marquardt left it */
+    double value;  /* rounded to what the data can tell apart */
+    double se;     /* standard error from the Jacobian; NaN when not identifiable */
+} symreg_const;
+
+/* Simplifies e, refits its constants (weighted 1/|y| under mape), estimates
+ * each constant's standard error from J'J at the optimum, and rounds each to
+ * the fewest significant digits that stay within a fraction of its standard
+ * error, as long as the training error stays within the rounding allowance.
+ * *out gets the new equation, *consts (malloc'd, *n_consts of them) its
+ * constants. */
+int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, const double *y,
+                  size_t n, expr **out, symreg_const **consts, size_t *n_consts);
 
 #endif

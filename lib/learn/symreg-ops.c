@@ -122,6 +122,10 @@ static int mut_node(expr *e, const struct symreg_prims *ps, gsl_rng *r)
     for (size_t k = 0; k < ps->n_ops; k++)
         if (expr_op_arity(ps->ops[k]) == arity)
             same[n++] = ps->ops[k];
+    /* Simplification brings in operators outside the primitive set (neg,
+     * square): with none of the same arity to swap in, nothing changes. */
+    if (n == 0)
+        return 0;
     e->node[i].op = (uint8_t)same[pick(r, n)];
     return 1;
 }

@@ -16,11 +16,13 @@
 #include <string.h>
 #include <time.h>
 
-#define INIT_TRIES 100 /* attempts at an initial tree within the size limit */
+#define INIT_TRIES 100       /* attempts at an initial tree within the size limit */
+#define SYMREG_PARETO_MAX 64 /* candidates a Pareto tournament looks at, at most */
 
 struct ind {
     expr *e;
-    double fit; /* training error; INFINITY when not finite */
+    double err; /* training error; INFINITY when not finite */
+    double fit; /* err, but no lower than the exact floor: below it only size counts */
 };
 
 struct engine {
@@ -32,6 +34,8 @@ struct engine {
     size_t n;
     gsl_rng *rng;
     uint64_t evaluations;
+    double floor;        /* symreg_error_floor */
+    struct ind *archive; /* the lowest error seen at each size 1..max_size */
 };
 
 void symreg_params_default(symreg_params *p)
@@ -43,12 +47,14 @@ void symreg_params_default(symreg_params *p)
         .generations = 150,
         .crossover = 1.0,
         .mutation = 0.5,
+        .selection = SYMREG_SEL_DOUBLE,
         .tournament_fitness = 3,
         .tournament_parsimony = 1.1,
         .max_depth = 17,
         .max_size = 60,
         .init_min_depth = 1,
         .init_max_depth = 3,
+        .simplify = true,
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
@@ -56,6 +62,28 @@ void symreg_params_default(symreg_params *p)
         .seed = 1,
         .threads = 1,
     };
+}
+
+int symreg_params_preset(symreg_params *p, const char *name)
+{
+    symreg_params d;
+
+    symreg_params_default(&d);
+    if (strcmp(name, "pandora") == 0) {
+        d.selection = SYMREG_SEL_DOUBLE;
+        d.simplify = false;
+    } else if (strcmp(name, "default") != 0) {
+        return -EINVAL;
+    }
+    d.ops = p->ops;
+    d.constants = p->constants;
+    d.fitness = p->fitness;
+    d.lm = p->lm;
+    d.lm_iterations = p->lm_iterations;
+    d.seed = p->seed;
+    d.threads = p->threads;
+    *p = d;
+    return 0;
 }
 
 int symreg_params_check(const symreg_params *p, char *err, size_t errlen)
@@ -86,6 +114,11 @@ int symreg_params_check(const symreg_params *p, char *err, size_t errlen)
                         p->init_min_depth, p->init_max_depth, p->max_depth);
     if (p->max_size < 1)
         return util_err(err, errlen, -EINVAL, "max_size must be at least 1");
+    if (p->selection > SYMREG_SEL_PARETO)
+        return util_err(err, errlen, -EINVAL, "unknown selection %d", (int)p->selection);
+    if (!(p->time_limit >= 0))
+        return util_err(err, errlen, -EINVAL, "time_limit must not be negative, not %g",
+                        p->time_limit);
     if (p->fitness > SYMREG_RMSE)
         return util_err(err, errlen, -EINVAL, "unknown fitness %d", (int)p->fitness);
     if (p->lm_iterations < 0)
@@ -110,6 +143,25 @@ int symreg_fitness_from_name(const char *name)
     return -EINVAL;
 }
 
+static const char *const stop_names[] = {"generations", "stall", "time"};
+
+const char *symreg_stop_name(enum symreg_stop s)
+{
+    return s <= SYMREG_STOP_TIME ? stop_names[s] : "?";
+}
+
+double symreg_error_floor(enum symreg_fitness f, const double *y, size_t n)
+{
+    double s = 0;
+
+    if (f == SYMREG_MAPE)
+        return 1e-10;
+    for (size_t i = 0; i < n; i++)
+        s += y[i] * y[i];
+    s = n ? 1e-10 * sqrt(s / (double)n) : 0;
+    return f == SYMREG_MSE ? s * s : s;
+}
+
 double symreg_error(enum symreg_fitness f, const double *y, const double *p, size_t n)
 {
     double s = 0;
@@ -130,13 +182,21 @@ static int evaluate(const struct engine *g, struct ind *in, double *pred)
 {
     const symreg_params *p = g->p;
 
+    if (p->simplify) {
+        expr *s = expr_simplify(in->e);
+        if (!s)
+            return -ENOMEM;
+        expr_free(in->e);
+        in->e = s;
+    }
     if (p->lm && p->lm_iterations > 0 && expr_n_consts(in->e) > 0) {
         int r = expr_fit_consts_weighted(in->e, g->x, g->y, g->w, g->n, p->lm_iterations, NULL);
         if (r < 0)
             return r;
     }
-    in->fit =
+    in->err =
         expr_eval(in->e, g->x, g->n, pred) ? symreg_error(p->fitness, g->y, pred, g->n) : INFINITY;
+    in->fit = in->err > g->floor ? in->err : g->floor;
     return 0;
 }
 
@@ -226,6 +286,35 @@ static const struct ind *double_tournament(struct engine *g, const struct ind *p
     return gsl_rng_uniform(g->rng) < prob ? a : b;
 }
 
+/* Of tournament_fitness candidates, one that no other candidate beats on
+ * both error and size, drawn uniformly among those: selection that keeps
+ * small equations alive beside accurate ones. */
+static const struct ind *pareto_tournament(struct engine *g, const struct ind *pool, size_t n)
+{
+    size_t k = g->p->tournament_fitness, nf = 0;
+    const struct ind *cand[SYMREG_PARETO_MAX], *front[SYMREG_PARETO_MAX];
+
+    if (k > SYMREG_PARETO_MAX)
+        k = SYMREG_PARETO_MAX;
+    for (size_t i = 0; i < k; i++)
+        cand[i] = &pool[gsl_rng_uniform_int(g->rng, n)];
+    for (size_t i = 0; i < k; i++) {
+        bool beaten = false;
+        for (size_t j = 0; j < k && !beaten; j++)
+            beaten = cand[j]->fit <= cand[i]->fit && cand[j]->e->n <= cand[i]->e->n &&
+                     (cand[j]->fit < cand[i]->fit || cand[j]->e->n < cand[i]->e->n);
+        if (!beaten)
+            front[nf++] = cand[i];
+    }
+    return front[nf > 1 ? gsl_rng_uniform_int(g->rng, nf) : 0];
+}
+
+static const struct ind *select_one(struct engine *g, const struct ind *pool, size_t n)
+{
+    return g->p->selection == SYMREG_SEL_PARETO ? pareto_tournament(g, pool, n)
+                                                : double_tournament(g, pool, n);
+}
+
 /* ---- The generation loop ----------------------------------------------- */
 
 static void free_inds(struct ind *v, size_t n)
@@ -273,6 +362,7 @@ static int vary(struct engine *g, const struct ind *pop, struct ind *off, bool *
 
     for (size_t i = 0; i < n; i++) {
         off[i].fit = pop[i].fit;
+        off[i].err = pop[i].err;
         changed[i] = false;
         if (!(off[i].e = expr_clone(pop[i].e)))
             return -ENOMEM;
@@ -320,8 +410,9 @@ static int select_next(struct engine *g, struct ind *pool, struct ind *next)
     size_t n = g->p->population;
 
     for (size_t i = 0; i < n; i++) {
-        const struct ind *w = double_tournament(g, pool, 2 * n);
+        const struct ind *w = select_one(g, pool, 2 * n);
         next[i].fit = w->fit;
+        next[i].err = w->err;
         if (!(next[i].e = expr_clone(w->e)))
             return -ENOMEM;
     }
@@ -339,6 +430,20 @@ static int evaluate_changed(struct engine *g, struct ind *v, const bool *changed
         if (!changed || changed[i])
             todo[k++] = &v[i];
     int r = evaluate_all(g, todo, k);
+    /* The archive: the lowest error seen at each size, whatever the
+     * selection later does with the individual. */
+    for (size_t i = 0; i < k && r == 0; i++) {
+        struct ind *a = &g->archive[todo[i]->e->n];
+        if (todo[i]->e->n > g->p->max_size || !(todo[i]->fit < a->fit))
+            continue;
+        expr *c = expr_clone(todo[i]->e);
+        if (!c) {
+            r = -ENOMEM;
+            break;
+        }
+        expr_free(a->e);
+        *a = (struct ind){.e = c, .err = todo[i]->err, .fit = todo[i]->fit};
+    }
     free(todo);
     return r;
 }
@@ -362,6 +467,7 @@ static int track_best(struct ind *best, const struct ind *v, size_t n, bool *imp
     expr_free(best->e);
     best->e = c;
     best->fit = b->fit;
+    best->err = b->err;
     return 0;
 }
 
@@ -372,7 +478,7 @@ static double seconds_since(uint64_t t0)
 
 /* The generations after the initial one; *gens gets how many ran. */
 static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint64_t t0,
-                  symreg_progress_fn progress, void *ctx, size_t *gens)
+                  symreg_progress_fn progress, void *ctx, size_t *gens, enum symreg_stop *stop)
 {
     const symreg_params *p = g->p;
     size_t n = p->population, stall = 0;
@@ -384,9 +490,16 @@ static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint6
         r = -ENOMEM;
         goto out;
     }
+    *stop = SYMREG_STOP_GENERATIONS;
     for (*gens = 0; *gens < p->generations; ++*gens) {
-        if (p->stall && stall >= p->stall)
+        if (p->stall && stall >= p->stall) {
+            *stop = SYMREG_STOP_STALL;
             break;
+        }
+        if (p->time_limit > 0 && seconds_since(t0) >= p->time_limit) {
+            *stop = SYMREG_STOP_TIME;
+            break;
+        }
         next = calloc(n, sizeof(*next));
         if (!next) {
             r = -ENOMEM;
@@ -422,45 +535,29 @@ out:
 
 /* ---- Results ------------------------------------------------------------ */
 
-static int cmp_size_then_error(const void *a, const void *b)
+/* The non-dominated (size, error) pairs of the archive, by size. */
+static int build_front(symreg_result *res, const struct engine *g)
 {
-    const struct ind *x = a, *y = b;
-
-    if (x->e->n != y->e->n)
-        return x->e->n < y->e->n ? -1 : 1;
-    return (x->fit > y->fit) - (x->fit < y->fit);
-}
-
-/* Non-dominated (size, error) pairs of pop and best, one per size. */
-static int build_front(symreg_result *res, const struct ind *pop, size_t n, const struct ind *best)
-{
-    struct ind *all = malloc((n + 1) * sizeof(*all));
     double lowest = INFINITY;
 
-    if (!all)
+    res->front = calloc(g->p->max_size + 1, sizeof(*res->front));
+    if (!res->front)
         return -ENOMEM;
-    memcpy(all, pop, n * sizeof(*all));
-    all[n] = *best;
-    qsort(all, n + 1, sizeof(*all), cmp_size_then_error);
-    res->front = calloc(n + 1, sizeof(*res->front));
-    if (!res->front) {
-        free(all);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i <= n; i++) {
-        if (!(all[i].fit < lowest))
+    for (size_t s = 1; s <= g->p->max_size; s++) {
+        const struct ind *a = &g->archive[s];
+        if (!a->e || !(a->fit < lowest))
             continue;
-        lowest = all[i].fit;
         symreg_front_item *it = &res->front[res->n_front];
-        if (!(it->e = expr_clone(all[i].e))) {
-            free(all);
+        if (!(it->e = expr_clone(a->e)))
             return -ENOMEM;
-        }
-        it->error = all[i].fit;
-        it->size = all[i].e->n;
+        it->error = a->err;
+        it->size = s;
+        it->cv_error = NAN;
+        if (res->n_front > 0)
+            it->score = -(log(a->fit) - log(lowest)) / (double)(s - it[-1].size);
+        lowest = a->fit;
         res->n_front++;
     }
-    free(all);
     return 0;
 }
 
@@ -497,6 +594,12 @@ static int engine_init(struct engine *g, const symreg_params *p, const double *c
                        size_t n_features, const double *y, size_t n)
 {
     *g = (struct engine){.p = p, .x = x, .y = y, .n = n};
+    g->floor = symreg_error_floor(p->fitness, y, n);
+    g->archive = calloc(p->max_size + 1, sizeof(*g->archive));
+    if (!g->archive)
+        return -ENOMEM;
+    for (size_t s = 0; s <= p->max_size; s++)
+        g->archive[s].fit = INFINITY;
     symreg_prims_init(&g->ps, p->ops, n_features, p->constants);
     g->rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!g->rng)
@@ -518,7 +621,7 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
 {
     uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
     struct engine g;
-    struct ind *pop = NULL, best = {.e = NULL, .fit = INFINITY};
+    struct ind *pop = NULL, best = {.e = NULL, .err = INFINITY, .fit = INFINITY};
     symreg_result *res = NULL;
     bool improved;
     int r = check_inputs(p, y, n, n_features, err, errlen);
@@ -537,13 +640,14 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
     if (r == 0 && !(res = calloc(1, sizeof(*res))))
         r = -ENOMEM;
     if (r == 0)
-        r = evolve(&g, &pop, &best, t0, progress, ctx, &res->generations);
+        r = evolve(&g, &pop, &best, t0, progress, ctx, &res->generations, &res->stop);
     if (r == 0)
-        r = build_front(res, pop, p->population, &best);
+        r = build_front(res, &g);
     if (r == 0) {
         res->best = best.e;
         best.e = NULL;
-        res->train_error = best.fit;
+        res->train_error = best.err;
+        res->floor = g.floor;
         res->evaluations = g.evaluations;
         res->seconds = seconds_since(t0);
         *out = res;
@@ -556,5 +660,7 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
     expr_free(best.e);
     gsl_rng_free(g.rng);
     free(g.w);
+    if (g.archive)
+        free_inds(g.archive, p->max_size + 1);
     return r;
 }

@@ -14,7 +14,7 @@ trap 'rm -rf "$T"' EXIT
 
 # ---- The registry -----------------------------------------------------------
 "$RUN" --list >"$T/list"
-check "run --list names 12 benchmarks" [ "$(wc -l <"$T/list")" = 12 ]
+check "run --list names 13 benchmarks" [ "$(wc -l <"$T/list")" = 13 ]
 while IFS=$'\t' read -r name script; do
   check "$name: $script is an executable script" [ -x "$SRCDIR/$script" ]
 done <"$T/list"

@@ -25,6 +25,8 @@ check "every query subcommand is offered" \
 check "history's options" test "$(complete_line wattprof history --s)" = "--since --socket --step "
 check "--sort values" test "$(complete_line wattprof ps --sort '')" = "cpu energy power "
 check "--format values" test "$(complete_line wattprof export --format j)" = "json "
+check "symreg's options" grep -q -- "--time-limit" <<<"$(complete_line wattprof symreg --)"
+check "--rule values" test "$(complete_line wattprof symreg --rule '')" = "accurate bic cv score "
 check "show completes pids" grep -qw "$$" <<<"$(complete_line wattprof show '')"
 check "help completes command names" test "$(complete_line wattprof help tr)" = "train "
 check "help is offered as a command" grep -qw help <<<"$(complete_line wattprof '')"

@@ -26,7 +26,7 @@ with open("zero.csv", "w") as f:
     f.write("n,m,mem\n1,2,3\n4,5,0\n")
 PY
 
-# config FILE [SECTION KEY VALUE] writes a good config, with one value
+# config FILE [SECTION KEY VALUE]... writes a good config, with values
 # replaced or added.
 config() {
   "$PYTHON" - "$@" <<'PY'
@@ -39,8 +39,8 @@ sections = {
     "fitness": {"metric": "mape"},
     "constants": {"lm": "on", "lm_iterations": "20"},
 }
-if edit:
-    sections.setdefault(edit[0], {})[edit[1]] = edit[2]
+for i in range(0, len(edit), 3):
+    sections.setdefault(edit[i], {})[edit[i + 1]] = edit[i + 2]
 with open(path, "w") as f:
     f.write("; symreg test configuration\n")
     for s, kv in sections.items():
@@ -72,7 +72,7 @@ expect_error() {
 # Line numbers: 1 comment, 2 blank, 3 [data], 4-7 data keys, 8 blank,
 # 9 [primitives], 10-11, 12 blank, 13 [evolution], 14-17 (+18 when added),
 # then [fitness] and [constants]. Data paths are relative to the config.
-expect_error "c.ini:10: unknown primitive 'pow' (add, sub, mul, div, max, min, square, cube, sqrt, log, exp)" \
+expect_error "c.ini:10: unknown primitive 'pow' (add, sub, mul, div, max, min, square, cube, sqrt, log, exp, sin, cos)" \
   primitives functions "add, pow"
 expect_error "c.ini:18: crossover must be a number in [0, 1], not '1.5'" evolution crossover 1.5
 expect_error "c.ini:18: mutation must be a number in [0, 1], not '-0.1'" evolution mutation -0.1
@@ -99,19 +99,56 @@ expect_error "c.ini: primitives: at least one two-argument primitive (add, sub, 
 expect_error "c.ini: need init_min_depth <= init_max_depth <= max_depth (1, 3, 2)" \
   evolution max_depth 2
 expect_error "./train.csv:1: no column named 'z'" data features "n, z"
+expect_error "c.ini:18: selection must be double or pareto, not 'best'" evolution selection best
+expect_error "c.ini:18: unknown preset 'fast' (default, pandora)" evolution preset fast
+expect_error "c.ini:18: time_limit must be a number in [0, 1e+09], not '-1'" \
+  evolution time_limit -1
+expect_error "c.ini:18: simplify must be on or off, not 'later'" evolution simplify later
+expect_error "c.ini:27: unknown selection rule 'aic' (bic, cv, score, accurate)" selection rule aic
+expect_error "c.ini:27: unknown key 'when' in [selection] (rule)" selection when now
 
 set +e
 "$WATTPROF" symreg nothere.ini 2>err.txt; rc=$?
 set -e
 grep -qx "wattprof symreg: nothere.ini: cannot read: No such file or directory" err.txt && [ $rc = 1 ] ||
   { echo "FAIL: missing config: exit $rc, $(cat err.txt)"; fails=$((fails + 1)); }
-for bad in "--threads 0" "--seed x" "--bogus"; do
+for bad in "--threads 0" "--seed x" "--bogus" "--time-limit 0" "--time-limit x" "--rule aic"; do
   set +e
   # shellcheck disable=SC2086
   "$WATTPROF" symreg c.ini $bad 2>err.txt >/dev/null; rc=$?
   set -e
   [ $rc = 2 ] && [ -s err.txt ] || { echo "FAIL: '$bad' exit $rc"; fails=$((fails + 1)); }
 done
+
+# --help names every option and every INI key.
+"$WATTPROF" symreg --help >help.txt
+for word in --json --seed --threads --front --time-limit --rule --out "[data]" train test \
+  target features "[primitives]" functions constants "[evolution]" preset population \
+  generations crossover mutation selection tournament_fitness tournament_parsimony max_depth \
+  max_size init_min_depth init_max_depth simplify stall time_limit "[fitness]" metric \
+  "[constants]" lm lm_iterations "[selection]" rule; do
+  grep -qF -- "$word" help.txt || { echo "FAIL: --help does not mention $word"; fails=$((fails + 1)); }
+done
+
+# A time limit stops a long run cleanly, with the best so far.
+config c.ini evolution generations 1000000 evolution stall 0
+"$WATTPROF" symreg c.ini --json --time-limit 0.5 --threads 1 >timed.json
+"$PYTHON" - <<'PY' || fails=$((fails + 1))
+import json
+d = json.load(open("timed.json"))
+assert d["stopped"] == "time" and 0.5 <= d["seconds"] < 20, (d["stopped"], d["seconds"])
+assert d["equation"] and d["generations"] < 1000000
+print("ok: --time-limit")
+PY
+
+# The progress line goes to stderr only when it is a terminal.
+if command -v script >/dev/null; then
+  script -qec "'$WATTPROF' symreg c.ini --time-limit 0.3 >/dev/null" /dev/null >tty.txt
+  grep -q "generation 1/1000000 .*/0.3 s  best mape" tty.txt ||
+    { echo "FAIL: no progress line on a terminal: $(head -c 200 tty.txt)"; fails=$((fails + 1)); }
+fi
+"$WATTPROF" symreg c.ini --time-limit 0.3 >/dev/null 2>notty.txt
+[ ! -s notty.txt ] || { echo "FAIL: progress on a pipe: $(cat notty.txt)"; fails=$((fails + 1)); }
 
 # A good run: same JSON at 1 and 2 threads (but for timing), an equation
 # that fits, and a model file that reproduces its predictions.
@@ -140,6 +177,15 @@ for d in (one, two):
 assert one == two, "1 and 2 threads differ"
 assert one["generations"] <= 15 and one["evaluations"] > 100
 assert one["train"]["mape"] < 0.5 and one["test"]["mape"] < 0.5, one
+assert one["stopped"] in ("generations", "stall"), one["stopped"]
+sel = one["selection"]
+assert sel["rule"] == "bic" and sel["why"].startswith("the lowest n ln(MSE)"), sel
+chosen = [f for f in one["front"] if f["chosen"]]
+assert len(chosen) == 1 and one["front"].index(chosen[0]) == sel["front_index"], one["front"]
+assert chosen[0]["size"] >= one["size"] - 2, (chosen[0], one["size"])  # polishing only shrinks
+for k in one["constants"]:
+    assert set(k) == {"value", "fitted", "stderr"}, k
+    assert k["stderr"] is None or abs(k["value"] - k["fitted"]) <= k["stderr"] + 1e-12 * abs(k["fitted"]), k
 sizes = [f["size"] for f in one["front"]]
 errors = [f["error"] for f in one["front"]]
 assert sizes == sorted(sizes) and errors == sorted(errors, reverse=True), one["front"]

@@ -50,8 +50,15 @@ static void test_print_round_trip(void **state)
 {
     check_print("x", "x");
     check_print("3*cube(x) + 2*x*m + 5", "3 * cube(x) + 2 * x * m + 5");
-    check_print("x - (m - 1)", "x - (m - 1)");
+    check_print("x - (m - 1)", "x - m + 1"); /* constants move out of sums */
     check_print("(x - m) - 1", "x - m - 1");
+    /* Regrouping (expr-collect.c): constants meet, like terms combine. */
+    check_print("(x + 1) + (m + 2)", "x + m + 3");
+    check_print("2 * x + 3 * x", "5 * x");
+    check_print("x - 0.25 * x", "0.75 * x");
+    check_print("x * (2 * m) * 3", "6 * x * m");
+    check_print("x / 4", "0.25 * x");
+    check_print("(2 * x) / m", "2 * x / m"); /* not c * (x / m): x / 0 is 1 */
     check_print("x / (m * x)", "x / (m * x)");
     check_print("(x / m) * x", "x / m * x");
     check_print("-x * m", "-x * m");

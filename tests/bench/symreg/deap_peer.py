@@ -9,6 +9,8 @@ least_squares(method='lm'), then plus-selection by selDoubleTournament.
 DEAP's eaMuPlusLambda refuses cxpb + mutpb > 1, hence the explicit loop.
 
 usage: deap_peer.py CONFIG.json  (printed JSON: errors, evaluations, time)
+CONFIG may set time_limit (seconds, checked before each generation, as
+wattprof's [evolution] time_limit).
 """
 import copy
 import json
@@ -49,7 +51,8 @@ def psqrt(a):
 PRIMS = {
     "add": (operator.add, 2), "sub": (operator.sub, 2), "mul": (operator.mul, 2),
     "div": (pdiv, 2), "square": (np.square, 1), "cube": (lambda a: a * a * a, 1),
-    "sqrt": (psqrt, 1), "log": (plog, 1), "exp": (pexp, 1),
+    "sqrt": (psqrt, 1), "log": (plog, 1), "exp": (pexp, 1), "sin": (np.sin, 1),
+    "cos": (np.cos, 1),
 }
 
 
@@ -171,7 +174,13 @@ def main():
     evaluations = len(pop)
     hof = tools.HallOfFame(1)
     hof.update(pop)
+    limit = cfg.get("time_limit", 0)
+    generations = 0
     for _ in range(cfg["generations"]):
+        # As wattprof's time_limit: checked before each generation.
+        if limit and time.perf_counter() - t0 >= limit:
+            break
+        generations += 1
         off = [tb.clone(ind) for ind in pop]
         for i in range(1, len(off), 2):
             if random.random() < cfg["crossover"]:
@@ -194,7 +203,8 @@ def main():
     c = np.array([best[i].value for i in consts], dtype=float)
     test = error(metric, yte, np.broadcast_to(fn(c, *xte), yte.shape))
     print(json.dumps({"train": best.fitness.values[0], "test": test, "size": len(best),
-                      "evaluations": evaluations, "seconds": seconds, "equation": str(best)}))
+                      "evaluations": evaluations, "seconds": seconds, "equation": str(best),
+                      "generations": generations}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,308 @@
+#!/usr/bin/python3
+"""Recovery benchmark: does wattprof symreg return the equation that made the
+data, and does DEAP (deap_peer.py, the paper's loop) in the same time?
+
+Ground-truth problems: Nguyen 1-8, Keijzer 12, 14 and 15, Feynman I.6.20a,
+I.12.2 and I.14.4, and two memory-model shapes; each noiseless and with
+Gaussian noise of 1 % of the target's RMS added to training and test data;
+SEEDS seeds each. Both tools get the same primitives, population (300), limits
+(depth 17, size 60) and time budget (SECONDS of search, checked before each
+generation), one thread each. Per problem it reports:
+  - exact recovery: the reported equation, its constants snapped within 1e-6
+    to the truth's constants or to simple rationals, minus the truth
+    simplifies to 0 in SymPy (after agreeing on 50 random points);
+  - reported size against the truth's size (nodes, as wattprof counts them);
+  - test RMSE against the noise floor (the truth's RMSE on the same test data);
+  - evaluations per second.
+wattprof reports the equation its rule (bic unless VARIANTS say) picks; DEAP the most
+accurate
+(what the paper's loop returns).
+
+usage: recovery.py BUILDDIR  (SEEDS, SECONDS, PROBLEMS=name,... , VARIANTS=
+PRESET[:RULE],... in the environment; defaults 10, 20, all, default: e.g.
+VARIANTS=default,pandora:accurate compares with the paper's loop and choice)
+"""
+import ast
+import json
+import math
+import os
+import random
+import signal
+import statistics as st
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import sympy as sp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from benchjson import Summary  # noqa: E402
+
+NGUYEN = "add,sub,mul,div,sin,cos,exp,log"
+# name, truth (wattprof's syntax, also Python's), features with ranges,
+# training points, primitives.
+PROBLEMS = [
+    ("nguyen1", "x * square(x) + square(x) + x", {"x": (-1, 1)}, 20, NGUYEN),
+    ("nguyen2", "square(square(x)) + x * square(x) + square(x) + x", {"x": (-1, 1)}, 20, NGUYEN),
+    ("nguyen3", "x * square(square(x)) + square(square(x)) + x * square(x) + square(x) + x",
+     {"x": (-1, 1)}, 20, NGUYEN),
+    ("nguyen4", "cube(square(x)) + x * square(square(x)) + square(square(x)) + x * square(x)"
+     " + square(x) + x", {"x": (-1, 1)}, 20, NGUYEN),
+    ("nguyen5", "sin(square(x)) * cos(x) - 1", {"x": (-1, 1)}, 20, NGUYEN),
+    ("nguyen6", "sin(x) + sin(x + square(x))", {"x": (-1, 1)}, 20, NGUYEN),
+    ("nguyen7", "log(x + 1) + log(square(x) + 1)", {"x": (0, 2)}, 20, NGUYEN),
+    ("nguyen8", "sqrt(x)", {"x": (0, 4)}, 20, NGUYEN + ",sqrt"),
+    ("keijzer12", "square(square(x)) - x * square(x) + 0.5 * square(y) - y",
+     {"x": (-3, 3), "y": (-3, 3)}, 60, "add,sub,mul,div"),
+    ("keijzer14", "8 / (2 + square(x) + square(y))", {"x": (-3, 3), "y": (-3, 3)}, 60,
+     "add,sub,mul,div"),
+    ("keijzer15", "0.2 * cube(x) + 0.5 * cube(y) - y - x", {"x": (-3, 3), "y": (-3, 3)}, 60,
+     "add,sub,mul,div,square,cube"),
+    ("feynman_I.6.20a", "0.3989422804014327 * exp(-0.5 * square(t))", {"t": (1, 3)}, 60,
+     "add,sub,mul,div,exp,square"),
+    ("feynman_I.12.2", "0.07957747154594767 * q * p / (e * square(r))",
+     {"q": (1, 5), "p": (1, 5), "e": (1, 5), "r": (1, 5)}, 60, "add,sub,mul,div,square"),
+    ("feynman_I.14.4", "0.5 * k * square(x)", {"k": (1, 5), "x": (1, 5)}, 60,
+     "add,sub,mul,div,square"),
+    ("memory_cubic", "1.5 * square(a) * b + 0.25 * cube(c) + 4",
+     {"a": (1, 5), "b": (1, 5), "c": (1, 5)}, 60, "add,sub,mul,div,square,cube"),
+    ("memory_log", "3.2 * a * log(b) + 0.7 * c / (d + 1) + 5",
+     {"a": (1, 5), "b": (1, 5), "c": (1, 5), "d": (1, 5)}, 60, "add,sub,mul,div,log"),
+]
+warnings.filterwarnings("ignore")  # numpy on protected operators' domains
+N_TEST = 100
+NOISE = 0.01
+
+NP_FUNCS = {"square": np.square, "cube": lambda a: a ** 3, "sqrt": lambda a: np.sqrt(np.abs(a)),
+            "log": lambda a: np.log(np.abs(a)), "exp": np.exp, "sin": np.sin, "cos": np.cos}
+SP_FUNCS = {"square": lambda a: a ** 2, "cube": lambda a: a ** 3, "sqrt": sp.sqrt, "log": sp.log,
+            "exp": sp.exp, "sin": sp.sin, "cos": sp.cos, "max": sp.Max, "min": sp.Min,
+            "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+            "div": lambda a, b: a / b}
+
+
+def true_size(text):
+    """Nodes of the expression as wattprof counts them (a signed number is one)."""
+    def count(n):
+        if isinstance(n, ast.BinOp):
+            return 1 + count(n.left) + count(n.right)
+        if isinstance(n, ast.UnaryOp):
+            return 1 if isinstance(n.operand, ast.Constant) else 1 + count(n.operand)
+        if isinstance(n, ast.Call):
+            return 1 + sum(count(a) for a in n.args)
+        return 1
+    return count(ast.parse(text, mode="eval").body)
+
+
+def write_csv(path, names, cols, y):
+    with open(path, "w") as f:
+        f.write(",".join(names + ["target"]) + "\n")
+        for row in zip(*cols, y):
+            f.write(",".join(repr(float(v)) for v in row) + "\n")
+
+
+def make_data(tmp, name, truth, ranges, n_train, noisy):
+    r = np.random.default_rng(sum(map(ord, name)))
+    out = {}
+    for part, n in (("train", n_train), ("test", N_TEST)):
+        cols = [r.uniform(lo, hi, n) for lo, hi in ranges.values()]
+        env = dict(NP_FUNCS, **dict(zip(ranges, cols)))
+        y = np.broadcast_to(eval(truth, {"__builtins__": {}}, env), (n,)).astype(float)
+        clean = y.copy()
+        if noisy:
+            y = y + NOISE * math.sqrt(np.mean(y * y)) * r.standard_normal(n)
+        path = os.path.join(tmp, f"{name}-{'noisy' if noisy else 'clean'}-{part}.csv")
+        write_csv(path, list(ranges), cols, y)
+        out[part] = path
+        if part == "test":
+            out["floor"] = math.sqrt(np.mean((clean - y) ** 2))
+    return out
+
+
+class Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Timeout()
+
+
+def snap(e, truth):
+    """Floats of e replaced by the truth's constant (or its negation,
+    reciprocal, double or half) within 1e-6 relative, else by the simplest
+    rational within that."""
+    known = []
+    for c in truth.atoms(sp.Float):
+        known += [c, -c, 1 / c, -1 / c, 2 * c, c / 2]
+    reps = {}
+    for f in e.atoms(sp.Float):
+        v, tol = float(f), 1e-6 * max(1.0, abs(float(f)))
+        near = [c for c in known if abs(float(c) - v) <= tol]
+        reps[f] = near[0] if near else sp.nsimplify(v, tolerance=tol, rational=True)
+    return e.xreplace(reps)
+
+
+def equivalent(found, truth, ranges):
+    """Whether found (its constants snapped) minus truth simplifies to 0.
+    A numeric check on random points in the ranges comes first: SymPy's
+    simplify is slow on the long equations that are not equivalent anyway.
+    False when simplify takes over 20 s."""
+    f = snap(found, truth)
+    syms = [sp.Symbol(n, real=True) for n in ranges]
+    r = np.random.default_rng(1)
+    pts = [r.uniform(lo, hi, 50) for lo, hi in ranges.values()]
+    try:
+        with np.errstate(all="ignore"):
+            a = np.broadcast_to(sp.lambdify(syms, f, "numpy")(*pts), (50,)).astype(float)
+            b = np.broadcast_to(sp.lambdify(syms, truth, "numpy")(*pts), (50,)).astype(float)
+        if not np.all(np.abs(a - b) <= 1e-6 * (1 + np.abs(b))):
+            return False
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError, NameError):
+        return False
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        d = sp.simplify(f - truth)
+        return d == 0 or sp.simplify(sp.expand(d)) == 0
+    except Timeout:
+        return False
+    finally:
+        signal.alarm(0)
+
+
+def to_sympy(text, names):
+    syms = {n: sp.Symbol(n, real=True) for n in names}
+    deap = {f"ARG{i}": syms[n] for i, n in enumerate(names)}
+    return sp.sympify(text, locals=dict(SP_FUNCS, **syms, **deap))
+
+
+def run_wattprof(wattprof, tmp, name, data, feats, prims, seed, seconds, variant):
+    preset, _, rule = variant.partition(":")
+    ini = os.path.join(tmp, f"{name}-{preset}.ini")
+    with open(ini, "w") as f:
+        f.write(f"[data]\ntrain = {data['train']}\ntest = {data['test']}\ntarget = target\n"
+                f"features = {', '.join(feats)}\n[primitives]\nfunctions = {prims}\n"
+                f"[evolution]\npreset = {preset}\ngenerations = 100000\ntime_limit = {seconds}\n"
+                f"[fitness]\nmetric = rmse\n[selection]\nrule = {rule or 'bic'}\n")
+    out = subprocess.run([wattprof, "symreg", ini, "--json", "--seed", str(seed), "--threads",
+                          "1"], capture_output=True, text=True, check=True).stdout
+    d = json.loads(out)
+    return {"equation": d["equation"], "size": d["size"], "test": d["test"]["rmse"],
+            "eps": d["evaluations_per_second"], "seconds": d["seconds"]}
+
+
+def run_deap(tmp, name, data, feats, prims, seed, seconds):
+    cfg = os.path.join(tmp, f"{name}-deap.json")
+    with open(cfg, "w") as f:
+        json.dump({"seed": seed, "train": data["train"], "test": data["test"], "features": feats,
+                   "target": "target", "fitness": "rmse", "primitives": prims.split(","),
+                   "population": 300, "generations": 100000, "crossover": 1.0,
+                   "mutation": 0.5, "tournament_fitness": 3, "tournament_parsimony": 1.1,
+                   "max_depth": 17, "max_size": 60, "init_min_depth": 1, "init_max_depth": 3,
+                   "time_limit": seconds}, f)
+    out = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "deap_peer.py"), cfg],
+                         capture_output=True, text=True, check=True).stdout
+    d = json.loads(out)
+    return {"equation": d["equation"], "size": d["size"], "test": d["test"],
+            "eps": d["evaluations"] / d["seconds"], "seconds": d["seconds"]}
+
+
+def main():
+    build = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "../../../build")
+    wattprof = os.path.join(os.path.abspath(build), "client", "wattprof")
+    seeds = int(os.environ.get("SEEDS", "10"))
+    seconds = float(os.environ.get("SECONDS", "20"))
+    only = os.environ.get("PROBLEMS")
+    variants = os.environ.get("VARIANTS", "default").split(",")
+    tools = [f"wattprof {v}" for v in variants] + ["DEAP"]
+    problems = [p for p in PROBLEMS if not only or p[0] in only.split(",")]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, truth, ranges, n_train, prims in problems:
+            feats = list(ranges)
+            t_sym = to_sympy(truth, feats)
+            t_size = true_size(truth)
+            for noisy in (False, True):
+                data = make_data(tmp, name, truth, ranges, n_train, noisy)
+                for seed in range(1, seeds + 1):
+                    for tool in tools:
+                        if tool == "DEAP":
+                            r = run_deap(tmp, name, data, feats, prims, seed, seconds)
+                        else:
+                            r = run_wattprof(wattprof, tmp, name, data, feats, prims, seed,
+                                             seconds, tool.split()[1])
+                        try:
+                            r["exact"] = equivalent(to_sympy(r["equation"], feats), t_sym, ranges)
+                        except (sp.SympifyError, TypeError, SyntaxError):
+                            r["exact"] = False
+                        r.update(problem=name, noisy=noisy, seed=seed, tool=tool,
+                                 true_size=t_size, floor=data["floor"])
+                        rows.append(r)
+                    print(f"{name} {'noisy' if noisy else 'clean'} seed {seed}: " +
+                          ", ".join(f"{r['tool']} {'exact' if r['exact'] else 'no'} size "
+                                    f"{r['size']}" for r in rows[-len(tools):]),
+                          file=sys.stderr)
+    report(rows, tools, problems, seeds, seconds)
+
+
+def report(rows, tools, problems, seeds, seconds):
+    sm = Summary()
+    print(f"{seconds:g} s of search per run, {seeds} seeds, population 300, one thread each; "
+          f"noise {100 * NOISE:g} % of the RMS")
+    print()
+    print("| problem | data | tool | exact | size ≤ 1.5× true | median size (true) "
+          "| test RMSE / floor (median) | evaluations/s (median) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, *_ in problems:
+        for noisy in (False, True):
+            for tool in tools:
+                rs = [r for r in rows if r["problem"] == name and r["noisy"] == noisy
+                      and r["tool"] == tool]
+                if not rs:
+                    continue
+                exact = sum(r["exact"] for r in rs)
+                small = sum(r["size"] <= 1.5 * r["true_size"] for r in rs)
+                ratio = (f"{st.median(r['test'] / r['floor'] for r in rs):.3g}" if noisy
+                         else f"{st.median(r['test'] for r in rs):.2g} (RMSE)")
+                print(f"| {name} | {'1 % noise' if noisy else 'clean'} | {tool} | "
+                      f"{exact}/{len(rs)} | {small}/{len(rs)} | "
+                      f"{st.median(r['size'] for r in rs):g} ({rs[0]['true_size']}) | {ratio} | "
+                      f"{st.median(r['eps'] for r in rs):.0f} |")
+    print()
+    print("| tool | exact, clean | exact, noisy | size ≤ 1.5× true | test RMSE ≤ 1.1× floor, "
+          "noisy | evaluations/s (median of problem medians) |")
+    print("|---|---|---|---|---|---|")
+    totals = {}
+    for tool in tools:
+        rs = [r for r in rows if r["tool"] == tool]
+        clean = [r for r in rs if not r["noisy"]]
+        noisy = [r for r in rs if r["noisy"]]
+        eps = st.median(st.median(r["eps"] for r in rs if r["problem"] == p[0])
+                        for p in problems)
+        t = totals[tool] = {
+            "clean": sum(r["exact"] for r in clean) / len(clean),
+            "noisy": sum(r["exact"] for r in noisy) / len(noisy),
+            "small": sum(r["size"] <= 1.5 * r["true_size"] for r in rs) / len(rs),
+            "floor": sum(r["test"] <= 1.1 * r["floor"] for r in noisy) / len(noisy),
+            "eps": eps}
+        print(f"| {tool} | {100 * t['clean']:.0f} % | {100 * t['noisy']:.0f} % | "
+              f"{100 * t['small']:.0f} % | {100 * t['floor']:.0f} % | {eps:.0f} |")
+    w, d = totals[tools[0]], totals["DEAP"]
+    print()
+    print(f"{tools[0]} / DEAP evaluations per second: {w['eps'] / d['eps']:.1f}×")
+    sm.figure("symbolic regression: exact recovery, noiseless runs",
+              f"{100 * w['clean']:.0f} %", f"{100 * d['clean']:.0f} %", "DEAP, same time")
+    sm.figure("symbolic regression: reported size ≤ 1.5× the truth's",
+              f"{100 * w['small']:.0f} %", f"{100 * d['small']:.0f} %", "DEAP, same time")
+    sm.figure("symbolic regression: noisy runs with test RMSE ≤ 1.1× the noise floor",
+              f"{100 * w['floor']:.0f} %", f"{100 * d['floor']:.0f} %", "DEAP, same time")
+    sm.figure("symbolic regression: evaluations/s in the recovery runs",
+              f"{w['eps']:.0f}", f"{d['eps']:.0f}", "DEAP", f"{w['eps'] / d['eps']:.1f}×")
+    sm.emit()
+
+
+if __name__ == "__main__":
+    main()
