@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +113,19 @@ static void test_environ_of_a_child(void **state)
     close(pipefd[1]);
     assert_int_equal(read(pipefd[0], &c, 1), 0);
     close(pipefd[0]);
+    /* The close-on-exec descriptor goes before exec has set up the new
+     * stack, and /proc/PID/environ reads empty until it has: wait for it. */
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+    for (int i = 0; i < 2000; i++) {
+        int fd = open(path, O_RDONLY);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf)) : -1;
+        if (fd >= 0)
+            close(fd);
+        if (n > 0)
+            break;
+        usleep(1000);
+    }
     assert_int_equal(labels_job_environ(pid, names, 2, out), 0);
     assert_string_equal(out, "4242");
     assert_int_equal(labels_job_environ(pid, names, 1, out), 0);
