@@ -31,8 +31,9 @@ tree=$work/tree
 
 # ---- the package --------------------------------------------------------------
 mkdir -p "$work/src"
-(cd "$SRCDIR" && git ls-files -co --exclude-standard | grep -v '^build' | tar -cf - -T -) |
-  tar -xf - -C "$work/src"
+# The source tree without its build folders and history (no git needed).
+tar -C "$SRCDIR" --exclude='./build*' --exclude=./.git --exclude='./obj-*' --exclude=./debian/.debhelper \
+  -cf - . | tar -xf - -C "$work/src"
 if ! (cd "$work/src" && DEB_BUILD_OPTIONS="nocheck parallel=$(nproc)" dpkg-buildpackage -us -uc -b \
   >"$work/build.log" 2>&1); then
   echo "FAIL - dpkg-buildpackage -us -uc -b:"; tail -30 "$work/build.log"; exit 1
