@@ -21,7 +21,7 @@ set -uo pipefail
 
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (debootstrap, systemd-nspawn)"; exit 77; }
 for tool in debootstrap systemd-nspawn dpkg-buildpackage zstd; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/install-deps --test)"; exit 77; }
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool is not installed (scripts/install-deps --package)"; exit 77; }
 done
 mirror=${WATTPROF_MIRROR:-http://deb.debian.org/debian}
 cache=${WATTPROF_NSPAWN_CACHE:-/var/cache/wattprof-tests/bookworm-systemd.tar.zst}
