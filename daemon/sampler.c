@@ -6,11 +6,9 @@
  * and once a second publish a snapshot for the socket. The loop owns all of
  * this state; other threads only ever see published snapshots, so nothing
  * here takes a lock another thread could hold for long. */
-#include "daemon.h"
-#include "util/util.h"
+#include "sampler-internal.h"
 
 #include <errno.h>
-#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <poll.h>
 #include <sched.h>
@@ -21,222 +19,6 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
-
-#define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
-#define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
-#define SAMPLER_UNTRACKED_S 5    /* time constant of the untracked CPU's mean */
-#define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
-
-/* A RAPL zone this long without advancing is no measurement (200 ms: real
- * RAPL counters advance every millisecond or so), nor is it for this long
- * after it advances again, and this long is reported in status. */
-#define SAMPLER_STILL_NS 200000000ull
-#define SAMPLER_SETTLE_NS 100000000ull
-#define SAMPLER_STALL_NS 1000000000ull
-
-struct tracked {
-    pid_t pid;
-    uint64_t start;
-    uid_t uid;
-    char comm[17];
-    counters_proc *cp; /* NULL in a replay */
-    double *delta;     /* this tick's scaled deltas, event-set order */
-    double *ratio;
-    bool has_delta;       /* in this tick's active list */
-    uint64_t active_tick; /* sampler.ticks once the latest tick it ran in was counted */
-    bool gone;
-    double class_stat;
-    int klass;
-    /* Standalone energy of the ticks it slept through is booked lazily:
-     * sampler.idle_sum[idle_klass] minus idle_mark (settle_idle). */
-    int idle_klass;
-    double idle_mark;
-    double sec_j, sec_standalone_j, sec_cpu_s;  /* the second being accumulated */
-    double last_w, last_standalone_w, last_cpu; /* the previous whole second */
-    double total_j, total_standalone_j, total_cpu_s;
-    char unit[LABELS_UNIT_MAX], job[LABELS_JOB_MAX];
-    size_t group; /* in sampler.groups, when has_group */
-    bool has_group;
-    /* A replayed process described before the first tick: its description
-     * waits for the first tick's time (a replay must not use the wall clock,
-     * or two replays of one file would store different rows). */
-    procs_info pending;
-    bool info_pending;
-};
-
-struct ring {
-    double *v;
-    size_t cap, n, next;
-};
-
-struct sampler {
-    const config *cfg;
-    util_regex *comm_re; /* [track] comm, compiled once; NULL = any */
-    model *m;
-    int32_t model_id;
-    int *model_map; /* model event j -> index in es */
-    pthread_mutex_t pending_lock;
-    model *pending;
-    int32_t pending_id;
-    bool model_changed; /* since the last publish: drift starts afresh */
-    int *pending_map;
-
-    sample_eventset *es;
-    int task_clock; /* index in es, or -1 */
-    rapl *power;
-    double *zone_delta;
-    double *zone_bad;         /* 1 for a zone whose delta this tick is no measurement */
-    uint64_t *zone_still_ns;  /* since each zone last advanced */
-    uint64_t *zone_settle_ns; /* left before an advancing zone measures again */
-    int rapl_err;             /* rapl_read's latest result */
-    bool power_faulted;       /* a stall is being reported (logged once each way) */
-    procs_watch *watch;
-    char boot_id[37];
-    store *st;
-    trace_writer *rec;
-    trace_reader *rep;
-    bool replay_done;
-
-    struct tracked **procs;
-    size_t n, cap;
-    /* Beside procs[i]: the word that proves it slept (counters_quiet_word).
-     * A tick checks these, one dense array, before touching anything else
-     * of a process: most of a host's processes sleep through most ticks. */
-    struct quiet {
-        const __u64 *word;
-        __u64 value;
-    } *quiet;
-    struct tracked **active; /* the processes this tick has deltas for */
-    size_t n_active, n_idle;
-    bool reap_pending; /* some process is marked gone */
-    /* Per class, p_k(0)*dt summed over every tick since start: what a
-     * process that did not run is booked as standalone energy. */
-    double idle_sum[MODEL_MAX_CLASSES];
-    /* Of the model in use, at zero rates (set_zero_rates): each class's
-     * power p_k(0), and the class a zero rate falls in. */
-    double zero_power[MODEL_MAX_CLASSES];
-    int zero_class;
-    counters_delta d;
-    double *rates; /* n x model events */
-    attrib_proc *ap;
-    double *class_rates; /* MODEL_MAX_CLASSES x model events */
-
-    pthread_t thread;
-    atomic_bool stop;
-    atomic_uint_fast64_t ticks;
-    /* Ticks whose rows went to the store (what the watchdog is fed on), and
-     * those of them the model could not attribute (stored as unattributed). */
-    atomic_uint_fast64_t stored_ticks, unattributable;
-    uint64_t unattributable_logged_ns;
-    bool tick_unattributable; /* the tick being stored: no calibration rows */
-    atomic_int record_error;  /* -errno of the first failed write of --record */
-    uint64_t seen_ticks;
-    uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
-    int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
-    uint64_t last_read_ns; /* CLOCK_MONOTONIC of the previous reading */
-    double rescan_s;       /* the config's, or 1 s without the proc connector */
-    uint64_t replay_t0, replay_wall0;
-    int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
-    int64_t wall_offset;   /* realtime - monotonic for live ticks; only grows */
-    bool wall_behind;      /* CLOCK_REALTIME is behind it (logged once) */
-    /* wall_offset, for other threads */
-    atomic_int_fast64_t wall_offset_pub;
-
-    /* per-second accumulation */
-    uint64_t second_start_ns;
-    unsigned second_ticks;
-    double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
-    double sec_drift_model_j; /* the model's own host energy, for drift */
-    bool sec_fallback;        /* a tick of this second had RAPL but no measurement */
-    bool sec_unattributable;  /* a tick of this second had no finite model power */
-    double *sec_ratio_sum;
-    size_t sec_ratio_n;
-    double busy_prev;     /* the meter's busy CPU seconds at the last second's end */
-    double sec_untracked; /* the meter's CPU no tracked process used, cores */
-    double untracked_avg; /* its mean over the latest seconds (measure_untracked) */
-    double untracked_w;   /* its dynamic power, booked unattributed next second */
-    int cpu_event;        /* the model's task-clock event, or -1 */
-    double *untracked_rates;
-    struct ring lateness, tick_work, idle_power, drift;
-    uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
-    uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
-    uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
-    bool skip_warned;                /* the log said once why some are never skipped */
-    double idle_w;
-    calib *fit;             /* measured against the model's dynamic power, per second */
-    daemon_calib cal;       /* the idle in use and where it comes from */
-    double sec_dyn_j;       /* the model's dynamic host energy this second */
-    double idle_debt_j;     /* idle the latest ticks could not book (keep_idle_debt) */
-    uint64_t idle_short_ns; /* since a tick last booked all its idle */
-    double dyn_scale;       /* the fit's scale for this model, for unmeasured ticks; 0: none */
-    int64_t fit_t_ns;       /* sampler_clock of the fit's newest row */
-
-    pthread_mutex_t snap_lock;
-    snapshot *snap;
-
-    /* for the exporter: totals since start */
-    groups groups;
-    recent_exits recent;
-    uint64_t n_exited;
-    double total_measured_j, total_modeled_j, total_idle_j, total_unattr_j;
-    double *zone_total_j;
-    daemon_hist late_hist, work_hist;
-};
-
-/* ---- small helpers --------------------------------------------------------- */
-
-static int ring_init(struct ring *r, size_t cap)
-{
-    r->v = calloc(cap, sizeof(double));
-    r->cap = cap;
-    return r->v ? 0 : -ENOMEM;
-}
-
-static void ring_add(struct ring *r, double x)
-{
-    r->v[r->next] = x;
-    r->next = (r->next + 1) % r->cap;
-    if (r->n < r->cap)
-        r->n++;
-}
-
-static void hist_add(daemon_hist *h, double ns)
-{
-    static const double bounds_us[DAEMON_HIST_N] = DAEMON_HIST_BOUNDS_US;
-    size_t b = 0;
-
-    while (b < DAEMON_HIST_N && ns > bounds_us[b] * 1e3)
-        b++;
-    h->bucket[b]++;
-    h->count++;
-    h->sum_s += ns / 1e9;
-}
-
-/* Percentile (0..100) of what the ring holds: the k-th smallest of a copy,
- * by selection (linear time; a sort of the minute's 3,000 lateness values
- * cost more than a tick). Called once a second, never per tick. */
-static double ring_percentile(const struct ring *r, double pct)
-{
-    double tmp[r->n ? r->n : 1];
-
-    if (r->n == 0)
-        return NAN;
-    memcpy(tmp, r->v, r->n * sizeof(double));
-    return gsl_stats_select(tmp, 1, r->n, (size_t)llround(pct / 100.0 * (double)(r->n - 1)));
-}
-
-static double ring_mean(const struct ring *r)
-{
-    double s = 0;
-    for (size_t i = 0; i < r->n; i++)
-        s += r->v[i];
-    return r->n ? s / (double)r->n : NAN;
-}
-
-static int64_t realtime_ns(void)
-{
-    return (int64_t)util_now_ns(CLOCK_REALTIME);
-}
 
 /* ---- the event set and the model ------------------------------------------- */
 
@@ -311,7 +93,7 @@ static bool track_wanted_stat(const sampler *s, const procs_info *info)
     return !s->comm_re || util_regex_match(s->comm_re, info->comm) > 0;
 }
 
-static bool track_wanted(const sampler *s, const procs_info *info)
+bool proctable_wanted(const sampler *s, const procs_info *info)
 {
     const config *c = s->cfg;
 
@@ -338,7 +120,7 @@ static struct tracked *find(sampler *s, pid_t pid)
     return NULL;
 }
 
-static void tracked_free(struct tracked *t)
+void proctable_free_tracked(struct tracked *t)
 {
     if (!t)
         return;
@@ -349,7 +131,7 @@ static void tracked_free(struct tracked *t)
     free(t);
 }
 
-static live_proc to_live(const struct tracked *t)
+live_proc proctable_to_live(const struct tracked *t)
 {
     live_proc p = {.pid = t->pid,
                    .start_time = t->start,
@@ -370,7 +152,7 @@ static live_proc to_live(const struct tracked *t)
 
 /* Computes what the model gives at zero rates, once per model rather than
  * on every tick that books idle processes. */
-static void set_zero_rates(sampler *s)
+void account_zero_rates(sampler *s)
 {
     size_t ne = s->m->n_events;
     double zero[ne ? ne : 1];
@@ -387,7 +169,7 @@ static void set_zero_rates(sampler *s)
 
 /* The class a tick without events books a process in: its own, or in
  * rate mode the class of a zero rate. */
-static int idle_class(const sampler *s, const struct tracked *t)
+int account_idle_class(const sampler *s, const struct tracked *t)
 {
     if (s->m->class_event >= 0 && s->m->class_mode == MODEL_CLASS_RATE)
         return s->zero_class;
@@ -395,15 +177,15 @@ static int idle_class(const sampler *s, const struct tracked *t)
 }
 
 /* Starts counting t's idle ticks from now. */
-static void mark_idle(sampler *s, struct tracked *t)
+void account_mark_idle(sampler *s, struct tracked *t)
 {
-    t->idle_klass = idle_class(s, t);
+    t->idle_klass = account_idle_class(s, t);
     t->idle_mark = s->idle_sum[t->idle_klass];
 }
 
 /* Books the standalone energy of the ticks t slept through since its mark
  * (p_k(0)*dt each, exactly what a tick with zero rates would have booked). */
-static void settle_idle(sampler *s, struct tracked *t)
+void account_settle_idle(sampler *s, struct tracked *t)
 {
     double j = s->idle_sum[t->idle_klass] - t->idle_mark;
 
@@ -416,15 +198,13 @@ static void settle_idle(sampler *s, struct tracked *t)
 
 /* The group a process's energy goes to from now on: after an exec, what it
  * used so far stays with its old command. */
-static void join_group(sampler *s, struct tracked *t)
+void proctable_join_group(sampler *s, struct tracked *t)
 {
-    settle_idle(s, t);
+    account_settle_idle(s, t);
     t->has_group = groups_find(&s->groups, t->uid, t->comm, t->unit, t->job, &t->group) == 0;
     if (!t->has_group)
         log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
 }
-
-static int64_t sampler_clock(sampler *s);
 
 /* A recording carries the job a replay cannot read from the environment. */
 static void record_proc(sampler *s, const procs_info *info, const struct tracked *t)
@@ -453,13 +233,13 @@ static void describe_tracked(sampler *s, const struct tracked *t, const procs_in
         record_proc(s, info, t);
 }
 
-static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
+int proctable_add(sampler *s, const procs_info *info, counters_proc *cp)
 {
     struct tracked *t = calloc(1, sizeof(*t));
 
     if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
         !(t->ratio = calloc(s->es->n, sizeof(double)))) {
-        tracked_free(t);
+        proctable_free_tracked(t);
         return -ENOMEM;
     }
     if (s->n == s->cap) {
@@ -480,7 +260,7 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
         if (act)
             s->active = act;
         if (!n || !rates || !ap || !q || !act) {
-            tracked_free(t);
+            proctable_free_tracked(t);
             return -ENOMEM;
         }
         s->cap = ncap;
@@ -491,14 +271,14 @@ static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
     memcpy(t->comm, info->comm, sizeof(t->comm));
     t->cp = cp;
     t->klass = s->zero_class;
-    mark_idle(s, t);
+    account_mark_idle(s, t);
     labels_unit(info->cgroup, t->unit);
     labels_job_cgroup(info->cgroup, t->job);
     if (!t->job[0] && cp)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
     else if (!t->job[0]) /* a replay: the recording's */
         snprintf(t->job, sizeof(t->job), "%s", info->job);
-    join_group(s, t);
+    proctable_join_group(s, t);
     s->quiet[s->n].word = NULL;
     s->procs[s->n++] = t;
     if (s->rep && s->last_ns == 0) {
@@ -540,11 +320,11 @@ static int track_untracked_pid(sampler *s, pid_t pid)
         return r;
     if ((r = procs_read_info(pid, &info)) < 0)
         return r;
-    if (track_wanted(s, &info)) {
+    if (proctable_wanted(s, &info)) {
         r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
         if (r == 0)
             warn_unskippable(s, pid, cp);
-        if (r == 0 && (r = add_tracked(s, &info, cp)) < 0)
+        if (r == 0 && (r = proctable_add(s, &info, cp)) < 0)
             counters_close(cp);
         else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
             log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
@@ -584,7 +364,7 @@ static pid_t *tracked_sorted(const sampler *s, size_t *n)
     return v;
 }
 
-static void rescan(sampler *s)
+void proctable_rescan(sampler *s)
 {
     pid_t *pids, *known;
     size_t n, n_known;
@@ -619,7 +399,7 @@ static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info
     if (strcmp(t->comm, info->comm) == 0)
         return;
     memcpy(t->comm, info->comm, sizeof(t->comm));
-    join_group(s, t);
+    proctable_join_group(s, t);
     describe_tracked(s, t, info);
 }
 
@@ -673,7 +453,7 @@ static void proc_event(sampler *s, const procs_event *ev)
         break;
     case PROCS_EV_EXIT:
         /* The kernel keeps the final counts until the counters close: the
-         * next tick reads them once more, then reap() closes them. */
+         * next tick reads them once more, then proctable_reap() closes them. */
         if ((t = find(s, ev->pid)))
             t->gone = s->reap_pending = true;
         break;
@@ -693,7 +473,7 @@ static void connector_overrun(sampler *s)
 /* Handles waiting proc events until none is left or until `until_ns`
  * (CLOCK_MONOTONIC) has passed, so that a flood of them cannot push a tick
  * past its deadline; what is left waits for the next call. */
-static void drain_proc_events(sampler *s, uint64_t until_ns)
+void proctable_drain_events(sampler *s, uint64_t until_ns)
 {
     procs_event ev[SAMPLER_MAX_EVENTS];
     size_t n;
@@ -713,7 +493,7 @@ static void drain_proc_events(sampler *s, uint64_t until_ns)
 }
 
 /* Drops processes that exited, after their final tick was accounted. */
-static void reap(sampler *s)
+void proctable_reap(sampler *s)
 {
     size_t k = 0;
 
@@ -727,8 +507,8 @@ static void reap(sampler *s)
             s->procs[k++] = t;
             continue;
         }
-        settle_idle(s, t);
-        live_proc p = to_live(t);
+        account_settle_idle(s, t);
+        live_proc p = proctable_to_live(t);
         p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
         if (recent_add(&s->recent, &p) < 0)
             log_warning("out of memory: the exporter drops pid %d's series", (int)t->pid);
@@ -736,7 +516,7 @@ static void reap(sampler *s)
         store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
         if (s->rec)
             trace_write_exit(s->rec, t->pid, t->start);
-        tracked_free(t);
+        proctable_free_tracked(t);
     }
     s->n = k;
 }
@@ -744,7 +524,7 @@ static void reap(sampler *s)
 /* ---- one tick ---------------------------------------------------------------- */
 
 /* Empties the active list (the processes of the tick just accounted). */
-static void clear_active(sampler *s)
+void reading_clear_active(sampler *s)
 {
     for (size_t i = 0; i < s->n_active; i++)
         s->active[i]->has_delta = false;
@@ -784,13 +564,13 @@ static void read_proc(sampler *s, size_t i)
 }
 
 /* Hardware: counters of every tracked process and the RAPL zones. */
-static int read_hardware(sampler *s)
+int reading_hardware(sampler *s)
 {
     bool check_gone = s->reap_pending;
 
     if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
         memset(s->zone_delta, 0, s->power->n * sizeof(double));
-    clear_active(s);
+    reading_clear_active(s);
     s->n_idle = 0;
     for (size_t i = 0; i < s->n; i++) {
         if (slept(s, i, check_gone))
@@ -803,7 +583,7 @@ static int read_hardware(sampler *s)
     return 0;
 }
 
-static struct tracked *find_start(sampler *s, pid_t pid, uint64_t start)
+struct tracked *proctable_find_start(sampler *s, pid_t pid, uint64_t start)
 {
     for (size_t i = 0; i < s->n; i++)
         if (s->procs[i]->pid == pid && s->procs[i]->start == start)
@@ -812,7 +592,7 @@ static struct tracked *find_start(sampler *s, pid_t pid, uint64_t start)
 }
 
 /* Descriptions of replayed processes that came before the first tick. */
-static void push_pending_infos(sampler *s)
+void proctable_push_pending_infos(sampler *s)
 {
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
@@ -833,7 +613,7 @@ static void push_pending_infos(sampler *s)
 
 /* Replay: records up to and including the next tick. Returns 1 for a tick,
  * 0 at the end of the file. */
-static int read_replay(sampler *s, uint64_t *dt_ns)
+int reading_replay(sampler *s, uint64_t *dt_ns)
 {
     char err[UTIL_ERRLEN];
     trace_record_kind kind;
@@ -849,28 +629,29 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
             return 0;
         }
         if (kind == TRACE_PROC) {
-            struct tracked *t = find_start(s, info.pid, info.start_ticks);
+            struct tracked *t = proctable_find_start(s, info.pid, info.start_ticks);
             if (t) {
                 if (strcmp(t->comm, info.comm) != 0) {
                     memcpy(t->comm, info.comm, sizeof(t->comm));
-                    join_group(s, t);
+                    proctable_join_group(s, t);
                 }
-            } else if (track_wanted(s, &info))
-                add_tracked(s, &info, NULL);
+            } else if (proctable_wanted(s, &info))
+                proctable_add(s, &info, NULL);
             continue;
         }
         if (kind == TRACE_EXIT) {
-            struct tracked *t = find_start(s, info.pid, info.start_ticks);
+            struct tracked *t = proctable_find_start(s, info.pid, info.start_ticks);
             if (t) {
                 t->gone = s->reap_pending = true;
-                reap(s);
+                proctable_reap(s);
             }
             continue;
         }
         /* A tracked process the tick does not list slept through it. */
-        clear_active(s);
+        reading_clear_active(s);
         for (size_t k = 0; k < tick.n_procs; k++) {
-            struct tracked *t = find_start(s, tick.procs[k].pid, tick.procs[k].start_ticks);
+            struct tracked *t =
+                proctable_find_start(s, tick.procs[k].pid, tick.procs[k].start_ticks);
             if (!t)
                 continue;
             memcpy(t->delta, tick.procs[k].scaled, s->es->n * sizeof(double));
@@ -884,13 +665,13 @@ static int read_replay(sampler *s, uint64_t *dt_ns)
         if (s->replay_t0 == 0)
             s->replay_t0 = tick.mono_ns - tick.dt_ns;
         s->last_ns = tick.mono_ns;
-        push_pending_infos(s);
+        proctable_push_pending_infos(s);
         *dt_ns = tick.dt_ns;
         return 1;
     }
 }
 
-static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
+void reading_record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
 {
     trace_proc_delta pd[s->n_active ? s->n_active : 1];
 
@@ -920,8 +701,8 @@ static void class_of(sampler *s, struct tracked *t, const double *rates)
     }
 }
 
-static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_active,
-                      struct tracked **active)
+void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_active,
+                  struct tracked **active)
 {
     size_t ne = s->m->n_events;
 
@@ -957,7 +738,7 @@ static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_
 static int64_t replay_time(sampler *s)
 {
     if (s->replay_offset == 0)
-        s->replay_offset = realtime_ns() - (int64_t)s->replay_t0;
+        s->replay_offset = sampler_realtime_ns() - (int64_t)s->replay_t0;
     return (int64_t)s->last_ns + s->replay_offset;
 }
 
@@ -969,7 +750,7 @@ static int64_t replay_time(sampler *s)
  * time would run backwards. */
 static int64_t live_time(sampler *s, uint64_t mono)
 {
-    int64_t off = realtime_ns() - (int64_t)util_now_ns(CLOCK_MONOTONIC);
+    int64_t off = sampler_realtime_ns() - (int64_t)util_now_ns(CLOCK_MONOTONIC);
 
     bool behind = s->wall_offset && off < s->wall_offset - 1000000000;
 
@@ -985,12 +766,12 @@ static int64_t live_time(sampler *s, uint64_t mono)
 }
 
 /* Now, for stored rows: the wall clock, or a replay's own timeline. */
-static int64_t sampler_clock(sampler *s)
+int64_t sampler_clock(sampler *s)
 {
     if (s->rep)
         return replay_time(s);
     /* Inside a tick: its own time, so that records are pushed in order. */
-    return s->woke_realtime ? s->woke_realtime : realtime_ns();
+    return s->woke_realtime ? s->woke_realtime : sampler_realtime_ns();
 }
 
 /* Whether this tick's RAPL deltas measure the host. A target zone that has
@@ -1002,7 +783,7 @@ static int64_t sampler_clock(sampler *s)
  * host estimate, as on a machine without RAPL. Shorter runs of zero (a
  * counter updated less often than the ticks) are read as they are: their
  * energy shows up in the next delta. */
-static bool power_usable(sampler *s, double dt)
+bool reading_power_usable(sampler *s, double dt)
 {
     for (size_t z = 0; z < s->power->n; z++) {
         uint64_t dt_ns = (uint64_t)(dt * 1e9);
@@ -1102,7 +883,7 @@ static void keep_idle_debt(sampler *s, const attrib_tick *at)
 /* Attributes one tick of length dt over the processes with deltas; those
  * that slept had zero rates, so no dynamic power and no share, and their
  * standalone p_k(0)*dt is booked lazily (settle_idle). */
-static void account(sampler *s, double dt)
+void account_tick(sampler *s, double dt)
 {
     size_t ne = s->m->n_events, n_active = s->n_active;
     struct tracked **active = s->active;
@@ -1121,11 +902,11 @@ static void account(sampler *s, double dt)
         double *rates = s->rates + i * ne;
         for (size_t j = 0; j < ne; j++)
             rates[j] = t->delta[s->model_map[j]] / dt;
-        settle_idle(s, t);
+        account_settle_idle(s, t);
         class_of(s, t, rates);
         s->ap[i] = (attrib_proc){.rates = rates, .klass = t->klass};
     }
-    if (s->power->n > 0 && power_usable(s, dt)) {
+    if (s->power->n > 0 && reading_power_usable(s, dt)) {
         at.measured = true;
         at.host_j = rapl_sum_domains(s->power, s->zone_delta, (const char *const *)s->m->target,
                                      s->m->n_target);
@@ -1143,7 +924,7 @@ static void account(sampler *s, double dt)
     for (size_t i = 0; i < n_active; i++) {
         book(s, active[i], &s->ap[i]);
         active[i]->active_tick = this_tick;
-        mark_idle(s, active[i]); /* after add_idle_tick: this tick was not idle */
+        account_mark_idle(s, active[i]); /* after add_idle_tick: this tick was not idle */
     }
     /* A process that slept was fully counted: ratio 1 for every event. */
     for (size_t e = 0; e < s->es->n; e++)
@@ -1168,9 +949,9 @@ static void account(sampler *s, double dt)
     s->sec_unattr_j += at.unattributed_j;
     s->sec_dt += dt;
     s->second_ticks++;
-    push_tick(s, t_ns, &at, n_active, active);
+    publish_tick(s, t_ns, &at, n_active, active);
     atomic_fetch_add(&s->stored_ticks, 1);
-    clear_active(s);
+    reading_clear_active(s);
 }
 
 /* ---- once a second ------------------------------------------------------------ */
@@ -1225,7 +1006,7 @@ static void keep_fit(sampler *s, const calib_fit *f, int64_t t_ns)
  * power (NAN: not measured) go into the fit, and idle comes from the best
  * source there is (daemon_idle_source). Never silently: status shows the
  * source and the fit. */
-static void update_idle(sampler *s, double host_w, double dyn_w)
+void account_update_idle(sampler *s, double host_w, double dyn_w)
 {
     daemon_calib *c = &s->cal;
 
@@ -1239,7 +1020,7 @@ static void update_idle(sampler *s, double host_w, double dyn_w)
      * read only here: a replay's starts with its first tick.) */
     if (isfinite(host_w) && !s->model_changed) {
         s->fit_t_ns = sampler_clock(s);
-        ring_add(&s->idle_power, host_w);
+        stats_ring_add(&s->idle_power, host_w);
         calib_add(s->fit, (double)s->fit_t_ns / 1e9, dyn_w, host_w);
     }
     c->percentile_rows = s->idle_power.n;
@@ -1260,7 +1041,7 @@ static void update_idle(sampler *s, double host_w, double dyn_w)
         c->idle_w = s->m->idle_power_w;
     } else {
         c->source = DAEMON_IDLE_PERCENTILE;
-        c->idle_w = ring_percentile(&s->idle_power, 5);
+        c->idle_w = stats_percentile(&s->idle_power, 5);
     }
     s->idle_w = c->idle_w;
     /* A tick without a measurement (a stalled zone) scales the model's
@@ -1279,7 +1060,7 @@ void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
     if (strcmp(target, c->target) != 0 || !(c->idle_w >= 0))
         return;
     s->cal.best = *c;
-    update_idle(s, NAN, NAN);
+    account_update_idle(s, NAN, NAN);
 }
 
 /* Describes the first zone that has not advanced for SAMPLER_STALL_NS, and
@@ -1309,11 +1090,11 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
 {
     st->ticks = atomic_load(&s->ticks);
     st->achieved_hz = s->second_ticks / secs;
-    st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
-    st->lateness_p99_us = ring_percentile(&s->lateness, 99) / 1e3;
-    st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
-    st->tick_p50_us = ring_percentile(&s->tick_work, 50) / 1e3;
-    st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
+    st->lateness_p50_us = stats_percentile(&s->lateness, 50) / 1e3;
+    st->lateness_p99_us = stats_percentile(&s->lateness, 99) / 1e3;
+    st->lateness_max_us = stats_percentile(&s->lateness, 100) / 1e3;
+    st->tick_p50_us = stats_percentile(&s->tick_work, 50) / 1e3;
+    st->tick_p99_us = stats_percentile(&s->tick_work, 99) / 1e3;
     /* A second the model filled in is no measurement: not shown as one, and
      * it neither judges the model (drift) nor sets the idle percentile. */
     st->host_measured_w = s->power->n && !s->sec_fallback ? s->sec_host_j / s->sec_dt : NAN;
@@ -1327,9 +1108,9 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
         s->drift.n = s->drift.next = 0;
         s->model_changed = false;
     } else if (isfinite(st->host_measured_w) && st->host_measured_w > 0)
-        ring_add(&s->drift, fabs(st->host_measured_w - s->sec_drift_model_j / s->sec_dt) /
-                                st->host_measured_w);
-    st->drift = ring_mean(&s->drift);
+        stats_ring_add(&s->drift, fabs(st->host_measured_w - s->sec_drift_model_j / s->sec_dt) /
+                                      st->host_measured_w);
+    st->drift = stats_mean(&s->drift);
     st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
     st->untracked_cpu = s->sec_untracked;
     st->untracked_w = s->untracked_w;
@@ -1406,7 +1187,7 @@ static double untracked_power(sampler *s, double cpu)
  * d / (D + untracked), such noise hands the tracked processes more than
  * their share on average, not only more or less. A replay has no record
  * of it. Returns the power of this second's own value, for the fit. */
-static double measure_untracked(sampler *s, double secs)
+double account_measure_untracked(sampler *s, double secs)
 {
     double busy = NAN;
 
@@ -1426,32 +1207,32 @@ static double measure_untracked(sampler *s, double secs)
     return untracked_power(s, s->sec_untracked);
 }
 
-static void publish(sampler *s)
+void publish_second(sampler *s)
 {
     double secs = s->sec_dt > 0 ? s->sec_dt : 1;
     snapshot *snap = calloc(1, sizeof(*snap));
 
     if (snap) {
         snap->refs = 1;
-        snap->t_ns = realtime_ns();
+        snap->t_ns = sampler_realtime_ns();
         snap->procs = calloc(s->n ? s->n : 1, sizeof(live_proc));
         snap->st.event_ratio = calloc(s->es->n, sizeof(double));
     }
     for (size_t i = 0; i < s->n; i++) {
         struct tracked *t = s->procs[i];
-        settle_idle(s, t);
+        account_settle_idle(s, t);
         if (t->active_tick != atomic_load(&s->ticks)) /* slept through the latest tick */
-            t->klass = idle_class(s, t);
+            t->klass = account_idle_class(s, t);
         t->last_w = t->sec_j / secs;
         t->last_standalone_w = t->sec_standalone_j / secs;
         t->last_cpu = t->sec_cpu_s / secs;
         if (snap && snap->procs)
-            snap->procs[snap->n_procs++] = to_live(t);
+            snap->procs[snap->n_procs++] = proctable_to_live(t);
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
-    double untracked_w = measure_untracked(s, secs);
-    update_idle(s, s->sec_fallback || s->sec_unattributable ? NAN : s->sec_host_j / secs,
-                s->sec_dyn_j / secs + untracked_w);
+    double untracked_w = account_measure_untracked(s, secs);
+    account_update_idle(s, s->sec_fallback || s->sec_unattributable ? NAN : s->sec_host_j / secs,
+                        s->sec_dyn_j / secs + untracked_w);
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */
@@ -1481,7 +1262,7 @@ static void take_pending_model(sampler *s)
     if (s->pending) {
         /* What the old model booked for sleeping processes is theirs. */
         for (size_t i = 0; i < s->n; i++)
-            settle_idle(s, s->procs[i]);
+            account_settle_idle(s, s->procs[i]);
         model_free(s->m);
         free(s->model_map);
         s->m = s->pending;
@@ -1490,7 +1271,7 @@ static void take_pending_model(sampler *s)
         s->pending = NULL;
         s->pending_map = NULL;
         s->model_changed = true;
-        set_zero_rates(s);
+        account_zero_rates(s);
         /* The fit is of the old model's dynamic power; idle is the node's
          * and stays, for the same domains. */
         calib_reset(s->fit);
@@ -1502,7 +1283,7 @@ static void take_pending_model(sampler *s)
             struct tracked *t = s->procs[i];
             t->class_stat = 0;
             t->klass = s->zero_class;
-            mark_idle(s, t);
+            account_mark_idle(s, t);
         }
     }
     pthread_mutex_unlock(&s->pending_lock);
@@ -1512,9 +1293,9 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
 {
     take_pending_model(s);
     if (!s->rep) {
-        drain_proc_events(s, woke + s->period_ns / 4);
+        proctable_drain_events(s, woke + s->period_ns / 4);
         if (woke >= s->next_rescan_ns) {
-            rescan(s);
+            proctable_rescan(s);
             s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
         }
         /* A tick is the interval between two readings, stamped when it
@@ -1524,16 +1305,16 @@ static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
         s->woke_realtime = live_time(s, now);
         dt_ns = now - s->last_read_ns;
         s->last_read_ns = now;
-        read_hardware(s);
+        reading_hardware(s);
         if (s->rec)
-            record_tick(s, now, dt_ns);
+            reading_record_tick(s, now, dt_ns);
     }
-    account(s, (double)dt_ns / 1e9);
+    account_tick(s, (double)dt_ns / 1e9);
     if (!s->rep)
-        reap(s);
+        proctable_reap(s);
     atomic_fetch_add(&s->ticks, 1);
     if (s->second_ticks >= (unsigned)llround(s->cfg->rate_hz))
-        publish(s);
+        publish_second(s);
 }
 
 static int replay_pace(sampler *s)
@@ -1572,13 +1353,13 @@ static void *replay_loop(void *arg)
     s->replay_wall0 = util_now_ns(CLOCK_MONOTONIC);
     while (!atomic_load(&s->stop)) {
         replay_wait_store(s, ss.queue_capacity);
-        if (read_replay(s, &dt_ns) != 1)
+        if (reading_replay(s, &dt_ns) != 1)
             break;
         replay_pace(s);
         tick(s, dt_ns, s->last_ns);
     }
     if (s->second_ticks)
-        publish(s);
+        publish_second(s);
     s->replay_done = true;
     log_info("replay of %s finished after %llu ticks", s->cfg->replay_path,
              (unsigned long long)atomic_load(&s->ticks));
@@ -1617,7 +1398,7 @@ static void *hardware_loop(void *arg)
     }
     /* The first tick's deltas start here, not when RAPL and the counters
      * were opened: setup time would otherwise land in a 20 ms tick. */
-    read_hardware(s);
+    reading_hardware(s);
     s->last_ns = s->last_read_ns = util_now_ns(CLOCK_MONOTONIC);
     s->next_deadline = s->last_ns + s->period_ns;
     its.it_value.tv_sec = (time_t)(s->next_deadline / 1000000000ull);
@@ -1634,7 +1415,7 @@ static void *hardware_loop(void *arg)
         if (poll(pfd, 2, 200) <= 0)
             continue;
         if (!(pfd[0].revents & POLLIN)) {
-            drain_proc_events(s, s->next_deadline - s->period_ns / 10);
+            proctable_drain_events(s, s->next_deadline - s->period_ns / 10);
             continue;
         }
         if (read(tfd, &expirations, sizeof(expirations)) < 0)
@@ -1642,14 +1423,14 @@ static void *hardware_loop(void *arg)
         uint64_t woke = util_now_ns(CLOCK_MONOTONIC);
         /* The deadline this wake-up serves is the latest one that passed. */
         s->next_deadline += (expirations - 1) * s->period_ns;
-        ring_add(&s->lateness, (double)(woke - s->next_deadline));
-        hist_add(&s->late_hist, (double)(woke - s->next_deadline));
+        stats_ring_add(&s->lateness, (double)(woke - s->next_deadline));
+        stats_hist_add(&s->late_hist, (double)(woke - s->next_deadline));
         s->next_deadline += s->period_ns;
         tick(s, woke - s->last_ns, woke);
         s->last_ns = woke;
         uint64_t work = util_now_ns(CLOCK_MONOTONIC) - woke;
-        ring_add(&s->tick_work, (double)work);
-        hist_add(&s->work_hist, (double)work);
+        stats_ring_add(&s->tick_work, (double)work);
+        stats_hist_add(&s->work_hist, (double)work);
     }
     close(tfd);
     return NULL;
@@ -1737,10 +1518,10 @@ static int alloc_scratch(sampler *s)
     if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
         return -ENOMEM;
     size_t per_second = (size_t)llround(s->cfg->rate_hz);
-    if (ring_init(&s->lateness, per_second * 60) < 0 ||
-        ring_init(&s->tick_work, per_second * 60) < 0 ||
-        ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
-        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
+    if (stats_ring_init(&s->lateness, per_second * 60) < 0 ||
+        stats_ring_init(&s->tick_work, per_second * 60) < 0 ||
+        stats_ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
+        stats_ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -1777,7 +1558,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
                  c->meter_cgroup, strerror(-r));
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
-        set_zero_rates(s);
+        account_zero_rates(s);
         r = alloc_scratch(s);
     }
     if (r < 0) {
@@ -1785,7 +1566,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         sampler_free(s);
         return r;
     }
-    update_idle(s, NAN, NAN);
+    account_update_idle(s, NAN, NAN);
     *out = s;
     return 0;
 }
@@ -1793,7 +1574,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
 int sampler_start(sampler *s)
 {
     if (!s->rep)
-        rescan(s);
+        proctable_rescan(s);
     s->next_rescan_ns = util_now_ns(CLOCK_MONOTONIC) + (uint64_t)(s->rescan_s * 1e9);
     int r = pthread_create(&s->thread, NULL, s->rep ? replay_loop : hardware_loop, s);
     return -r;
@@ -1814,7 +1595,7 @@ void sampler_free(sampler *s)
         return;
     sampler_stop(s);
     for (size_t i = 0; i < s->n; i++)
-        tracked_free(s->procs[i]);
+        proctable_free_tracked(s->procs[i]);
     free(s->procs);
     free(s->quiet);
     free(s->active);
@@ -1881,7 +1662,7 @@ int64_t sampler_now_ns(sampler *s)
     int64_t off = atomic_load(&s->wall_offset_pub);
 
     if (s->rep || off == 0)
-        return realtime_ns();
+        return sampler_realtime_ns();
     return (int64_t)util_now_ns(CLOCK_MONOTONIC) + off;
 }
 
