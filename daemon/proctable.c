@@ -54,11 +54,11 @@ static struct tracked *find(sampler *s, pid_t pid)
     return NULL;
 }
 
-void proctable_free_tracked(struct tracked *t)
+void proctable_free_tracked(sampler *s, struct tracked *t)
 {
     if (!t)
         return;
-    counters_close(t->cp);
+    s->be->close(t->ch);
     procs_info_clear(&t->pending);
     free(t->delta);
     free(t->ratio);
@@ -121,13 +121,13 @@ static void describe_tracked(sampler *s, const struct tracked *t, const procs_in
         record_proc(s, info, t);
 }
 
-int proctable_add(sampler *s, const procs_info *info, counters_proc *cp)
+int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
 {
     struct tracked *t = calloc(1, sizeof(*t));
 
     if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
         !(t->ratio = calloc(s->es->n, sizeof(double)))) {
-        proctable_free_tracked(t);
+        proctable_free_tracked(s, t);
         return -ENOMEM;
     }
     if (s->n == s->cap) {
@@ -148,7 +148,7 @@ int proctable_add(sampler *s, const procs_info *info, counters_proc *cp)
         if (act)
             s->active = act;
         if (!n || !rates || !ap || !q || !act) {
-            proctable_free_tracked(t);
+            proctable_free_tracked(s, t);
             return -ENOMEM;
         }
         s->cap = ncap;
@@ -157,12 +157,12 @@ int proctable_add(sampler *s, const procs_info *info, counters_proc *cp)
     t->start = info->start_ticks;
     t->uid = info->uid;
     memcpy(t->comm, info->comm, sizeof(t->comm));
-    t->cp = cp;
+    t->ch = ch;
     t->klass = s->zero_class;
     account_mark_idle(s, t);
     labels_unit(info->cgroup, t->unit);
     labels_job_cgroup(info->cgroup, t->job);
-    if (!t->job[0] && cp)
+    if (!t->job[0] && ch)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
     else if (!t->job[0]) /* a replay: the recording's */
         snprintf(t->job, sizeof(t->job), "%s", info->job);
@@ -181,9 +181,9 @@ int proctable_add(sampler *s, const procs_info *info, counters_proc *cp)
 }
 
 /* Once: a process whose counters must be read every tick, and why. */
-static void warn_unskippable(sampler *s, pid_t pid, const counters_proc *cp)
+static void warn_unskippable(sampler *s, pid_t pid, const backend_handle *ch)
 {
-    int r = counters_skip_error(cp);
+    int r = s->be->skip_error(ch);
 
     if (r == 0 || r == -ESRCH || s->skip_warned)
         return;
@@ -200,7 +200,7 @@ static void warn_unskippable(sampler *s, pid_t pid, const counters_proc *cp)
 static int track_untracked_pid(sampler *s, pid_t pid)
 {
     procs_info info = {0};
-    counters_proc *cp = NULL;
+    backend_handle *ch = NULL;
     char err[UTIL_ERRLEN];
     int r;
 
@@ -209,11 +209,11 @@ static int track_untracked_pid(sampler *s, pid_t pid)
     if ((r = procs_read_info(pid, &info)) < 0)
         return r;
     if (proctable_wanted(s, &info)) {
-        r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
+        r = s->be->open(s->es, pid, -1, &ch, err, sizeof(err));
         if (r == 0)
-            warn_unskippable(s, pid, cp);
-        if (r == 0 && (r = proctable_add(s, &info, cp)) < 0)
-            counters_close(cp);
+            warn_unskippable(s, pid, ch);
+        if (r == 0 && (r = proctable_add(s, &info, ch)) < 0)
+            s->be->close(ch);
         else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
             log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
     }
@@ -262,7 +262,7 @@ void proctable_rescan(sampler *s)
      * not taken for the one that exited. Without the connector, execs too,
      * so commands get their new names. */
     for (size_t i = 0; i < s->n; i++) {
-        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
+        if (s->procs[i]->ch && !s->be->alive(s->procs[i]->ch))
             s->procs[i]->gone = s->reap_pending = true;
         else if (!s->watch)
             refresh_comm(s, s->procs[i]->pid);
@@ -404,7 +404,7 @@ void proctable_reap(sampler *s)
         store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
         if (s->rec)
             trace_write_exit(s->rec, t->pid, t->start);
-        proctable_free_tracked(t);
+        proctable_free_tracked(s, t);
     }
     s->n = k;
 }

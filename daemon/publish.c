@@ -124,7 +124,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->reads_skipped = s->sec_reads ? (double)s->sec_skipped / (double)s->sec_reads : NAN;
     st->reads_unskippable = 0;
     for (size_t i = 0; i < s->n; i++)
-        st->reads_unskippable += s->procs[i]->cp && counters_skip_error(s->procs[i]->cp) < 0;
+        st->reads_unskippable += s->procs[i]->ch && s->be->skip_error(s->procs[i]->ch) < 0;
     s->sec_reads = s->sec_skipped = 0;
     st->proc_connector = s->watch != NULL;
     power_fault(s, st->power_fault, sizeof(st->power_fault));

@@ -36,14 +36,14 @@ static bool slept(const sampler *s, size_t i, bool check_gone)
 static void read_proc(sampler *s, size_t i)
 {
     struct tracked *t = s->procs[i];
-    int r = counters_read(t->cp, &s->d);
+    int r = s->be->read(t->ch, &s->d);
 
     if (r < 0) {
         t->gone = s->reap_pending = true;
         s->quiet[i].word = NULL;
         return;
     }
-    s->quiet[i].word = counters_quiet_word(t->cp, &s->quiet[i].value);
+    s->quiet[i].word = s->be->quiet_word(t->ch, &s->quiet[i].value);
     if (s->d.skipped) {
         s->n_idle++;
         return;

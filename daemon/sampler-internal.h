@@ -18,6 +18,7 @@
 #ifndef WATTPROFD_SAMPLER_INTERNAL_H
 #define WATTPROFD_SAMPLER_INTERNAL_H
 
+#include "backend.h"
 #include "daemon.h"
 #include "util/util.h"
 
@@ -41,8 +42,8 @@ struct tracked {
     uint64_t start;
     uid_t uid;
     char comm[17];
-    counters_proc *cp; /* NULL in a replay */
-    double *delta;     /* this tick's scaled deltas, event-set order */
+    backend_handle *ch; /* its counters (sampler.be); NULL in a replay */
+    double *delta;      /* this tick's scaled deltas, event-set order */
     double *ratio;
     bool has_delta;       /* in this tick's active list */
     uint64_t active_tick; /* sampler.ticks once the latest tick it ran in was counted */
@@ -84,7 +85,8 @@ struct sampler {
     int *pending_map;
 
     sample_eventset *es;
-    int task_clock; /* index in es, or -1 */
+    const backend *be; /* reads the counters of tracked processes */
+    int task_clock;    /* index in es, or -1 */
     rapl *power;
     double *zone_delta;
     double *zone_bad;         /* 1 for a zone whose delta this tick is no measurement */
@@ -101,7 +103,7 @@ struct sampler {
 
     struct tracked **procs;
     size_t n, cap;
-    /* Beside procs[i]: the word that proves it slept (counters_quiet_word).
+    /* Beside procs[i]: the word that proves it slept (backend quiet_word).
      * A tick checks these, one dense array, before touching anything else
      * of a process: most of a host's processes sleep through most ticks. */
     struct quiet {
@@ -201,10 +203,10 @@ int64_t sampler_clock(sampler *s);
 
 /* Whether the config ([track]) wants this process. */
 bool proctable_wanted(const sampler *s, const procs_info *info);
-/* Tracks a process described by `info`, reading it through `cp` (NULL in
+/* Tracks a process described by `info`, reading it through `ch` (NULL in
  * a replay); describes it to the store and the recording. */
-int proctable_add(sampler *s, const procs_info *info, counters_proc *cp);
-void proctable_free_tracked(struct tracked *t);
+int proctable_add(sampler *s, const procs_info *info, backend_handle *ch);
+void proctable_free_tracked(sampler *s, struct tracked *t);
 /* The tracked process of this pid and start time, or NULL. */
 struct tracked *proctable_find_start(sampler *s, pid_t pid, uint64_t start);
 /* The group (command, user, unit, job) t's energy goes to from now on. */

@@ -407,6 +407,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     if (!s)
         return -ENOMEM;
     s->cfg = c;
+    s->be = &backend_perf;
     s->m = m;
     s->model_id = model_id;
     s->st = st;
@@ -466,7 +467,7 @@ void sampler_free(sampler *s)
         return;
     sampler_stop(s);
     for (size_t i = 0; i < s->n; i++)
-        proctable_free_tracked(s->procs[i]);
+        proctable_free_tracked(s, s->procs[i]);
     free(s->procs);
     free(s->quiet);
     free(s->active);
