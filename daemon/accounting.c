@@ -163,7 +163,7 @@ static void keep_idle_debt(sampler *s, const attrib_tick *at)
 /* Attributes one tick of length dt over the processes with deltas; those
  * that slept had zero rates, so no dynamic power and no share, and their
  * standalone p_k(0)*dt is booked lazily (settle_idle). */
-void account_tick(sampler *s, double dt)
+void account_tick(sampler *s, double dt, attrib_tick *out)
 {
     size_t ne = s->m->n_events, n_active = s->n_active;
     struct tracked **active = s->active;
@@ -172,10 +172,6 @@ void account_tick(sampler *s, double dt)
                       .idle_w = s->idle_w + s->idle_debt_j / dt,
                       .untracked_dynamic_w = s->untracked_w,
                       .dynamic_scale = s->dyn_scale};
-    /* A replay keeps the recording's own timeline. */
-    /* A live tick is stamped when it read the hardware: the same instant
-     * as its recording's, so a replay keys it to the same second. */
-    int64_t t_ns = sampler_clock(s);
 
     for (size_t i = 0; i < n_active; i++) {
         struct tracked *t = active[i];
@@ -229,9 +225,7 @@ void account_tick(sampler *s, double dt)
     s->sec_unattr_j += at.unattributed_j;
     s->sec_dt += dt;
     s->second_ticks++;
-    publish_tick(s, t_ns, &at, n_active, active);
-    atomic_fetch_add(&s->stored_ticks, 1);
-    reading_clear_active(s);
+    *out = at;
 }
 
 const char *daemon_idle_source_name(daemon_idle_source src)

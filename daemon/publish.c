@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_active,
-                  struct tracked **active)
+void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at)
 {
-    size_t ne = s->m->n_events;
+    size_t ne = s->m->n_events, n_active = s->n_active;
+    struct tracked **active = s->active;
 
     for (size_t i = 0; i < n_active; i++) {
         struct tracked *t = active[i];
@@ -43,6 +43,7 @@ void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_acti
     for (size_t k = 0; at->measured && !s->tick_unattributable && k < s->m->n_classes; k++)
         store_push_calibration(s->st, t_ns, at->dt_s, s->model_id, (int)k, s->class_rates + k * ne,
                                ne);
+    atomic_fetch_add(&s->stored_ticks, 1);
 }
 
 void snapshot_unref(snapshot *snap)

@@ -239,9 +239,10 @@ bool reading_power_usable(sampler *s, double dt);
 
 /* ---- accounting.c: attribution and idle power ------------------------------ */
 
-/* Attributes one tick of dt seconds over the active processes, books it to
- * them, their groups and the second's sums, and stores its rows. */
-void account_tick(sampler *s, double dt);
+/* Attributes one tick of dt seconds over the active processes (shares in
+ * s->ap, the host's in *at) and books it to them, their groups and the
+ * second's sums. */
+void account_tick(sampler *s, double dt, attrib_tick *at);
 /* What the model in use gives at zero rates (once per model). */
 void account_zero_rates(sampler *s);
 /* The class a tick without events books t in. */
@@ -257,9 +258,9 @@ double account_measure_untracked(sampler *s, double secs);
 
 /* ---- publish.c: to the store and to other threads --------------------------- */
 
-/* One tick's rows to the store's queue. */
-void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_active,
-                  struct tracked **active);
+/* The rows of the tick just accounted (at, and s->ap of the active list)
+ * to the store's queue, stamped t_ns. */
+void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at);
 /* Once a second: per-process powers, status and a new snapshot. */
 void publish_second(sampler *s);
 

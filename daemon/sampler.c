@@ -160,27 +160,50 @@ static void take_pending_model(sampler *s)
     pthread_mutex_unlock(&s->pending_lock);
 }
 
+/* Processes: the proc connector's events so far (for at most a quarter
+ * of a tick), and a rescan of /proc when one is due. */
+static void find_processes(sampler *s, uint64_t woke)
+{
+    proctable_drain_events(s, woke + s->period_ns / 4);
+    if (woke >= s->next_rescan_ns) {
+        proctable_rescan(s);
+        s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
+    }
+}
+
+/* Counters and RAPL since the previous reading, recorded with --record;
+ * returns the interval they cover. A tick is the interval between two
+ * readings, stamped when it reads: a rescan before it can take long, and
+ * RAPL and the counters must cover the interval the tick's row says. */
+static uint64_t read_live(sampler *s)
+{
+    uint64_t now = util_now_ns(CLOCK_MONOTONIC), dt_ns = now - s->last_read_ns;
+
+    s->woke_realtime = live_time(s, now);
+    s->last_read_ns = now;
+    reading_hardware(s);
+    if (s->rec)
+        reading_record_tick(s, now, dt_ns);
+    return dt_ns;
+}
+
+/* One tick. A replay has read its tick already (dt_ns); a live tick reads
+ * the hardware here. Its rows are stamped when it read the hardware (the
+ * same instant as its recording's, so a replay keys it to the same second),
+ * or in a replay on the recording's own timeline. */
 static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
 {
+    attrib_tick at;
+
     take_pending_model(s);
     if (!s->rep) {
-        proctable_drain_events(s, woke + s->period_ns / 4);
-        if (woke >= s->next_rescan_ns) {
-            proctable_rescan(s);
-            s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
-        }
-        /* A tick is the interval between two readings, stamped when it
-         * reads: a rescan before it can take long, and RAPL and the
-         * counters must cover the interval the tick's row says. */
-        uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-        s->woke_realtime = live_time(s, now);
-        dt_ns = now - s->last_read_ns;
-        s->last_read_ns = now;
-        reading_hardware(s);
-        if (s->rec)
-            reading_record_tick(s, now, dt_ns);
+        find_processes(s, woke);
+        dt_ns = read_live(s);
     }
-    account_tick(s, (double)dt_ns / 1e9);
+    int64_t t_ns = sampler_clock(s);
+    account_tick(s, (double)dt_ns / 1e9, &at);
+    publish_tick(s, t_ns, &at);
+    reading_clear_active(s);
     if (!s->rep)
         proctable_reap(s);
     atomic_fetch_add(&s->ticks, 1);
