@@ -187,6 +187,12 @@ typedef struct group_total {
 typedef struct groups {
     group_total *v;
     size_t n, cap;
+    /* A hash of the labels to 1 + the index in v, 0 for a free slot: a new
+     * process finds its group without comparing labels with every group.
+     * Open addressing, at most half full; NULL in a copy (groups_copy) until
+     * its first groups_find builds it. */
+    size_t *slot;
+    size_t n_slots; /* a power of two, or 0 */
 } groups;
 
 /* Index in g->v of the group of these labels, added (zeroed) if new. */
