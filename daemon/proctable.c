@@ -94,14 +94,14 @@ void proctable_join_group(sampler *s, struct tracked *t)
         log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
 }
 
-/* A recording carries the job a replay cannot read from the environment. */
+/* A recording carries the job a replay cannot read from the environment;
+ * one in the cgroup path the record carries is left to the replay to read
+ * there (the path was parsed once, when the process was first tracked). */
 static void record_proc(sampler *s, const procs_info *info, const struct tracked *t)
 {
     procs_info rec = *info;
-    char from_cgroup[LABELS_JOB_MAX];
 
-    labels_job_cgroup(info->cgroup, from_cgroup);
-    snprintf(rec.job, sizeof(rec.job), "%s", from_cgroup[0] ? "" : t->job);
+    snprintf(rec.job, sizeof(rec.job), "%s", info->cgroup && t->job_in_cgroup ? "" : t->job);
     trace_write_proc(s->rec, &rec);
 }
 
@@ -162,6 +162,7 @@ int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
     account_mark_idle(s, t);
     labels_unit(info->cgroup, t->unit);
     labels_job_cgroup(info->cgroup, t->job);
+    t->job_in_cgroup = t->job[0] != '\0';
     if (!t->job[0] && ch)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
     else if (!t->job[0]) /* a replay: the recording's */

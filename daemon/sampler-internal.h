@@ -58,7 +58,8 @@ struct tracked {
     double last_w, last_standalone_w, last_cpu; /* the previous whole second */
     double total_j, total_standalone_j, total_cpu_s;
     char unit[LABELS_UNIT_MAX], job[LABELS_JOB_MAX];
-    size_t group; /* in sampler.groups, when has_group */
+    bool job_in_cgroup; /* job came from the cgroup path, not the environment */
+    size_t group;       /* in sampler.groups, when has_group */
     bool has_group;
     /* A replayed process described before the first tick: its description
      * waits for the first tick's time (a replay must not use the wall clock,
