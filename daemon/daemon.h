@@ -82,7 +82,7 @@ int config_load(config *c, const char *path, char *err, size_t errlen);
 int config_finish(config *c, char *err, size_t errlen);
 void config_free(config *c);
 
-/* ---- Sampler (sampler.c) ------------------------------------------------- */
+/* ---- Sampler (sampler.c; its parts: sampler-internal.h) ------------------ */
 
 /* One live process as published once a second. */
 typedef struct live_proc {
