@@ -3,8 +3,8 @@
  * Live, every tick reads the RAPL zones and the counters of each tracked
  * process through the counter backend (backend.h), except those whose
  * quiet word proves they slept since their previous read: those are the
- * most of a host's processes on most ticks, and skipping them keeps a tick
- * at a few microseconds per process that ran. The processes that ran form
+ * most of a host's processes on most ticks, and skipping them is what keeps
+ * a tick cheap (docs/internals.md). The processes that ran form
  * the active list that accounting works on. A replay takes the same from
  * the recording instead, and --record writes each live tick to it. */
 #include "sampler-internal.h"

@@ -1,11 +1,15 @@
-/* sampler: the 50 Hz loop of wattprofd.
+/* sampler: the 50 Hz loop of wattprofd, and the sampler's public calls.
  *
- * Each tick: take process events, read RAPL and every tracked process's
- * counters (or the next tick of a replay), attribute the tick's energy with
- * the model (lib/model attrib), push per-tick records to the store's queue,
- * and once a second publish a snapshot for the socket. The loop owns all of
- * this state; other threads only ever see published snapshots, so nothing
- * here takes a lock another thread could hold for long. */
+ * Each tick (tick(), a page of calls into the other parts, listed in
+ * sampler-internal.h): take a new model, find processes (proctable.c),
+ * read RAPL and every tracked process's counters, or the next tick of a
+ * replay (reading.c), attribute the tick's energy with the model
+ * (accounting.c), push its rows to the store's queue, and once a second
+ * publish a snapshot for the socket (publish.c). Here too: setup and
+ * teardown, the timer loop and the replay loop, the clock rows are stamped
+ * with, and model swaps. The loop owns all of this state; other threads
+ * only ever see published snapshots, so nothing here takes a lock another
+ * thread could hold for long. */
 #include "sampler-internal.h"
 
 #include <errno.h>
