@@ -82,7 +82,7 @@ int config_load(config *c, const char *path, char *err, size_t errlen);
 int config_finish(config *c, char *err, size_t errlen);
 void config_free(config *c);
 
-/* ---- Sampler (sampler.c) ------------------------------------------------- */
+/* ---- Sampler (sampler.c; its parts: sampler-internal.h) ------------------ */
 
 /* One live process as published once a second. */
 typedef struct live_proc {
@@ -187,6 +187,12 @@ typedef struct group_total {
 typedef struct groups {
     group_total *v;
     size_t n, cap;
+    /* A hash of the labels to 1 + the index in v, 0 for a free slot: a new
+     * process finds its group without comparing labels with every group.
+     * Open addressing, at most half full; NULL in a copy (groups_copy) until
+     * its first groups_find builds it. */
+    size_t *slot;
+    size_t n_slots; /* a power of two, or 0 */
 } groups;
 
 /* Index in g->v of the group of these labels, added (zeroed) if new. */

@@ -10,19 +10,81 @@
 #include "daemon.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* FNV-1a of the labels, each string with its terminating NUL. */
+static uint64_t labels_hash(uid_t uid, const char *comm, const char *unit, const char *job)
+{
+    const char *field[] = {comm, unit, job};
+    uint64_t h = 14695981039346656037ull;
+
+    for (size_t k = 0; k < sizeof(uid); k++)
+        h = (h ^ ((uint64_t)uid >> (8 * k) & 0xff)) * 1099511628211ull;
+    for (size_t f = 0; f < 3; f++) {
+        const unsigned char *c = (const unsigned char *)field[f];
+        do
+            h = (h ^ *c) * 1099511628211ull;
+        while (*c++);
+    }
+    return h;
+}
+
+/* The slot of these labels: the one holding their group, or the free one
+ * where it would go. The table is never full, so the probe ends. */
+static size_t *slot_of(const groups *g, uid_t uid, const char *comm, const char *unit,
+                       const char *job)
+{
+    size_t mask = g->n_slots - 1, i = (size_t)labels_hash(uid, comm, unit, job) & mask;
+
+    for (;; i = (i + 1) & mask) {
+        size_t *sl = &g->slot[i];
+        if (*sl == 0)
+            return sl;
+        const group_total *t = &g->v[*sl - 1];
+        if (t->uid == uid && strcmp(t->comm, comm) == 0 && strcmp(t->unit, unit) == 0 &&
+            strcmp(t->job, job) == 0)
+            return sl;
+    }
+}
+
+/* Makes room for one more group at most half full, rebuilding the table
+ * from g->v when it grows (or was never built, in a copy). */
+static int reserve_slots(groups *g)
+{
+    size_t want = g->n_slots ? g->n_slots : 64;
+
+    while (want < 2 * (g->n + 1))
+        want *= 2;
+    if (want == g->n_slots)
+        return 0;
+    size_t *slot = calloc(want, sizeof(*slot));
+    if (!slot)
+        return -ENOMEM;
+    free(g->slot);
+    g->slot = slot;
+    g->n_slots = want;
+    for (size_t i = 0; i < g->n; i++) {
+        const group_total *t = &g->v[i];
+        *slot_of(g, t->uid, t->comm, t->unit, t->job) = i + 1;
+    }
+    return 0;
+}
+
 int groups_find(groups *g, uid_t uid, const char *comm, const char *unit, const char *job,
                 size_t *idx)
 {
-    for (size_t i = 0; i < g->n; i++)
-        if (g->v[i].uid == uid && strcmp(g->v[i].comm, comm) == 0 &&
-            strcmp(g->v[i].unit, unit) == 0 && strcmp(g->v[i].job, job) == 0) {
-            *idx = i;
-            return 0;
-        }
+    size_t *sl;
+
+    if (reserve_slots(g) < 0)
+        return -ENOMEM;
+    sl = slot_of(g, uid, comm, unit, job);
+    if (*sl) {
+        *idx = *sl - 1;
+        return 0;
+    }
     if (g->n == g->cap) {
         size_t ncap = g->cap ? g->cap * 2 : 16;
         group_total *n = realloc(g->v, ncap * sizeof(*n));
@@ -37,6 +99,8 @@ int groups_find(groups *g, uid_t uid, const char *comm, const char *unit, const 
     snprintf(t->comm, sizeof(t->comm), "%s", comm);
     snprintf(t->unit, sizeof(t->unit), "%s", unit);
     snprintf(t->job, sizeof(t->job), "%s", job);
+    /* Keyed as stored: labels longer than their field were cut above. */
+    *slot_of(g, t->uid, t->comm, t->unit, t->job) = g->n + 1;
     *idx = g->n++;
     return 0;
 }
@@ -58,6 +122,7 @@ int groups_copy(groups *dst, const groups *src)
 void groups_free(groups *g)
 {
     free(g->v);
+    free(g->slot);
     memset(g, 0, sizeof(*g));
 }
 

@@ -1,16 +1,18 @@
-/* sampler: the 50 Hz loop of wattprofd.
+/* sampler: the 50 Hz loop of wattprofd, and the sampler's public calls.
  *
- * Each tick: take process events, read RAPL and every tracked process's
- * counters (or the next tick of a replay), attribute the tick's energy with
- * the model (lib/model attrib), push per-tick records to the store's queue,
- * and once a second publish a snapshot for the socket. The loop owns all of
- * this state; other threads only ever see published snapshots, so nothing
- * here takes a lock another thread could hold for long. */
-#include "daemon.h"
-#include "util/util.h"
+ * Each tick (tick(), a page of calls into the other parts, listed in
+ * sampler-internal.h): take a new model, find processes (proctable.c),
+ * read RAPL and every tracked process's counters, or the next tick of a
+ * replay (reading.c), attribute the tick's energy with the model
+ * (accounting.c), push its rows to the store's queue, and once a second
+ * publish a snapshot for the socket (publish.c). Here too: setup and
+ * teardown, the timer loop and the replay loop, the clock rows are stamped
+ * with, and model swaps. The loop owns all of this state; other threads
+ * only ever see published snapshots, so nothing here takes a lock another
+ * thread could hold for long. */
+#include "sampler-internal.h"
 
 #include <errno.h>
-#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <poll.h>
 #include <sched.h>
@@ -21,222 +23,6 @@
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
-
-#define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
-#define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
-#define SAMPLER_UNTRACKED_S 5    /* time constant of the untracked CPU's mean */
-#define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
-
-/* A RAPL zone this long without advancing is no measurement (200 ms: real
- * RAPL counters advance every millisecond or so), nor is it for this long
- * after it advances again, and this long is reported in status. */
-#define SAMPLER_STILL_NS 200000000ull
-#define SAMPLER_SETTLE_NS 100000000ull
-#define SAMPLER_STALL_NS 1000000000ull
-
-struct tracked {
-    pid_t pid;
-    uint64_t start;
-    uid_t uid;
-    char comm[17];
-    counters_proc *cp; /* NULL in a replay */
-    double *delta;     /* this tick's scaled deltas, event-set order */
-    double *ratio;
-    bool has_delta;       /* in this tick's active list */
-    uint64_t active_tick; /* sampler.ticks once the latest tick it ran in was counted */
-    bool gone;
-    double class_stat;
-    int klass;
-    /* Standalone energy of the ticks it slept through is booked lazily:
-     * sampler.idle_sum[idle_klass] minus idle_mark (settle_idle). */
-    int idle_klass;
-    double idle_mark;
-    double sec_j, sec_standalone_j, sec_cpu_s;  /* the second being accumulated */
-    double last_w, last_standalone_w, last_cpu; /* the previous whole second */
-    double total_j, total_standalone_j, total_cpu_s;
-    char unit[LABELS_UNIT_MAX], job[LABELS_JOB_MAX];
-    size_t group; /* in sampler.groups, when has_group */
-    bool has_group;
-    /* A replayed process described before the first tick: its description
-     * waits for the first tick's time (a replay must not use the wall clock,
-     * or two replays of one file would store different rows). */
-    procs_info pending;
-    bool info_pending;
-};
-
-struct ring {
-    double *v;
-    size_t cap, n, next;
-};
-
-struct sampler {
-    const config *cfg;
-    util_regex *comm_re; /* [track] comm, compiled once; NULL = any */
-    model *m;
-    int32_t model_id;
-    int *model_map; /* model event j -> index in es */
-    pthread_mutex_t pending_lock;
-    model *pending;
-    int32_t pending_id;
-    bool model_changed; /* since the last publish: drift starts afresh */
-    int *pending_map;
-
-    sample_eventset *es;
-    int task_clock; /* index in es, or -1 */
-    rapl *power;
-    double *zone_delta;
-    double *zone_bad;         /* 1 for a zone whose delta this tick is no measurement */
-    uint64_t *zone_still_ns;  /* since each zone last advanced */
-    uint64_t *zone_settle_ns; /* left before an advancing zone measures again */
-    int rapl_err;             /* rapl_read's latest result */
-    bool power_faulted;       /* a stall is being reported (logged once each way) */
-    procs_watch *watch;
-    char boot_id[37];
-    store *st;
-    trace_writer *rec;
-    trace_reader *rep;
-    bool replay_done;
-
-    struct tracked **procs;
-    size_t n, cap;
-    /* Beside procs[i]: the word that proves it slept (counters_quiet_word).
-     * A tick checks these, one dense array, before touching anything else
-     * of a process: most of a host's processes sleep through most ticks. */
-    struct quiet {
-        const __u64 *word;
-        __u64 value;
-    } *quiet;
-    struct tracked **active; /* the processes this tick has deltas for */
-    size_t n_active, n_idle;
-    bool reap_pending; /* some process is marked gone */
-    /* Per class, p_k(0)*dt summed over every tick since start: what a
-     * process that did not run is booked as standalone energy. */
-    double idle_sum[MODEL_MAX_CLASSES];
-    /* Of the model in use, at zero rates (set_zero_rates): each class's
-     * power p_k(0), and the class a zero rate falls in. */
-    double zero_power[MODEL_MAX_CLASSES];
-    int zero_class;
-    counters_delta d;
-    double *rates; /* n x model events */
-    attrib_proc *ap;
-    double *class_rates; /* MODEL_MAX_CLASSES x model events */
-
-    pthread_t thread;
-    atomic_bool stop;
-    atomic_uint_fast64_t ticks;
-    /* Ticks whose rows went to the store (what the watchdog is fed on), and
-     * those of them the model could not attribute (stored as unattributed). */
-    atomic_uint_fast64_t stored_ticks, unattributable;
-    uint64_t unattributable_logged_ns;
-    bool tick_unattributable; /* the tick being stored: no calibration rows */
-    atomic_int record_error;  /* -errno of the first failed write of --record */
-    uint64_t seen_ticks;
-    uint64_t period_ns, next_deadline, last_ns, next_rescan_ns;
-    int64_t woke_realtime; /* CLOCK_REALTIME when the current tick read the hardware */
-    uint64_t last_read_ns; /* CLOCK_MONOTONIC of the previous reading */
-    double rescan_s;       /* the config's, or 1 s without the proc connector */
-    uint64_t replay_t0, replay_wall0;
-    int64_t replay_offset; /* realtime - monotonic of the recording (0: unknown) */
-    int64_t wall_offset;   /* realtime - monotonic for live ticks; only grows */
-    bool wall_behind;      /* CLOCK_REALTIME is behind it (logged once) */
-    /* wall_offset, for other threads */
-    atomic_int_fast64_t wall_offset_pub;
-
-    /* per-second accumulation */
-    uint64_t second_start_ns;
-    unsigned second_ticks;
-    double sec_host_j, sec_modeled_j, sec_idle_j, sec_unattr_j, sec_cpu_s, sec_dt;
-    double sec_drift_model_j; /* the model's own host energy, for drift */
-    bool sec_fallback;        /* a tick of this second had RAPL but no measurement */
-    bool sec_unattributable;  /* a tick of this second had no finite model power */
-    double *sec_ratio_sum;
-    size_t sec_ratio_n;
-    double busy_prev;     /* the meter's busy CPU seconds at the last second's end */
-    double sec_untracked; /* the meter's CPU no tracked process used, cores */
-    double untracked_avg; /* its mean over the latest seconds (measure_untracked) */
-    double untracked_w;   /* its dynamic power, booked unattributed next second */
-    int cpu_event;        /* the model's task-clock event, or -1 */
-    double *untracked_rates;
-    struct ring lateness, tick_work, idle_power, drift;
-    uint64_t sec_reads, sec_skipped; /* counter reads this second, and those skipped */
-    uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
-    uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
-    bool skip_warned;                /* the log said once why some are never skipped */
-    double idle_w;
-    calib *fit;             /* measured against the model's dynamic power, per second */
-    daemon_calib cal;       /* the idle in use and where it comes from */
-    double sec_dyn_j;       /* the model's dynamic host energy this second */
-    double idle_debt_j;     /* idle the latest ticks could not book (keep_idle_debt) */
-    uint64_t idle_short_ns; /* since a tick last booked all its idle */
-    double dyn_scale;       /* the fit's scale for this model, for unmeasured ticks; 0: none */
-    int64_t fit_t_ns;       /* sampler_clock of the fit's newest row */
-
-    pthread_mutex_t snap_lock;
-    snapshot *snap;
-
-    /* for the exporter: totals since start */
-    groups groups;
-    recent_exits recent;
-    uint64_t n_exited;
-    double total_measured_j, total_modeled_j, total_idle_j, total_unattr_j;
-    double *zone_total_j;
-    daemon_hist late_hist, work_hist;
-};
-
-/* ---- small helpers --------------------------------------------------------- */
-
-static int ring_init(struct ring *r, size_t cap)
-{
-    r->v = calloc(cap, sizeof(double));
-    r->cap = cap;
-    return r->v ? 0 : -ENOMEM;
-}
-
-static void ring_add(struct ring *r, double x)
-{
-    r->v[r->next] = x;
-    r->next = (r->next + 1) % r->cap;
-    if (r->n < r->cap)
-        r->n++;
-}
-
-static void hist_add(daemon_hist *h, double ns)
-{
-    static const double bounds_us[DAEMON_HIST_N] = DAEMON_HIST_BOUNDS_US;
-    size_t b = 0;
-
-    while (b < DAEMON_HIST_N && ns > bounds_us[b] * 1e3)
-        b++;
-    h->bucket[b]++;
-    h->count++;
-    h->sum_s += ns / 1e9;
-}
-
-/* Percentile (0..100) of what the ring holds: the k-th smallest of a copy,
- * by selection (linear time; a sort of the minute's 3,000 lateness values
- * cost more than a tick). Called once a second, never per tick. */
-static double ring_percentile(const struct ring *r, double pct)
-{
-    double tmp[r->n ? r->n : 1];
-
-    if (r->n == 0)
-        return NAN;
-    memcpy(tmp, r->v, r->n * sizeof(double));
-    return gsl_stats_select(tmp, 1, r->n, (size_t)llround(pct / 100.0 * (double)(r->n - 1)));
-}
-
-static double ring_mean(const struct ring *r)
-{
-    double s = 0;
-    for (size_t i = 0; i < r->n; i++)
-        s += r->v[i];
-    return r->n ? s / (double)r->n : NAN;
-}
-
-static int64_t realtime_ns(void)
-{
-    return (int64_t)util_now_ns(CLOCK_REALTIME);
-}
 
 /* ---- the event set and the model ------------------------------------------- */
 
@@ -299,665 +85,14 @@ static int replay_events(sampler *s, char *err, size_t errlen)
     return 0;
 }
 
-/* ---- tracking -------------------------------------------------------------- */
-
-/* The part of track_wanted that /proc/PID/stat alone answers. Most
- * processes a busy host forks fail it, so they cost one small read, not the
- * four files of procs_read_info. */
-static bool track_wanted_stat(const sampler *s, const procs_info *info)
-{
-    if (info->kernel_thread)
-        return false;
-    return !s->comm_re || util_regex_match(s->comm_re, info->comm) > 0;
-}
-
-static bool track_wanted(const sampler *s, const procs_info *info)
-{
-    const config *c = s->cfg;
-
-    if (!track_wanted_stat(s, info))
-        return false;
-    if (c->n_track_uids) {
-        bool ok = false;
-        for (size_t i = 0; i < c->n_track_uids; i++)
-            ok |= info->uid == c->track_uids[i];
-        if (!ok)
-            return false;
-    }
-    if (c->track_cgroup &&
-        (!info->cgroup || strncmp(info->cgroup, c->track_cgroup, strlen(c->track_cgroup)) != 0))
-        return false;
-    return true;
-}
-
-static struct tracked *find(sampler *s, pid_t pid)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (s->procs[i]->pid == pid && !s->procs[i]->gone)
-            return s->procs[i];
-    return NULL;
-}
-
-static void tracked_free(struct tracked *t)
-{
-    if (!t)
-        return;
-    counters_close(t->cp);
-    procs_info_clear(&t->pending);
-    free(t->delta);
-    free(t->ratio);
-    free(t);
-}
-
-static live_proc to_live(const struct tracked *t)
-{
-    live_proc p = {.pid = t->pid,
-                   .start_time = t->start,
-                   .uid = t->uid,
-                   .klass = t->klass,
-                   .power_w = t->last_w,
-                   .standalone_w = t->last_standalone_w,
-                   .cpu = t->last_cpu,
-                   .total_j = t->total_j,
-                   .total_standalone_j = t->total_standalone_j,
-                   .total_cpu_s = t->total_cpu_s};
-
-    memcpy(p.comm, t->comm, sizeof(p.comm));
-    memcpy(p.unit, t->unit, sizeof(p.unit));
-    memcpy(p.job, t->job, sizeof(p.job));
-    return p;
-}
-
-/* Computes what the model gives at zero rates, once per model rather than
- * on every tick that books idle processes. */
-static void set_zero_rates(sampler *s)
-{
-    size_t ne = s->m->n_events;
-    double zero[ne ? ne : 1];
-
-    memset(zero, 0, sizeof(zero));
-    for (size_t k = 0; k < s->m->n_classes; k++)
-        s->zero_power[k] = model_power(s->m, (int)k, zero);
-    s->zero_class = model_classify(s->m, 0);
-    s->cpu_event = -1;
-    for (size_t j = 0; j < ne && s->task_clock >= 0; j++)
-        if (s->model_map[j] == s->task_clock)
-            s->cpu_event = (int)j;
-}
-
-/* The class a tick without events books a process in: its own, or in
- * rate mode the class of a zero rate. */
-static int idle_class(const sampler *s, const struct tracked *t)
-{
-    if (s->m->class_event >= 0 && s->m->class_mode == MODEL_CLASS_RATE)
-        return s->zero_class;
-    return t->klass;
-}
-
-/* Starts counting t's idle ticks from now. */
-static void mark_idle(sampler *s, struct tracked *t)
-{
-    t->idle_klass = idle_class(s, t);
-    t->idle_mark = s->idle_sum[t->idle_klass];
-}
-
-/* Books the standalone energy of the ticks t slept through since its mark
- * (p_k(0)*dt each, exactly what a tick with zero rates would have booked). */
-static void settle_idle(sampler *s, struct tracked *t)
-{
-    double j = s->idle_sum[t->idle_klass] - t->idle_mark;
-
-    t->sec_standalone_j += j;
-    t->total_standalone_j += j;
-    if (t->has_group)
-        s->groups.v[t->group].standalone_j += j;
-    t->idle_mark = s->idle_sum[t->idle_klass];
-}
-
-/* The group a process's energy goes to from now on: after an exec, what it
- * used so far stays with its old command. */
-static void join_group(sampler *s, struct tracked *t)
-{
-    settle_idle(s, t);
-    t->has_group = groups_find(&s->groups, t->uid, t->comm, t->unit, t->job, &t->group) == 0;
-    if (!t->has_group)
-        log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
-}
-
-static int64_t sampler_clock(sampler *s);
-
-/* A recording carries the job a replay cannot read from the environment. */
-static void record_proc(sampler *s, const procs_info *info, const struct tracked *t)
-{
-    procs_info rec = *info;
-    char from_cgroup[LABELS_JOB_MAX];
-
-    labels_job_cgroup(info->cgroup, from_cgroup);
-    snprintf(rec.job, sizeof(rec.job), "%s", from_cgroup[0] ? "" : t->job);
-    trace_write_proc(s->rec, &rec);
-}
-
-/* A tracked process's description (new, or renamed) to the store, and to the
- * recording. */
-static void describe_tracked(sampler *s, const struct tracked *t, const procs_info *info)
-{
-    store_proc_info pi = {.t_ns = sampler_clock(s),
-                          .pid = t->pid,
-                          .start_time = t->start,
-                          .comm = info->comm,
-                          .cmdline = info->cmdline,
-                          .cgroup = info->cgroup,
-                          .uid = info->uid};
-    store_push_proc_info(s->st, &pi);
-    if (s->rec)
-        record_proc(s, info, t);
-}
-
-static int add_tracked(sampler *s, const procs_info *info, counters_proc *cp)
-{
-    struct tracked *t = calloc(1, sizeof(*t));
-
-    if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
-        !(t->ratio = calloc(s->es->n, sizeof(double)))) {
-        tracked_free(t);
-        return -ENOMEM;
-    }
-    if (s->n == s->cap) {
-        size_t ncap = s->cap ? s->cap * 2 : 64;
-        struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
-        double *rates = realloc(s->rates, ncap * (s->m->n_events + 1) * sizeof(double));
-        attrib_proc *ap = realloc(s->ap, ncap * sizeof(*ap));
-        struct quiet *q = realloc(s->quiet, ncap * sizeof(*q));
-        struct tracked **act = realloc(s->active, ncap * sizeof(*act));
-        if (n)
-            s->procs = n;
-        if (rates)
-            s->rates = rates;
-        if (ap)
-            s->ap = ap;
-        if (q)
-            s->quiet = q;
-        if (act)
-            s->active = act;
-        if (!n || !rates || !ap || !q || !act) {
-            tracked_free(t);
-            return -ENOMEM;
-        }
-        s->cap = ncap;
-    }
-    t->pid = info->pid;
-    t->start = info->start_ticks;
-    t->uid = info->uid;
-    memcpy(t->comm, info->comm, sizeof(t->comm));
-    t->cp = cp;
-    t->klass = s->zero_class;
-    mark_idle(s, t);
-    labels_unit(info->cgroup, t->unit);
-    labels_job_cgroup(info->cgroup, t->job);
-    if (!t->job[0] && cp)
-        labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
-    else if (!t->job[0]) /* a replay: the recording's */
-        snprintf(t->job, sizeof(t->job), "%s", info->job);
-    join_group(s, t);
-    s->quiet[s->n].word = NULL;
-    s->procs[s->n++] = t;
-    if (s->rep && s->last_ns == 0) {
-        t->pending = *info;
-        t->pending.cmdline = info->cmdline ? strdup(info->cmdline) : NULL;
-        t->pending.cgroup = info->cgroup ? strdup(info->cgroup) : NULL;
-        t->info_pending = true;
-        return 0;
-    }
-    describe_tracked(s, t, info);
-    return 0;
-}
-
-/* Once: a process whose counters must be read every tick, and why. */
-static void warn_unskippable(sampler *s, pid_t pid, const counters_proc *cp)
-{
-    int r = counters_skip_error(cp);
-
-    if (r == 0 || r == -ESRCH || s->skip_warned)
-        return;
-    s->skip_warned = true;
-    log_warning("pid %d and others like it are read every tick: no context-switch buffer (%s%s)",
-                (int)pid, strerror(-r),
-                r == -EPERM ? ": locked memory; raise LimitMEMLOCK= or perf_event_mlock_kb" : "");
-}
-
-/* Starts tracking `pid` if the config wants it. A process that is already
- * gone, or that we may not watch, is skipped without a log line: it is the
- * normal fate of short-lived processes and shows up as unattributed CPU.
- * The error says why, for the fork handler's count of misses. */
-static int track_untracked_pid(sampler *s, pid_t pid)
-{
-    procs_info info = {0};
-    counters_proc *cp = NULL;
-    char err[UTIL_ERRLEN];
-    int r;
-
-    if ((r = procs_read_stat(pid, &info)) < 0 || !track_wanted_stat(s, &info))
-        return r;
-    if ((r = procs_read_info(pid, &info)) < 0)
-        return r;
-    if (track_wanted(s, &info)) {
-        r = counters_open(s->es, pid, COUNTERS_SKIP_IDLE, &cp, err, sizeof(err));
-        if (r == 0)
-            warn_unskippable(s, pid, cp);
-        if (r == 0 && (r = add_tracked(s, &info, cp)) < 0)
-            counters_close(cp);
-        else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
-            log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
-    }
-    procs_info_clear(&info);
-    return r;
-}
-
-/* 0 when the process is tracked or the config does not want it; else why
- * it could not be (-ESRCH: gone before its counters were open). */
-static int track_pid(sampler *s, pid_t pid)
-{
-    return find(s, pid) ? 0 : track_untracked_pid(s, pid);
-}
-
-static void refresh_comm(sampler *s, pid_t pid);
-
-static int cmp_pid(const void *a, const void *b)
-{
-    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Tracked pids, sorted: a rescan looks every /proc entry up in it rather
- * than walking all tracked processes per entry (quadratic at 1000). */
-static pid_t *tracked_sorted(const sampler *s, size_t *n)
-{
-    pid_t *v = malloc((s->n ? s->n : 1) * sizeof(pid_t));
-
-    *n = 0;
-    if (!v)
-        return NULL;
-    for (size_t i = 0; i < s->n; i++)
-        if (!s->procs[i]->gone)
-            v[(*n)++] = s->procs[i]->pid;
-    qsort(v, *n, sizeof(pid_t), cmp_pid);
-    return v;
-}
-
-static void rescan(sampler *s)
-{
-    pid_t *pids, *known;
-    size_t n, n_known;
-
-    /* Exits the connector missed (or all of them without it) come first: a
-     * pid reused since then is a new process, to be tracked in this scan,
-     * not taken for the one that exited. Without the connector, execs too,
-     * so commands get their new names. */
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->procs[i]->cp && !counters_alive(s->procs[i]->cp))
-            s->procs[i]->gone = s->reap_pending = true;
-        else if (!s->watch)
-            refresh_comm(s, s->procs[i]->pid);
-    }
-    if (procs_list(&pids, &n) < 0)
-        return;
-    known = tracked_sorted(s, &n_known);
-    for (size_t i = 0; i < n; i++) {
-        if (!known)
-            track_pid(s, pids[i]);
-        else if (!bsearch(&pids[i], known, n_known, sizeof(pid_t), cmp_pid))
-            track_untracked_pid(s, pids[i]);
-    }
-    free(known);
-    free(pids);
-}
-
-/* A tracked process's new name: stored, recorded, and its energy from now
- * on goes to the new command's group. */
-static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info)
-{
-    if (strcmp(t->comm, info->comm) == 0)
-        return;
-    memcpy(t->comm, info->comm, sizeof(t->comm));
-    join_group(s, t);
-    describe_tracked(s, t, info);
-}
-
-static void refresh_comm(sampler *s, pid_t pid)
-{
-    struct tracked *t = find(s, pid);
-    procs_info info = {0};
-
-    if (!t) {
-        track_pid(s, pid); /* an exec may make a process match [track] */
-        return;
-    }
-    if (procs_read_info(pid, &info) == 0)
-        rename_tracked(s, t, &info);
-    procs_info_clear(&info);
-}
-
-/* PR_SET_NAME: the event carries the name, because a process that renames
- * itself and exits at once has no /proc entry left to read it from. */
-static void comm_event(sampler *s, const procs_event *ev)
-{
-    struct tracked *t = find(s, ev->pid);
-    procs_info info = {.pid = ev->pid};
-
-    if (!t) {
-        track_pid(s, ev->pid); /* the new name may match [track] comm */
-        return;
-    }
-    info.start_ticks = t->start;
-    info.uid = t->uid;
-    snprintf(info.comm, sizeof(info.comm), "%s", ev->comm);
-    rename_tracked(s, t, &info);
-}
-
-static void proc_event(sampler *s, const procs_event *ev)
-{
-    struct tracked *t;
-
-    switch (ev->kind) {
-    case PROCS_EV_FORK:
-        /* Only a fork counts a miss: the other events of a process that
-         * was already missed would count it again. */
-        if (track_pid(s, ev->pid) < 0)
-            s->procs_missed++;
-        break;
-    case PROCS_EV_EXEC:
-        refresh_comm(s, ev->pid);
-        break;
-    case PROCS_EV_COMM:
-        comm_event(s, ev);
-        break;
-    case PROCS_EV_EXIT:
-        /* The kernel keeps the final counts until the counters close: the
-         * next tick reads them once more, then reap() closes them. */
-        if ((t = find(s, ev->pid)))
-            t->gone = s->reap_pending = true;
-        break;
-    }
-}
-
-/* The kernel dropped events (its queue overflowed): rescan at the next
- * tick to find the processes they told of, and count it for GetStatus. */
-static void connector_overrun(sampler *s)
-{
-    if (s->connector_overruns++ == 0)
-        log_warning("proc connector overrun: process events were lost; rescanning /proc "
-                    "(GetStatus counts these)");
-    s->next_rescan_ns = 0;
-}
-
-/* Handles waiting proc events until none is left or until `until_ns`
- * (CLOCK_MONOTONIC) has passed, so that a flood of them cannot push a tick
- * past its deadline; what is left waits for the next call. */
-static void drain_proc_events(sampler *s, uint64_t until_ns)
-{
-    procs_event ev[SAMPLER_MAX_EVENTS];
-    size_t n;
-    int r;
-
-    if (!s->watch)
-        return;
-    do {
-        r = procs_watch_read(s->watch, ev, SAMPLER_MAX_EVENTS, &n);
-        for (size_t i = 0; i < n; i++)
-            proc_event(s, &ev[i]);
-        if (r == -ENOBUFS)
-            connector_overrun(s);
-        else if (r < 0)
-            return;
-    } while ((r == -ENOBUFS || n == SAMPLER_MAX_EVENTS) && util_now_ns(CLOCK_MONOTONIC) < until_ns);
-}
-
-/* Drops processes that exited, after their final tick was accounted. */
-static void reap(sampler *s)
-{
-    size_t k = 0;
-
-    if (!s->reap_pending)
-        return;
-    s->reap_pending = false;
-    for (size_t i = 0; i < s->n; i++) {
-        struct tracked *t = s->procs[i];
-        if (!t->gone) {
-            s->quiet[k] = s->quiet[i];
-            s->procs[k++] = t;
-            continue;
-        }
-        settle_idle(s, t);
-        live_proc p = to_live(t);
-        p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
-        if (recent_add(&s->recent, &p) < 0)
-            log_warning("out of memory: the exporter drops pid %d's series", (int)t->pid);
-        s->n_exited++;
-        store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
-        if (s->rec)
-            trace_write_exit(s->rec, t->pid, t->start);
-        tracked_free(t);
-    }
-    s->n = k;
-}
-
-/* ---- one tick ---------------------------------------------------------------- */
-
-/* Empties the active list (the processes of the tick just accounted). */
-static void clear_active(sampler *s)
-{
-    for (size_t i = 0; i < s->n_active; i++)
-        s->active[i]->has_delta = false;
-    s->n_active = 0;
-}
-
-/* Whether procs[i] provably slept since its previous read. A process
- * marked gone is read once more whatever its word says. */
-static bool slept(const sampler *s, size_t i, bool check_gone)
-{
-    const struct quiet *q = &s->quiet[i];
-
-    return q->word && __atomic_load_n(q->word, __ATOMIC_ACQUIRE) == q->value &&
-           !(check_gone && s->procs[i]->gone);
-}
-
-/* One process's counters: into the active list when it ran. */
-static void read_proc(sampler *s, size_t i)
-{
-    struct tracked *t = s->procs[i];
-    int r = counters_read(t->cp, &s->d);
-
-    if (r < 0) {
-        t->gone = s->reap_pending = true;
-        s->quiet[i].word = NULL;
-        return;
-    }
-    s->quiet[i].word = counters_quiet_word(t->cp, &s->quiet[i].value);
-    if (s->d.skipped) {
-        s->n_idle++;
-        return;
-    }
-    memcpy(t->delta, s->d.scaled, s->es->n * sizeof(double));
-    memcpy(t->ratio, s->d.ratio, s->es->n * sizeof(double));
-    t->has_delta = true;
-    s->active[s->n_active++] = t;
-}
-
-/* Hardware: counters of every tracked process and the RAPL zones. */
-static int read_hardware(sampler *s)
-{
-    bool check_gone = s->reap_pending;
-
-    if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
-        memset(s->zone_delta, 0, s->power->n * sizeof(double));
-    clear_active(s);
-    s->n_idle = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (slept(s, i, check_gone))
-            s->n_idle++;
-        else
-            read_proc(s, i);
-    }
-    s->sec_reads += s->n;
-    s->sec_skipped += s->n_idle;
-    return 0;
-}
-
-static struct tracked *find_start(sampler *s, pid_t pid, uint64_t start)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (s->procs[i]->pid == pid && s->procs[i]->start == start)
-            return s->procs[i];
-    return NULL;
-}
-
-/* Descriptions of replayed processes that came before the first tick. */
-static void push_pending_infos(sampler *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        struct tracked *t = s->procs[i];
-        if (!t->info_pending)
-            continue;
-        store_proc_info pi = {.t_ns = sampler_clock(s),
-                              .pid = t->pid,
-                              .start_time = t->start,
-                              .comm = t->pending.comm,
-                              .cmdline = t->pending.cmdline,
-                              .cgroup = t->pending.cgroup,
-                              .uid = t->pending.uid};
-        store_push_proc_info(s->st, &pi);
-        procs_info_clear(&t->pending);
-        t->info_pending = false;
-    }
-}
-
-/* Replay: records up to and including the next tick. Returns 1 for a tick,
- * 0 at the end of the file. */
-static int read_replay(sampler *s, uint64_t *dt_ns)
-{
-    char err[UTIL_ERRLEN];
-    trace_record_kind kind;
-    trace_tick tick;
-    procs_info info;
-
-    for (;;) {
-        memset(&info, 0, sizeof(info));
-        int r = trace_read(s->rep, &kind, &tick, &info, err, sizeof(err));
-        if (r <= 0) {
-            if (r < 0)
-                log_error("replay stopped: %s", err);
-            return 0;
-        }
-        if (kind == TRACE_PROC) {
-            struct tracked *t = find_start(s, info.pid, info.start_ticks);
-            if (t) {
-                if (strcmp(t->comm, info.comm) != 0) {
-                    memcpy(t->comm, info.comm, sizeof(t->comm));
-                    join_group(s, t);
-                }
-            } else if (track_wanted(s, &info))
-                add_tracked(s, &info, NULL);
-            continue;
-        }
-        if (kind == TRACE_EXIT) {
-            struct tracked *t = find_start(s, info.pid, info.start_ticks);
-            if (t) {
-                t->gone = s->reap_pending = true;
-                reap(s);
-            }
-            continue;
-        }
-        /* A tracked process the tick does not list slept through it. */
-        clear_active(s);
-        for (size_t k = 0; k < tick.n_procs; k++) {
-            struct tracked *t = find_start(s, tick.procs[k].pid, tick.procs[k].start_ticks);
-            if (!t)
-                continue;
-            memcpy(t->delta, tick.procs[k].scaled, s->es->n * sizeof(double));
-            memcpy(t->ratio, tick.procs[k].ratio, s->es->n * sizeof(double));
-            if (!t->has_delta)
-                s->active[s->n_active++] = t;
-            t->has_delta = true;
-        }
-        s->n_idle = s->n - s->n_active;
-        memcpy(s->zone_delta, tick.energy_j, s->power->n * sizeof(double));
-        if (s->replay_t0 == 0)
-            s->replay_t0 = tick.mono_ns - tick.dt_ns;
-        s->last_ns = tick.mono_ns;
-        push_pending_infos(s);
-        *dt_ns = tick.dt_ns;
-        return 1;
-    }
-}
-
-static void record_tick(sampler *s, uint64_t now, uint64_t dt_ns)
-{
-    trace_proc_delta pd[s->n_active ? s->n_active : 1];
-
-    /* Processes that slept are left out: a replay books them as idle. */
-    for (size_t i = 0; i < s->n_active; i++) {
-        const struct tracked *t = s->active[i];
-        pd[i] = (trace_proc_delta){t->pid, t->start, t->delta, t->ratio};
-    }
-    trace_tick t = {now, dt_ns, s->zone_delta, pd, s->n_active};
-    int r = trace_write_tick(s->rec, &t);
-    if (r < 0 && atomic_exchange(&s->record_error, r) == 0)
-        log_error("--record %s: writing failed: %s; the recording stops there", s->cfg->record_path,
-                  strerror(-r));
-}
-
-static void class_of(sampler *s, struct tracked *t, const double *rates)
-{
-    int ev = s->m->class_event;
-
-    if (ev < 0)
-        t->klass = 0;
-    else if (s->m->class_mode == MODEL_CLASS_RATE)
-        t->klass = model_classify(s->m, rates[ev]);
-    else {
-        t->class_stat += t->delta[s->model_map[ev]];
-        t->klass = model_classify(s->m, t->class_stat);
-    }
-}
-
-static void push_tick(sampler *s, int64_t t_ns, const attrib_tick *at, size_t n_active,
-                      struct tracked **active)
-{
-    size_t ne = s->m->n_events;
-
-    for (size_t i = 0; i < n_active; i++) {
-        struct tracked *t = active[i];
-        double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
-        if (cpu <= 0 && s->ap[i].attributed_j <= 0)
-            continue; /* rows only for processes that ran */
-        store_proc_tick pt = {
-            t_ns, t->pid,   t->start,   s->ap[i].attributed_j, s->ap[i].standalone_j,
-            cpu,  t->klass, s->model_id};
-        store_push_proc(s->st, &pt);
-    }
-    store_host_tick ht = {t_ns,       at->dt_s,         at->measured,       at->host_j,
-                          at->idle_j, at->attributed_j, at->unattributed_j, at->modeled_host_j,
-                          s->model_id};
-    store_push_host(s->st, &ht);
-    for (size_t z = 0; z < s->power->n; z++)
-        store_push_domain(s->st, t_ns, s->power->zone[z].domain,
-                          at->measured ? s->zone_delta[z] : NAN, NAN);
-    /* The trainer's input: per-class sums of event rates. */
-    memset(s->class_rates, 0, MODEL_MAX_CLASSES * ne * sizeof(double));
-    for (size_t i = 0; i < n_active; i++)
-        for (size_t j = 0; j < ne; j++)
-            s->class_rates[active[i]->klass * ne + j] += s->ap[i].rates[j];
-    for (size_t k = 0; at->measured && !s->tick_unattributable && k < s->m->n_classes; k++)
-        store_push_calibration(s->st, t_ns, at->dt_s, s->model_id, (int)k, s->class_rates + k * ne,
-                               ne);
-}
+/* ---- the clock ----------------------------------------------------------------- */
 
 /* Wall-clock time of the current replayed tick: the recording's own, or,
  * for a recording that does not say, as if it had started now. */
 static int64_t replay_time(sampler *s)
 {
     if (s->replay_offset == 0)
-        s->replay_offset = realtime_ns() - (int64_t)s->replay_t0;
+        s->replay_offset = sampler_realtime_ns() - (int64_t)s->replay_t0;
     return (int64_t)s->last_ns + s->replay_offset;
 }
 
@@ -969,7 +104,7 @@ static int64_t replay_time(sampler *s)
  * time would run backwards. */
 static int64_t live_time(sampler *s, uint64_t mono)
 {
-    int64_t off = realtime_ns() - (int64_t)util_now_ns(CLOCK_MONOTONIC);
+    int64_t off = sampler_realtime_ns() - (int64_t)util_now_ns(CLOCK_MONOTONIC);
 
     bool behind = s->wall_offset && off < s->wall_offset - 1000000000;
 
@@ -985,491 +120,12 @@ static int64_t live_time(sampler *s, uint64_t mono)
 }
 
 /* Now, for stored rows: the wall clock, or a replay's own timeline. */
-static int64_t sampler_clock(sampler *s)
+int64_t sampler_clock(sampler *s)
 {
     if (s->rep)
         return replay_time(s);
     /* Inside a tick: its own time, so that records are pushed in order. */
-    return s->woke_realtime ? s->woke_realtime : realtime_ns();
-}
-
-/* Whether this tick's RAPL deltas measure the host. A target zone that has
- * not advanced for SAMPLER_STILL_NS (it vanished, or its counter stalled)
- * reads zero, and once it advances again its deltas may carry the outage's
- * energy (in one tick, or over a few when whatever feeds the counter
- * catches up in steps). Neither is a measurement: such ticks, up to
- * SAMPLER_SETTLE_NS after the zone advances again, fall back to the model's
- * host estimate, as on a machine without RAPL. Shorter runs of zero (a
- * counter updated less often than the ticks) are read as they are: their
- * energy shows up in the next delta. */
-static bool power_usable(sampler *s, double dt)
-{
-    for (size_t z = 0; z < s->power->n; z++) {
-        uint64_t dt_ns = (uint64_t)(dt * 1e9);
-        uint64_t *settle = &s->zone_settle_ns[z];
-        bool was_still = s->zone_still_ns[z] >= SAMPLER_STILL_NS;
-        if (s->zone_delta[z] > 0) {
-            s->zone_still_ns[z] = 0;
-            *settle = was_still ? SAMPLER_SETTLE_NS : *settle > dt_ns ? *settle - dt_ns : 0;
-        } else {
-            s->zone_still_ns[z] += dt_ns;
-        }
-        s->zone_bad[z] = was_still || *settle > 0 || s->zone_still_ns[z] >= SAMPLER_STILL_NS;
-    }
-    return rapl_sum_domains(s->power, s->zone_bad, (const char *const *)s->m->target,
-                            s->m->n_target) == 0;
-}
-
-/* Books this tick's p_k(0)*dt to every class: the processes that slept
- * through it get theirs when they are next settled. */
-static void add_idle_tick(sampler *s, double dt)
-{
-    for (size_t k = 0; k < s->m->n_classes; k++)
-        s->idle_sum[k] += s->zero_power[k] * dt;
-}
-
-/* Adds an active process's share of the tick to its totals and group. */
-static void book(sampler *s, struct tracked *t, const attrib_proc *ap)
-{
-    double cpu = s->task_clock >= 0 ? t->delta[s->task_clock] / 1e9 : 0;
-
-    t->sec_j += ap->attributed_j;
-    t->sec_standalone_j += ap->standalone_j;
-    t->sec_cpu_s += cpu;
-    t->total_j += ap->attributed_j;
-    t->total_standalone_j += ap->standalone_j;
-    t->total_cpu_s += cpu;
-    if (t->has_group) {
-        group_total *g = &s->groups.v[t->group];
-        g->energy_j += ap->attributed_j;
-        g->standalone_j += ap->standalone_j;
-        g->cpu_s += cpu;
-    }
-    s->sec_cpu_s += cpu;
-    for (size_t e = 0; e < s->es->n; e++)
-        s->sec_ratio_sum[e] += t->ratio[e];
-    s->sec_ratio_n++;
-}
-
-/* A tick the model gives no finite power for (rates or a duration out of
- * any range: a recording's 1e308, or a model that overflows) is still
- * stored: its measured energy, past the idle share, as unattributed, no
- * process's share, counted for GetStatus. */
-static void unattributable_tick(sampler *s, attrib_tick *at, size_t n_active)
-{
-    double idle_full = s->idle_w * at->dt_s;
-    uint64_t n = atomic_fetch_add(&s->unattributable, 1) + 1, now = util_now_ns(CLOCK_MONOTONIC);
-
-    if (!at->measured || !(at->host_j >= 0 && at->host_j <= MODEL_MAX_POWER_W * at->dt_s))
-        at->host_j = 0; /* nothing, rather than a number from nowhere */
-    at->modeled_host_j = 0;
-    at->idle_j = isfinite(idle_full) ? fmin(idle_full, at->host_j) : 0;
-    at->active_j = at->unattributed_j = at->host_j - at->idle_j;
-    at->attributed_j = 0;
-    for (size_t i = 0; i < n_active; i++) {
-        s->ap[i].dynamic_w = s->ap[i].standalone_j = s->ap[i].attributed_j = 0;
-        for (size_t j = 0; j < s->m->n_events; j++)
-            s->rates[i * s->m->n_events + j] = 0; /* what the exporter sums stays finite */
-    }
-    s->tick_unattributable = true;
-    if (n == 1 || now - s->unattributable_logged_ns >= 10000000000ull) {
-        log_warning("a tick of %g s could not be attributed (model %s gives no finite power for "
-                    "its rates): stored as unattributed (%llu so far)",
-                    at->dt_s, s->m->name, (unsigned long long)n);
-        s->unattributable_logged_ns = now;
-    }
-}
-
-/* Attribution caps idle at a tick's measured energy, and a meter not
- * updated since the previous tick reads less than the tick used: the idle
- * it could not book is owed, and the next ticks book it first, so that the
- * catch-up does not go to the processes. A shortfall that lasts longer
- * than a zone may stay still (SAMPLER_STILL_NS) is no stale reading but an
- * idle above the host's power: it is dropped, not carried. */
-static void keep_idle_debt(sampler *s, const attrib_tick *at)
-{
-    double owed = at->idle_w * at->dt_s - at->idle_j;
-
-    if (!(owed > 1e-12)) {
-        s->idle_debt_j = 0;
-        s->idle_short_ns = 0;
-        return;
-    }
-    s->idle_short_ns += (uint64_t)(at->dt_s * 1e9);
-    s->idle_debt_j = s->idle_short_ns < SAMPLER_STILL_NS ? owed : 0;
-}
-
-/* Attributes one tick of length dt over the processes with deltas; those
- * that slept had zero rates, so no dynamic power and no share, and their
- * standalone p_k(0)*dt is booked lazily (settle_idle). */
-static void account(sampler *s, double dt)
-{
-    size_t ne = s->m->n_events, n_active = s->n_active;
-    struct tracked **active = s->active;
-    /* Idle the latest ticks could not book (keep_idle_debt) comes first. */
-    attrib_tick at = {.dt_s = dt,
-                      .idle_w = s->idle_w + s->idle_debt_j / dt,
-                      .untracked_dynamic_w = s->untracked_w,
-                      .dynamic_scale = s->dyn_scale};
-    /* A replay keeps the recording's own timeline. */
-    /* A live tick is stamped when it read the hardware: the same instant
-     * as its recording's, so a replay keys it to the same second. */
-    int64_t t_ns = sampler_clock(s);
-
-    for (size_t i = 0; i < n_active; i++) {
-        struct tracked *t = active[i];
-        double *rates = s->rates + i * ne;
-        for (size_t j = 0; j < ne; j++)
-            rates[j] = t->delta[s->model_map[j]] / dt;
-        settle_idle(s, t);
-        class_of(s, t, rates);
-        s->ap[i] = (attrib_proc){.rates = rates, .klass = t->klass};
-    }
-    if (s->power->n > 0 && power_usable(s, dt)) {
-        at.measured = true;
-        at.host_j = rapl_sum_domains(s->power, s->zone_delta, (const char *const *)s->m->target,
-                                     s->m->n_target);
-    } else if (s->power->n > 0) {
-        s->sec_fallback = true;
-    }
-    s->tick_unattributable = false;
-    if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0) {
-        unattributable_tick(s, &at, n_active);
-        s->sec_unattributable = true; /* no row for the calibration fit */
-    } else
-        keep_idle_debt(s, &at);
-    add_idle_tick(s, dt);
-    uint64_t this_tick = atomic_load(&s->ticks) + 1; /* tick() counts it next */
-    for (size_t i = 0; i < n_active; i++) {
-        book(s, active[i], &s->ap[i]);
-        active[i]->active_tick = this_tick;
-        mark_idle(s, active[i]); /* after add_idle_tick: this tick was not idle */
-    }
-    /* A process that slept was fully counted: ratio 1 for every event. */
-    for (size_t e = 0; e < s->es->n; e++)
-        s->sec_ratio_sum[e] += (double)s->n_idle;
-    s->sec_ratio_n += s->n_idle;
-    s->total_measured_j += at.measured ? at.host_j : 0;
-    s->total_modeled_j += at.modeled_host_j;
-    s->total_idle_j += at.idle_j;
-    s->total_unattr_j += at.unattributed_j;
-    if (!s->tick_unattributable)
-        s->sec_dyn_j += at.modeled_host_j - (at.idle_w + at.untracked_dynamic_w) * dt;
-    for (size_t z = 0; z < s->power->n; z++)
-        s->zone_total_j[z] += s->zone_delta[z];
-    s->sec_host_j += at.host_j;
-    s->sec_modeled_j += at.modeled_host_j;
-    /* Drift judges the model itself: its idle and its processes' power,
-     * not the untracked estimate or idle carried over from a stale meter. */
-    if (!s->tick_unattributable)
-        s->sec_drift_model_j +=
-            s->idle_w * dt + at.modeled_host_j - (at.idle_w + at.untracked_dynamic_w) * dt;
-    s->sec_idle_j += at.idle_j;
-    s->sec_unattr_j += at.unattributed_j;
-    s->sec_dt += dt;
-    s->second_ticks++;
-    push_tick(s, t_ns, &at, n_active, active);
-    atomic_fetch_add(&s->stored_ticks, 1);
-    clear_active(s);
-}
-
-/* ---- once a second ------------------------------------------------------------ */
-
-void snapshot_unref(snapshot *snap)
-{
-    if (!snap || __atomic_sub_fetch(&snap->refs, 1, __ATOMIC_ACQ_REL) > 0)
-        return;
-    free(snap->procs);
-    free(snap->st.event_ratio);
-    free(snap->st.zone_total_j);
-    groups_free(&snap->groups);
-    recent_free(&snap->recent);
-    free(snap);
-}
-
-snapshot *sampler_snapshot(sampler *s)
-{
-    snapshot *snap;
-
-    pthread_mutex_lock(&s->snap_lock);
-    snap = s->snap;
-    if (snap)
-        __atomic_add_fetch(&snap->refs, 1, __ATOMIC_ACQ_REL);
-    pthread_mutex_unlock(&s->snap_lock);
-    return snap;
-}
-
-const char *daemon_idle_source_name(daemon_idle_source src)
-{
-    static const char *const names[] = {"fitted", "stored", "model", "percentile"};
-    return names[src];
-}
-
-/* Keeps an identifiable live fit as the node's best. */
-static void keep_fit(sampler *s, const calib_fit *f, int64_t t_ns)
-{
-    store_node_calib *b = &s->cal.best;
-
-    model_target_key(s->m, b->target, sizeof(b->target));
-    b->t = t_ns / 1000000000;
-    b->idle_w = f->idle_w;
-    b->idle_se_w = f->idle_se_w;
-    b->scale = f->scale;
-    b->r2 = f->r2;
-    b->spread_w = f->spread_w;
-    b->rows = (int64_t)f->rows;
-    snprintf(b->model_sha256, sizeof(b->model_sha256), "%s", s->m->sha256);
-}
-
-/* Once a second: the second's measured host power and the model's dynamic
- * power (NAN: not measured) go into the fit, and idle comes from the best
- * source there is (daemon_idle_source). Never silently: status shows the
- * source and the fit. */
-static void update_idle(sampler *s, double host_w, double dyn_w)
-{
-    daemon_calib *c = &s->cal;
-
-    if (s->power->n == 0) {
-        s->idle_w = c->idle_w = s->m->idle_power_w;
-        c->source = DAEMON_IDLE_MODEL;
-        c->live.why = "no power meter (RAPL) to fit against";
-        return;
-    }
-    /* A second that mixes two models is neither model's. (The clock is
-     * read only here: a replay's starts with its first tick.) */
-    if (isfinite(host_w) && !s->model_changed) {
-        s->fit_t_ns = sampler_clock(s);
-        ring_add(&s->idle_power, host_w);
-        calib_add(s->fit, (double)s->fit_t_ns / 1e9, dyn_w, host_w);
-    }
-    c->percentile_rows = s->idle_power.n;
-    calib_fit_now(s->fit, &c->live);
-    if (c->live.identifiable)
-        keep_fit(s, &c->live, s->fit_t_ns);
-    if (c->live.identifiable) {
-        c->source = DAEMON_IDLE_FITTED;
-        c->idle_w = c->live.idle_w;
-    } else if (c->best.t > 0) {
-        c->source = DAEMON_IDLE_STORED;
-        c->idle_w = c->best.idle_w;
-    } else if (s->m->training.present || s->idle_power.n == 0) {
-        /* Before the first measured second there is no percentile: the
-         * model's idle, which attribution caps at the measured energy,
-         * stands in. */
-        c->source = DAEMON_IDLE_MODEL;
-        c->idle_w = s->m->idle_power_w;
-    } else {
-        c->source = DAEMON_IDLE_PERCENTILE;
-        c->idle_w = ring_percentile(&s->idle_power, 5);
-    }
-    s->idle_w = c->idle_w;
-    /* A tick without a measurement (a stalled zone) scales the model's
-     * dynamic power as the fit does, when the fit is of this model. */
-    bool fitted = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
-    s->dyn_scale = fitted && strcmp(c->best.model_sha256, s->m->sha256) == 0 && c->best.scale > 0
-                       ? c->best.scale
-                       : 0;
-}
-
-void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
-{
-    char target[sizeof(c->target)];
-
-    model_target_key(s->m, target, sizeof(target));
-    if (strcmp(target, c->target) != 0 || !(c->idle_w >= 0))
-        return;
-    s->cal.best = *c;
-    update_idle(s, NAN, NAN);
-}
-
-/* Describes the first zone that has not advanced for SAMPLER_STALL_NS, and
- * logs when a stall starts and ends. */
-static void power_fault(sampler *s, char *out, size_t len)
-{
-    out[0] = '\0';
-    for (size_t z = 0; z < s->power->n && !out[0]; z++) {
-        if (s->zone_still_ns[z] < SAMPLER_STALL_NS)
-            continue;
-        rapl_zone *zn = &s->power->zone[z];
-        snprintf(out, len,
-                 "RAPL zone %s (%s) has not advanced for %.1f s%s%s: host energy "
-                 "comes from the model",
-                 zn->id, zn->name, (double)s->zone_still_ns[z] / 1e9,
-                 s->rapl_err < 0 ? ", reading it fails: " : "",
-                 s->rapl_err < 0 ? strerror(-s->rapl_err) : "");
-    }
-    if (out[0] && !s->power_faulted)
-        log_warning("%s", out);
-    else if (!out[0] && s->power_faulted)
-        log_info("RAPL zones advance again: host energy is measured");
-    s->power_faulted = out[0] != '\0';
-}
-
-static void fill_status(sampler *s, daemon_status *st, double secs)
-{
-    st->ticks = atomic_load(&s->ticks);
-    st->achieved_hz = s->second_ticks / secs;
-    st->lateness_p50_us = ring_percentile(&s->lateness, 50) / 1e3;
-    st->lateness_p99_us = ring_percentile(&s->lateness, 99) / 1e3;
-    st->lateness_max_us = ring_percentile(&s->lateness, 100) / 1e3;
-    st->tick_p50_us = ring_percentile(&s->tick_work, 50) / 1e3;
-    st->tick_p99_us = ring_percentile(&s->tick_work, 99) / 1e3;
-    /* A second the model filled in is no measurement: not shown as one, and
-     * it neither judges the model (drift) nor sets the idle percentile. */
-    st->host_measured_w = s->power->n && !s->sec_fallback ? s->sec_host_j / s->sec_dt : NAN;
-    st->host_modeled_w = s->sec_modeled_j / s->sec_dt;
-    st->idle_w = s->sec_idle_j / s->sec_dt;
-    st->unattributed_w = s->sec_unattr_j / s->sec_dt;
-    /* Drift judges the model in use: after a reload it starts afresh, and
-     * the second the new model arrived in, which mixes two models, does not
-     * count. */
-    if (s->model_changed) {
-        s->drift.n = s->drift.next = 0;
-        s->model_changed = false;
-    } else if (isfinite(st->host_measured_w) && st->host_measured_w > 0)
-        ring_add(&s->drift, fabs(st->host_measured_w - s->sec_drift_model_j / s->sec_dt) /
-                                st->host_measured_w);
-    st->drift = ring_mean(&s->drift);
-    st->drift_flagged = isfinite(st->drift) && st->drift > s->cfg->drift_threshold;
-    st->untracked_cpu = s->sec_untracked;
-    st->untracked_w = s->untracked_w;
-    st->tracked = s->n;
-    st->reads_skipped = s->sec_reads ? (double)s->sec_skipped / (double)s->sec_reads : NAN;
-    st->reads_unskippable = 0;
-    for (size_t i = 0; i < s->n; i++)
-        st->reads_unskippable += s->procs[i]->cp && counters_skip_error(s->procs[i]->cp) < 0;
-    s->sec_reads = s->sec_skipped = 0;
-    st->proc_connector = s->watch != NULL;
-    power_fault(s, st->power_fault, sizeof(st->power_fault));
-    st->procs_missed = s->procs_missed;
-    st->connector_overruns = s->connector_overruns;
-    st->calib = s->cal;
-    for (size_t e = 0; st->event_ratio && e < s->es->n; e++)
-        st->event_ratio[e] = s->sec_ratio_n ? s->sec_ratio_sum[e] / (double)s->sec_ratio_n : 1;
-    st->total_measured_j = s->total_measured_j;
-    st->total_modeled_j = s->total_modeled_j;
-    st->total_idle_j = s->total_idle_j;
-    st->total_unattributed_j = s->total_unattr_j;
-    st->exited = s->n_exited;
-    st->lateness = s->late_hist;
-    st->tick_work = s->work_hist;
-}
-
-/* What the exporter needs beyond status: the totals by command, user, unit
- * and job (with the power of their live processes), and the recently ended
- * processes with the most energy. */
-static int publish_exits(sampler *s, snapshot *snap)
-{
-    size_t nz = s->power->n;
-
-    for (size_t i = 0; i < s->groups.n; i++)
-        s->groups.v[i].power_w = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->procs[i]->has_group)
-            s->groups.v[s->procs[i]->group].power_w += s->procs[i]->last_w;
-
-    if (s->cfg->exporter_grace_s > 0) {
-        uint64_t now = util_now_ns(CLOCK_MONOTONIC),
-                 grace = (uint64_t)(s->cfg->exporter_grace_s * 1e9);
-        recent_expire(&s->recent, now > grace ? now - grace : 0);
-    } else
-        s->recent.n = 0;
-    if (!(snap->st.zone_total_j = calloc(nz + 1, sizeof(double))) ||
-        groups_copy(&snap->groups, &s->groups) < 0 ||
-        !(snap->recent.v = calloc(s->recent.n + 1, sizeof(live_proc))))
-        return -ENOMEM;
-    memcpy(snap->st.zone_total_j, s->zone_total_j, nz * sizeof(double));
-    if (s->recent.n)
-        memcpy(snap->recent.v, s->recent.v, s->recent.n * sizeof(live_proc));
-    snap->recent.n = snap->recent.cap = s->recent.n;
-    return 0;
-}
-
-/* The model's dynamic power of `cpu` untracked cores: through the model's
- * CPU coefficient (the class zero rates fall in), or for a model without
- * task-clock the tracked processes' mean power per CPU this second. */
-static double untracked_power(sampler *s, double cpu)
-{
-    if (!isfinite(cpu))
-        return 0;
-    if (s->cpu_event >= 0)
-        return hostcpu_untracked_power(s->m, s->cpu_event, s->zero_class, cpu, s->untracked_rates);
-    return s->sec_cpu_s > 0 ? s->sec_dyn_j / s->sec_cpu_s * cpu : 0;
-}
-
-/* The meter's CPU that no tracked process used over the second just
- * ended (sec_untracked), and the dynamic power the next second's ticks book
- * as unattributed (untracked_w): the meter's CPU is read once a second,
- * not per tick, so they book a mean of the latest seconds (time constant
- * SAMPLER_UNTRACKED_S). The last second's own value would be off by its
- * change from one second to the next, and since a process's share is
- * d / (D + untracked), such noise hands the tracked processes more than
- * their share on average, not only more or less. A replay has no record
- * of it. Returns the power of this second's own value, for the fit. */
-static double measure_untracked(sampler *s, double secs)
-{
-    double busy = NAN;
-
-    if (s->rep || hostcpu_busy_s(s->cfg->meter_cgroup, &busy) < 0)
-        busy = NAN;
-    double untracked = (busy - s->busy_prev - s->sec_cpu_s) / secs; /* NAN when unknown */
-    s->sec_untracked = isfinite(untracked) ? fmax(0, untracked) : NAN;
-    s->busy_prev = busy;
-    if (!isfinite(s->sec_untracked))
-        s->untracked_avg = NAN;
-    else if (!isfinite(s->untracked_avg))
-        s->untracked_avg = s->sec_untracked;
-    else
-        s->untracked_avg +=
-            (1 - exp(-secs / SAMPLER_UNTRACKED_S)) * (s->sec_untracked - s->untracked_avg);
-    s->untracked_w = untracked_power(s, s->untracked_avg);
-    return untracked_power(s, s->sec_untracked);
-}
-
-static void publish(sampler *s)
-{
-    double secs = s->sec_dt > 0 ? s->sec_dt : 1;
-    snapshot *snap = calloc(1, sizeof(*snap));
-
-    if (snap) {
-        snap->refs = 1;
-        snap->t_ns = realtime_ns();
-        snap->procs = calloc(s->n ? s->n : 1, sizeof(live_proc));
-        snap->st.event_ratio = calloc(s->es->n, sizeof(double));
-    }
-    for (size_t i = 0; i < s->n; i++) {
-        struct tracked *t = s->procs[i];
-        settle_idle(s, t);
-        if (t->active_tick != atomic_load(&s->ticks)) /* slept through the latest tick */
-            t->klass = idle_class(s, t);
-        t->last_w = t->sec_j / secs;
-        t->last_standalone_w = t->sec_standalone_j / secs;
-        t->last_cpu = t->sec_cpu_s / secs;
-        if (snap && snap->procs)
-            snap->procs[snap->n_procs++] = to_live(t);
-        t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
-    }
-    double untracked_w = measure_untracked(s, secs);
-    update_idle(s, s->sec_fallback || s->sec_unattributable ? NAN : s->sec_host_j / secs,
-                s->sec_dyn_j / secs + untracked_w);
-    if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
-        fill_status(s, &snap->st, secs);
-        /* trylock: a reader copying the old snapshot must not delay a tick. */
-        if (pthread_mutex_trylock(&s->snap_lock) == 0) {
-            snapshot *old = s->snap;
-            s->snap = snap;
-            pthread_mutex_unlock(&s->snap_lock);
-            snap = old;
-        }
-    }
-    snapshot_unref(snap);
-    s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = s->sec_dyn_j = 0;
-    s->sec_drift_model_j = 0;
-    s->sec_fallback = s->sec_unattributable = false;
-    s->sec_cpu_s = s->sec_dt = 0;
-    s->second_ticks = 0;
-    s->sec_ratio_n = 0;
-    memset(s->sec_ratio_sum, 0, s->es->n * sizeof(double));
+    return s->woke_realtime ? s->woke_realtime : sampler_realtime_ns();
 }
 
 /* ---- the loop ----------------------------------------------------------------- */
@@ -1481,7 +137,7 @@ static void take_pending_model(sampler *s)
     if (s->pending) {
         /* What the old model booked for sleeping processes is theirs. */
         for (size_t i = 0; i < s->n; i++)
-            settle_idle(s, s->procs[i]);
+            account_settle_idle(s, s->procs[i]);
         model_free(s->m);
         free(s->model_map);
         s->m = s->pending;
@@ -1490,7 +146,7 @@ static void take_pending_model(sampler *s)
         s->pending = NULL;
         s->pending_map = NULL;
         s->model_changed = true;
-        set_zero_rates(s);
+        account_zero_rates(s);
         /* The fit is of the old model's dynamic power; idle is the node's
          * and stays, for the same domains. */
         calib_reset(s->fit);
@@ -1502,38 +158,61 @@ static void take_pending_model(sampler *s)
             struct tracked *t = s->procs[i];
             t->class_stat = 0;
             t->klass = s->zero_class;
-            mark_idle(s, t);
+            account_mark_idle(s, t);
         }
     }
     pthread_mutex_unlock(&s->pending_lock);
 }
 
+/* Processes: the proc connector's events so far (for at most a quarter
+ * of a tick), and a rescan of /proc when one is due. */
+static void find_processes(sampler *s, uint64_t woke)
+{
+    proctable_drain_events(s, woke + s->period_ns / 4);
+    if (woke >= s->next_rescan_ns) {
+        proctable_rescan(s);
+        s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
+    }
+}
+
+/* Counters and RAPL since the previous reading, recorded with --record;
+ * returns the interval they cover. A tick is the interval between two
+ * readings, stamped when it reads: a rescan before it can take long, and
+ * RAPL and the counters must cover the interval the tick's row says. */
+static uint64_t read_live(sampler *s)
+{
+    uint64_t now = util_now_ns(CLOCK_MONOTONIC), dt_ns = now - s->last_read_ns;
+
+    s->woke_realtime = live_time(s, now);
+    s->last_read_ns = now;
+    reading_hardware(s);
+    if (s->rec)
+        reading_record_tick(s, now, dt_ns);
+    return dt_ns;
+}
+
+/* One tick. A replay has read its tick already (dt_ns); a live tick reads
+ * the hardware here. Its rows are stamped when it read the hardware (the
+ * same instant as its recording's, so a replay keys it to the same second),
+ * or in a replay on the recording's own timeline. */
 static void tick(sampler *s, uint64_t dt_ns, uint64_t woke)
 {
+    attrib_tick at;
+
     take_pending_model(s);
     if (!s->rep) {
-        drain_proc_events(s, woke + s->period_ns / 4);
-        if (woke >= s->next_rescan_ns) {
-            rescan(s);
-            s->next_rescan_ns = woke + (uint64_t)(s->rescan_s * 1e9);
-        }
-        /* A tick is the interval between two readings, stamped when it
-         * reads: a rescan before it can take long, and RAPL and the
-         * counters must cover the interval the tick's row says. */
-        uint64_t now = util_now_ns(CLOCK_MONOTONIC);
-        s->woke_realtime = live_time(s, now);
-        dt_ns = now - s->last_read_ns;
-        s->last_read_ns = now;
-        read_hardware(s);
-        if (s->rec)
-            record_tick(s, now, dt_ns);
+        find_processes(s, woke);
+        dt_ns = read_live(s);
     }
-    account(s, (double)dt_ns / 1e9);
+    int64_t t_ns = sampler_clock(s);
+    account_tick(s, (double)dt_ns / 1e9, &at);
+    publish_tick(s, t_ns, &at);
+    reading_clear_active(s);
     if (!s->rep)
-        reap(s);
+        proctable_reap(s);
     atomic_fetch_add(&s->ticks, 1);
     if (s->second_ticks >= (unsigned)llround(s->cfg->rate_hz))
-        publish(s);
+        publish_second(s);
 }
 
 static int replay_pace(sampler *s)
@@ -1572,13 +251,13 @@ static void *replay_loop(void *arg)
     s->replay_wall0 = util_now_ns(CLOCK_MONOTONIC);
     while (!atomic_load(&s->stop)) {
         replay_wait_store(s, ss.queue_capacity);
-        if (read_replay(s, &dt_ns) != 1)
+        if (reading_replay(s, &dt_ns) != 1)
             break;
         replay_pace(s);
         tick(s, dt_ns, s->last_ns);
     }
     if (s->second_ticks)
-        publish(s);
+        publish_second(s);
     s->replay_done = true;
     log_info("replay of %s finished after %llu ticks", s->cfg->replay_path,
              (unsigned long long)atomic_load(&s->ticks));
@@ -1617,7 +296,7 @@ static void *hardware_loop(void *arg)
     }
     /* The first tick's deltas start here, not when RAPL and the counters
      * were opened: setup time would otherwise land in a 20 ms tick. */
-    read_hardware(s);
+    reading_hardware(s);
     s->last_ns = s->last_read_ns = util_now_ns(CLOCK_MONOTONIC);
     s->next_deadline = s->last_ns + s->period_ns;
     its.it_value.tv_sec = (time_t)(s->next_deadline / 1000000000ull);
@@ -1634,7 +313,7 @@ static void *hardware_loop(void *arg)
         if (poll(pfd, 2, 200) <= 0)
             continue;
         if (!(pfd[0].revents & POLLIN)) {
-            drain_proc_events(s, s->next_deadline - s->period_ns / 10);
+            proctable_drain_events(s, s->next_deadline - s->period_ns / 10);
             continue;
         }
         if (read(tfd, &expirations, sizeof(expirations)) < 0)
@@ -1642,14 +321,14 @@ static void *hardware_loop(void *arg)
         uint64_t woke = util_now_ns(CLOCK_MONOTONIC);
         /* The deadline this wake-up serves is the latest one that passed. */
         s->next_deadline += (expirations - 1) * s->period_ns;
-        ring_add(&s->lateness, (double)(woke - s->next_deadline));
-        hist_add(&s->late_hist, (double)(woke - s->next_deadline));
+        stats_ring_add(&s->lateness, (double)(woke - s->next_deadline));
+        stats_hist_add(&s->late_hist, (double)(woke - s->next_deadline));
         s->next_deadline += s->period_ns;
         tick(s, woke - s->last_ns, woke);
         s->last_ns = woke;
         uint64_t work = util_now_ns(CLOCK_MONOTONIC) - woke;
-        ring_add(&s->tick_work, (double)work);
-        hist_add(&s->work_hist, (double)work);
+        stats_ring_add(&s->tick_work, (double)work);
+        stats_hist_add(&s->work_hist, (double)work);
     }
     close(tfd);
     return NULL;
@@ -1737,10 +416,10 @@ static int alloc_scratch(sampler *s)
     if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
         return -ENOMEM;
     size_t per_second = (size_t)llround(s->cfg->rate_hz);
-    if (ring_init(&s->lateness, per_second * 60) < 0 ||
-        ring_init(&s->tick_work, per_second * 60) < 0 ||
-        ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
-        ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
+    if (stats_ring_init(&s->lateness, per_second * 60) < 0 ||
+        stats_ring_init(&s->tick_work, per_second * 60) < 0 ||
+        stats_ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
+        stats_ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -1755,6 +434,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
     if (!s)
         return -ENOMEM;
     s->cfg = c;
+    s->be = &backend_perf;
     s->m = m;
     s->model_id = model_id;
     s->st = st;
@@ -1777,7 +457,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
                  c->meter_cgroup, strerror(-r));
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
-        set_zero_rates(s);
+        account_zero_rates(s);
         r = alloc_scratch(s);
     }
     if (r < 0) {
@@ -1785,7 +465,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
         sampler_free(s);
         return r;
     }
-    update_idle(s, NAN, NAN);
+    account_update_idle(s, NAN, NAN);
     *out = s;
     return 0;
 }
@@ -1793,7 +473,7 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
 int sampler_start(sampler *s)
 {
     if (!s->rep)
-        rescan(s);
+        proctable_rescan(s);
     s->next_rescan_ns = util_now_ns(CLOCK_MONOTONIC) + (uint64_t)(s->rescan_s * 1e9);
     int r = pthread_create(&s->thread, NULL, s->rep ? replay_loop : hardware_loop, s);
     return -r;
@@ -1814,7 +494,7 @@ void sampler_free(sampler *s)
         return;
     sampler_stop(s);
     for (size_t i = 0; i < s->n; i++)
-        tracked_free(s->procs[i]);
+        proctable_free_tracked(s, s->procs[i]);
     free(s->procs);
     free(s->quiet);
     free(s->active);
@@ -1881,7 +561,7 @@ int64_t sampler_now_ns(sampler *s)
     int64_t off = atomic_load(&s->wall_offset_pub);
 
     if (s->rep || off == 0)
-        return realtime_ns();
+        return sampler_realtime_ns();
     return (int64_t)util_now_ns(CLOCK_MONOTONIC) + off;
 }
 

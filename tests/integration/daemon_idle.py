@@ -3,7 +3,7 @@
 are still booked exactly as a tick with zero rates books them: no dynamic
 power, so no attributed energy, and the standalone estimate p_k(0)*dt for
 every tick (docs/design.md, "Sampling and energy", step 4). The booking is lazy
-(sampler.c, settle_idle), so this checks it from outside: over several
+(accounting.c, account_settle_idle), so this checks it from outside: over several
 published snapshots a process that never runs gains exactly 57 W x elapsed
 time of standalone energy under the built-in model (p(0) = 57 W), and one
 that wakes every 100 ms for microseconds gains the same plus its tiny

@@ -1,0 +1,69 @@
+/* backend: how the sampler reads counters, whatever reads them.
+ *
+ * The sampler opens one handle per tracked process, reads every handle
+ * once a tick and closes it after the process's final read; it never looks
+ * inside a handle. backend-perf.c is the first implementation: perf_event
+ * groups per thread (lib/sample/counters.c). A backend that counts in the
+ * kernel (BPF, at context switches) is meant to be the second; it fills the
+ * same delta.
+ *
+ * The contract, for every backend:
+ *
+ * open     Starts counting the event set `es` on one target: a process
+ *          (pid > 0, cpu < 0: its threads, those it has and those it
+ *          starts, not its children) or a CPU (pid < 0, cpu >= 0: whatever
+ *          runs there). Returns 0 and *out, or -errno and one line in err
+ *          naming the target: -ESRCH the process is gone, -EACCES or -EPERM
+ *          it may not be watched (both are the normal fate of short-lived
+ *          or foreign processes: the sampler counts them, it does not log
+ *          them), -EOPNOTSUPP this backend has no such target.
+ * read     This tick's change since the previous read (or the open), into
+ *          `d` (allocated for `es` by counters_delta_new): per event, in
+ *          event-set order, the count scaled by enabled/running time and
+ *          the running/enabled ratio (1: never multiplexed, 0: not counted).
+ *          d->skipped set: the backend knows nothing ran, the change is
+ *          zero and d's arrays are left as they were. A process that exited
+ *          is read once more (its final partial interval). Negative: the
+ *          target can no longer be read; the sampler stops reading it and
+ *          reaps it. Runs 50 times a second for every process that ran: it
+ *          must not allocate, block or log.
+ * quiet_word
+ *          After a read, a word of memory the backend keeps current, with
+ *          its content then in *value: while an atomic load of the word
+ *          still gives *value, the next read would set d->skipped, and the
+ *          sampler may leave it out (most processes sleep through most
+ *          ticks, and a load costs less than a call). NULL when there is no
+ *          such word; always NULL is correct, only slower.
+ * alive    False once the process has exited (a rescan reaps it).
+ * skip_error
+ *          0 when reads of a target that slept are skipped; else the
+ *          -errno of why every read does the work (the sampler says so
+ *          once in the log and counts such targets in status).
+ * close    Releases everything the handle holds; NULL does nothing.
+ *
+ * Every call comes from the sampling thread, one at a time. */
+#ifndef WATTPROFD_BACKEND_H
+#define WATTPROFD_BACKEND_H
+
+#include "sample/sample.h"
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+typedef struct backend_handle backend_handle;
+
+typedef struct backend {
+    const char *name; /* for logs: "perf" */
+    int (*open)(const sample_eventset *es, pid_t pid, int cpu, backend_handle **out, char *err,
+                size_t errlen);
+    int (*read)(backend_handle *h, counters_delta *d);
+    const __u64 *(*quiet_word)(const backend_handle *h, __u64 *value);
+    bool (*alive)(const backend_handle *h);
+    int (*skip_error)(const backend_handle *h);
+    void (*close)(backend_handle *h);
+} backend;
+
+/* perf_event groups per process (backend-perf.c). */
+extern const backend backend_perf;
+
+#endif

@@ -1,0 +1,439 @@
+/* proctable: which processes the sampler tracks.
+ *
+ * Processes are found as they fork (the proc connector's events, handled
+ * between ticks so that a child that lives 5 ms is seen) and by rescans of
+ * /proc (every [sampler] rescan_s, at once after the kernel dropped events,
+ * and every second without the connector). A process is tracked when
+ * [track] wants it and its counters open; an exec or a PR_SET_NAME renames
+ * it (its energy from then on goes to the new command's group), and an exit
+ * marks it gone: the next tick reads it a last time, then proctable_reap
+ * closes it. Labels (systemd unit, batch job) are read once, when it is
+ * first tracked; every tracked process is described to the store and to
+ * the --record file. */
+#include "sampler-internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The part of track_wanted that /proc/PID/stat alone answers. Most
+ * processes a busy host forks fail it, so they cost one small read, not the
+ * four files of procs_read_info. */
+static bool track_wanted_stat(const sampler *s, const procs_info *info)
+{
+    if (info->kernel_thread)
+        return false;
+    return !s->comm_re || util_regex_match(s->comm_re, info->comm) > 0;
+}
+
+bool proctable_wanted(const sampler *s, const procs_info *info)
+{
+    const config *c = s->cfg;
+
+    if (!track_wanted_stat(s, info))
+        return false;
+    if (c->n_track_uids) {
+        bool ok = false;
+        for (size_t i = 0; i < c->n_track_uids; i++)
+            ok |= info->uid == c->track_uids[i];
+        if (!ok)
+            return false;
+    }
+    if (c->track_cgroup &&
+        (!info->cgroup || strncmp(info->cgroup, c->track_cgroup, strlen(c->track_cgroup)) != 0))
+        return false;
+    return true;
+}
+
+static struct tracked *find(sampler *s, pid_t pid)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->pid == pid && !s->procs[i]->gone)
+            return s->procs[i];
+    return NULL;
+}
+
+void proctable_free_tracked(sampler *s, struct tracked *t)
+{
+    if (!t)
+        return;
+    s->be->close(t->ch);
+    procs_info_clear(&t->pending);
+    free(t->delta);
+    free(t->ratio);
+    free(t);
+}
+
+live_proc proctable_to_live(const struct tracked *t)
+{
+    live_proc p = {.pid = t->pid,
+                   .start_time = t->start,
+                   .uid = t->uid,
+                   .klass = t->klass,
+                   .power_w = t->last_w,
+                   .standalone_w = t->last_standalone_w,
+                   .cpu = t->last_cpu,
+                   .total_j = t->total_j,
+                   .total_standalone_j = t->total_standalone_j,
+                   .total_cpu_s = t->total_cpu_s};
+
+    memcpy(p.comm, t->comm, sizeof(p.comm));
+    memcpy(p.unit, t->unit, sizeof(p.unit));
+    memcpy(p.job, t->job, sizeof(p.job));
+    return p;
+}
+
+/* The group a process's energy goes to from now on: after an exec, what it
+ * used so far stays with its old command. */
+void proctable_join_group(sampler *s, struct tracked *t)
+{
+    account_settle_idle(s, t);
+    t->has_group = groups_find(&s->groups, t->uid, t->comm, t->unit, t->job, &t->group) == 0;
+    if (!t->has_group)
+        log_warning("out of memory: the exporter does not count pid %d", (int)t->pid);
+}
+
+/* A recording carries the job a replay cannot read from the environment;
+ * one in the cgroup path the record carries is left to the replay to read
+ * there (the path was parsed once, when the process was first tracked). */
+static void record_proc(sampler *s, const procs_info *info, const struct tracked *t)
+{
+    procs_info rec = *info;
+
+    snprintf(rec.job, sizeof(rec.job), "%s", info->cgroup && t->job_in_cgroup ? "" : t->job);
+    trace_write_proc(s->rec, &rec);
+}
+
+/* A tracked process's description (new, or renamed) to the store, and to the
+ * recording. */
+static void describe_tracked(sampler *s, const struct tracked *t, const procs_info *info)
+{
+    store_proc_info pi = {.t_ns = sampler_clock(s),
+                          .pid = t->pid,
+                          .start_time = t->start,
+                          .comm = info->comm,
+                          .cmdline = info->cmdline,
+                          .cgroup = info->cgroup,
+                          .uid = info->uid};
+    store_push_proc_info(s->st, &pi);
+    if (s->rec)
+        record_proc(s, info, t);
+}
+
+int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
+{
+    struct tracked *t = calloc(1, sizeof(*t));
+
+    if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
+        !(t->ratio = calloc(s->es->n, sizeof(double)))) {
+        proctable_free_tracked(s, t);
+        return -ENOMEM;
+    }
+    if (s->n == s->cap) {
+        size_t ncap = s->cap ? s->cap * 2 : 64;
+        struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
+        double *rates = realloc(s->rates, ncap * (s->m->n_events + 1) * sizeof(double));
+        attrib_proc *ap = realloc(s->ap, ncap * sizeof(*ap));
+        struct quiet *q = realloc(s->quiet, ncap * sizeof(*q));
+        struct tracked **act = realloc(s->active, ncap * sizeof(*act));
+        if (n)
+            s->procs = n;
+        if (rates)
+            s->rates = rates;
+        if (ap)
+            s->ap = ap;
+        if (q)
+            s->quiet = q;
+        if (act)
+            s->active = act;
+        if (!n || !rates || !ap || !q || !act) {
+            proctable_free_tracked(s, t);
+            return -ENOMEM;
+        }
+        s->cap = ncap;
+    }
+    t->pid = info->pid;
+    t->start = info->start_ticks;
+    t->uid = info->uid;
+    memcpy(t->comm, info->comm, sizeof(t->comm));
+    t->ch = ch;
+    t->klass = s->zero_class;
+    account_mark_idle(s, t);
+    labels_unit(info->cgroup, t->unit);
+    labels_job_cgroup(info->cgroup, t->job);
+    t->job_in_cgroup = t->job[0] != '\0';
+    if (!t->job[0] && ch)
+        labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
+    else if (!t->job[0]) /* a replay: the recording's */
+        snprintf(t->job, sizeof(t->job), "%s", info->job);
+    proctable_join_group(s, t);
+    s->quiet[s->n].word = NULL;
+    s->procs[s->n++] = t;
+    if (s->rep && s->last_ns == 0) {
+        t->pending = *info;
+        t->pending.cmdline = info->cmdline ? strdup(info->cmdline) : NULL;
+        t->pending.cgroup = info->cgroup ? strdup(info->cgroup) : NULL;
+        t->info_pending = true;
+        return 0;
+    }
+    describe_tracked(s, t, info);
+    return 0;
+}
+
+/* Once: a process whose counters must be read every tick, and why. */
+static void warn_unskippable(sampler *s, pid_t pid, const backend_handle *ch)
+{
+    int r = s->be->skip_error(ch);
+
+    if (r == 0 || r == -ESRCH || s->skip_warned)
+        return;
+    s->skip_warned = true;
+    log_warning("pid %d and others like it are read every tick: no context-switch buffer (%s%s)",
+                (int)pid, strerror(-r),
+                r == -EPERM ? ": locked memory; raise LimitMEMLOCK= or perf_event_mlock_kb" : "");
+}
+
+/* Starts tracking `pid` if the config wants it. A process that is already
+ * gone, or that we may not watch, is skipped without a log line: it is the
+ * normal fate of short-lived processes and shows up as unattributed CPU.
+ * The error says why, for the fork handler's count of misses. */
+static int track_untracked_pid(sampler *s, pid_t pid)
+{
+    procs_info info = {0};
+    backend_handle *ch = NULL;
+    char err[UTIL_ERRLEN];
+    int r;
+
+    if ((r = procs_read_stat(pid, &info)) < 0 || !track_wanted_stat(s, &info))
+        return r;
+    if ((r = procs_read_info(pid, &info)) < 0)
+        return r;
+    if (proctable_wanted(s, &info)) {
+        r = s->be->open(s->es, pid, -1, &ch, err, sizeof(err));
+        if (r == 0)
+            warn_unskippable(s, pid, ch);
+        if (r == 0 && (r = proctable_add(s, &info, ch)) < 0)
+            s->be->close(ch);
+        else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
+            log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
+    }
+    procs_info_clear(&info);
+    return r;
+}
+
+/* 0 when the process is tracked or the config does not want it; else why
+ * it could not be (-ESRCH: gone before its counters were open). */
+static int track_pid(sampler *s, pid_t pid)
+{
+    return find(s, pid) ? 0 : track_untracked_pid(s, pid);
+}
+
+static void refresh_comm(sampler *s, pid_t pid);
+
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Tracked pids, sorted: a rescan looks every /proc entry up in it rather
+ * than walking all tracked processes per entry (quadratic at 1000). */
+static pid_t *tracked_sorted(const sampler *s, size_t *n)
+{
+    pid_t *v = malloc((s->n ? s->n : 1) * sizeof(pid_t));
+
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < s->n; i++)
+        if (!s->procs[i]->gone)
+            v[(*n)++] = s->procs[i]->pid;
+    qsort(v, *n, sizeof(pid_t), cmp_pid);
+    return v;
+}
+
+void proctable_rescan(sampler *s)
+{
+    pid_t *pids, *known;
+    size_t n, n_known;
+
+    /* Exits the connector missed (or all of them without it) come first: a
+     * pid reused since then is a new process, to be tracked in this scan,
+     * not taken for the one that exited. Without the connector, execs too,
+     * so commands get their new names. */
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->procs[i]->ch && !s->be->alive(s->procs[i]->ch))
+            s->procs[i]->gone = s->reap_pending = true;
+        else if (!s->watch)
+            refresh_comm(s, s->procs[i]->pid);
+    }
+    if (procs_list(&pids, &n) < 0)
+        return;
+    known = tracked_sorted(s, &n_known);
+    for (size_t i = 0; i < n; i++) {
+        if (!known)
+            track_pid(s, pids[i]);
+        else if (!bsearch(&pids[i], known, n_known, sizeof(pid_t), cmp_pid))
+            track_untracked_pid(s, pids[i]);
+    }
+    free(known);
+    free(pids);
+}
+
+/* A tracked process's new name: stored, recorded, and its energy from now
+ * on goes to the new command's group. */
+static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info)
+{
+    if (strcmp(t->comm, info->comm) == 0)
+        return;
+    memcpy(t->comm, info->comm, sizeof(t->comm));
+    proctable_join_group(s, t);
+    describe_tracked(s, t, info);
+}
+
+static void refresh_comm(sampler *s, pid_t pid)
+{
+    struct tracked *t = find(s, pid);
+    procs_info info = {0};
+
+    if (!t) {
+        track_pid(s, pid); /* an exec may make a process match [track] */
+        return;
+    }
+    if (procs_read_info(pid, &info) == 0)
+        rename_tracked(s, t, &info);
+    procs_info_clear(&info);
+}
+
+/* PR_SET_NAME: the event carries the name, because a process that renames
+ * itself and exits at once has no /proc entry left to read it from. */
+static void comm_event(sampler *s, const procs_event *ev)
+{
+    struct tracked *t = find(s, ev->pid);
+    procs_info info = {.pid = ev->pid};
+
+    if (!t) {
+        track_pid(s, ev->pid); /* the new name may match [track] comm */
+        return;
+    }
+    info.start_ticks = t->start;
+    info.uid = t->uid;
+    snprintf(info.comm, sizeof(info.comm), "%s", ev->comm);
+    rename_tracked(s, t, &info);
+}
+
+static void proc_event(sampler *s, const procs_event *ev)
+{
+    struct tracked *t;
+
+    switch (ev->kind) {
+    case PROCS_EV_FORK:
+        /* Only a fork counts a miss: the other events of a process that
+         * was already missed would count it again. */
+        if (track_pid(s, ev->pid) < 0)
+            s->procs_missed++;
+        break;
+    case PROCS_EV_EXEC:
+        refresh_comm(s, ev->pid);
+        break;
+    case PROCS_EV_COMM:
+        comm_event(s, ev);
+        break;
+    case PROCS_EV_EXIT:
+        /* The kernel keeps the final counts until the counters close: the
+         * next tick reads them once more, then proctable_reap() closes them. */
+        if ((t = find(s, ev->pid)))
+            t->gone = s->reap_pending = true;
+        break;
+    }
+}
+
+/* The kernel dropped events (its queue overflowed): rescan at the next
+ * tick to find the processes they told of, and count it for GetStatus. */
+static void connector_overrun(sampler *s)
+{
+    if (s->connector_overruns++ == 0)
+        log_warning("proc connector overrun: process events were lost; rescanning /proc "
+                    "(GetStatus counts these)");
+    s->next_rescan_ns = 0;
+}
+
+/* Handles waiting proc events until none is left or until `until_ns`
+ * (CLOCK_MONOTONIC) has passed, so that a flood of them cannot push a tick
+ * past its deadline; what is left waits for the next call. */
+void proctable_drain_events(sampler *s, uint64_t until_ns)
+{
+    procs_event ev[SAMPLER_MAX_EVENTS];
+    size_t n;
+    int r;
+
+    if (!s->watch)
+        return;
+    do {
+        r = procs_watch_read(s->watch, ev, SAMPLER_MAX_EVENTS, &n);
+        for (size_t i = 0; i < n; i++)
+            proc_event(s, &ev[i]);
+        if (r == -ENOBUFS)
+            connector_overrun(s);
+        else if (r < 0)
+            return;
+    } while ((r == -ENOBUFS || n == SAMPLER_MAX_EVENTS) && util_now_ns(CLOCK_MONOTONIC) < until_ns);
+}
+
+/* Drops processes that exited, after their final tick was accounted. */
+void proctable_reap(sampler *s)
+{
+    size_t k = 0;
+
+    if (!s->reap_pending)
+        return;
+    s->reap_pending = false;
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        if (!t->gone) {
+            s->quiet[k] = s->quiet[i];
+            s->procs[k++] = t;
+            continue;
+        }
+        account_settle_idle(s, t);
+        live_proc p = proctable_to_live(t);
+        p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
+        if (recent_add(&s->recent, &p) < 0)
+            log_warning("out of memory: the exporter drops pid %d's series", (int)t->pid);
+        s->n_exited++;
+        store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));
+        if (s->rec)
+            trace_write_exit(s->rec, t->pid, t->start);
+        proctable_free_tracked(s, t);
+    }
+    s->n = k;
+}
+
+struct tracked *proctable_find_start(sampler *s, pid_t pid, uint64_t start)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->procs[i]->pid == pid && s->procs[i]->start == start)
+            return s->procs[i];
+    return NULL;
+}
+
+/* Descriptions of replayed processes that came before the first tick. */
+void proctable_push_pending_infos(sampler *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        struct tracked *t = s->procs[i];
+        if (!t->info_pending)
+            continue;
+        store_proc_info pi = {.t_ns = sampler_clock(s),
+                              .pid = t->pid,
+                              .start_time = t->start,
+                              .comm = t->pending.comm,
+                              .cmdline = t->pending.cmdline,
+                              .cgroup = t->pending.cgroup,
+                              .uid = t->pending.uid};
+        store_push_proc_info(s->st, &pi);
+        procs_info_clear(&t->pending);
+        t->info_pending = false;
+    }
+}
