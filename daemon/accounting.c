@@ -212,8 +212,12 @@ void account_tick(sampler *s, double dt, attrib_tick *out)
     s->total_unattr_j += at.unattributed_j;
     if (!s->tick_unattributable)
         s->sec_dyn_j += at.modeled_host_j - (at.idle_w + at.untracked_dynamic_w) * dt;
-    for (size_t z = 0; z < s->power->n; z++)
+    for (size_t z = 0; z < s->power->n; z++) {
         s->zone_total_j[z] += s->zone_delta[z];
+        s->sec_zone_j[z] += s->zone_delta[z];
+        if (s->zone_bad[z] > 0)
+            s->sec_zone_bad[z] = 1;
+    }
     s->sec_host_j += at.host_j;
     s->sec_modeled_j += at.modeled_host_j;
     /* Drift judges the model itself: its idle and its processes' power,

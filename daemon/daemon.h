@@ -162,6 +162,8 @@ typedef struct daemon_status {
     /* Since start, for counters: energies in joules. */
     double total_measured_j, total_modeled_j, total_idle_j, total_unattributed_j;
     double *zone_total_j; /* measured, per RAPL zone (sampler_rapl order) */
+    double *zone_power_w; /* per RAPL zone over the last second; NAN where a tick
+                             of it was no measurement (a stalled or lost zone) */
     uint64_t exited;      /* tracked processes that ended */
     daemon_hist lateness, tick_work;
 

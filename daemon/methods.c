@@ -337,7 +337,7 @@ static json_object *calibration_json(const daemon_calib *c)
     return o;
 }
 
-static json_object *zones_json(const rapl *power)
+static json_object *zones_json(const rapl *power, const daemon_status *st)
 {
     json_object *a = json_object_new_array();
 
@@ -354,7 +354,8 @@ static json_object *zones_json(const rapl *power)
         json_object *z = json_object_new_object();
         json_object_object_add(z, "name", json_object_new_string(power->zone[i].name));
         json_object_object_add(z, "domain", json_object_new_string(power->zone[i].domain));
-        json_object_object_add(z, "power_w", NULL);
+        json_object_object_add(z, "power_w",
+                               st && st->zone_power_w ? num_or_null(st->zone_power_w[i]) : NULL);
         json_object_object_add(z, "error", NULL);
         json_object_array_add(a, z);
     }
@@ -483,7 +484,7 @@ static int m_get_status(rpc_call *call, json_object *params, const rpc_peer *pee
     json_object_object_add(
         o, "tick_p99_ms",
         json_object_new_double(isfinite(st->tick_p99_us) ? st->tick_p99_us / 1e3 : 0));
-    json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp)));
+    json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp), snap ? st : NULL));
     json_object_object_add(o, "events", events_json(sampler_events(ctx->smp), snap ? st : NULL));
     pthread_mutex_lock(&ctx->lock);
     json_object_object_add(o, "model", model_json(ctx->model, true, NAN));

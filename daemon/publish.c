@@ -53,6 +53,7 @@ void snapshot_unref(snapshot *snap)
     free(snap->procs);
     free(snap->st.event_ratio);
     free(snap->st.zone_total_j);
+    free(snap->st.zone_power_w);
     groups_free(&snap->groups);
     recent_free(&snap->recent);
     free(snap);
@@ -163,10 +164,14 @@ static int publish_exits(sampler *s, snapshot *snap)
     } else
         s->recent.n = 0;
     if (!(snap->st.zone_total_j = calloc(nz + 1, sizeof(double))) ||
+        !(snap->st.zone_power_w = calloc(nz + 1, sizeof(double))) ||
         groups_copy(&snap->groups, &s->groups) < 0 ||
         !(snap->recent.v = calloc(s->recent.n + 1, sizeof(live_proc))))
         return -ENOMEM;
     memcpy(snap->st.zone_total_j, s->zone_total_j, nz * sizeof(double));
+    for (size_t z = 0; z < nz; z++)
+        snap->st.zone_power_w[z] =
+            s->sec_zone_bad[z] > 0 || !(s->sec_dt > 0) ? NAN : s->sec_zone_j[z] / s->sec_dt;
     if (s->recent.n)
         memcpy(snap->recent.v, s->recent.v, s->recent.n * sizeof(live_proc));
     snap->recent.n = snap->recent.cap = s->recent.n;
@@ -217,4 +222,6 @@ void publish_second(sampler *s)
     s->second_ticks = 0;
     s->sec_ratio_n = 0;
     memset(s->sec_ratio_sum, 0, s->es->n * sizeof(double));
+    memset(s->sec_zone_j, 0, s->power->n * sizeof(double));
+    memset(s->sec_zone_bad, 0, s->power->n * sizeof(double));
 }

@@ -185,6 +185,9 @@ struct sampler {
     uint64_t n_exited;
     double total_measured_j, total_modeled_j, total_idle_j, total_unattr_j;
     double *zone_total_j;
+    /* This second, per zone: energy, and whether any tick of it was no
+     * measurement (zone_bad). */
+    double *sec_zone_j, *sec_zone_bad;
     daemon_hist late_hist, work_hist;
 };
 

@@ -409,9 +409,11 @@ static int alloc_scratch(sampler *s)
     s->class_rates = calloc(MODEL_MAX_CLASSES * ne, sizeof(double));
     s->sec_ratio_sum = calloc(s->es->n, sizeof(double));
     s->zone_total_j = calloc(s->power->n + 1, sizeof(double));
+    s->sec_zone_j = calloc(s->power->n + 1, sizeof(double));
+    s->sec_zone_bad = calloc(s->power->n + 1, sizeof(double));
     s->untracked_rates = calloc(s->es->n + 1, sizeof(double));
     if (!s->zone_delta || !s->class_rates || !s->sec_ratio_sum || !s->zone_total_j ||
-        !s->untracked_rates)
+        !s->sec_zone_j || !s->sec_zone_bad || !s->untracked_rates)
         return -ENOMEM;
     if (!s->rep && counters_delta_new(s->es, &s->d) < 0)
         return -ENOMEM;
@@ -507,6 +509,8 @@ void sampler_free(sampler *s)
     free(s->zone_settle_ns);
     free(s->sec_ratio_sum);
     free(s->zone_total_j);
+    free(s->sec_zone_j);
+    free(s->sec_zone_bad);
     free(s->untracked_rates);
     groups_free(&s->groups);
     recent_free(&s->recent);

@@ -135,6 +135,10 @@ check("the fake RAPL package zone is read", [z["name"] for z in st["zones"]] == 
       and st["zones"][0]["error"] is None, json.dumps(st["zones"]))
 check("measured host power is reported", st["host"]["measured_w"] is not None
       and st["host"]["measured_w"] >= IDLE_W * 0.9, json.dumps(st["host"]))
+check("the package zone's power is the measured host power of the same second",
+      st["zones"][0]["power_w"] is not None and st["host"]["measured_w"] is not None
+      and abs(st["zones"][0]["power_w"] - st["host"]["measured_w"]) <= 1e-9 * st["host"]["measured_w"],
+      json.dumps(st["zones"]) + " " + json.dumps(st["host"]))
 
 # Exited processes keep their totals: asked after the exit.
 totals = {}

@@ -65,11 +65,13 @@ d = Daemon("--config", conf, "--model", model_path, "--rate", "50", state=os.pat
 
 
 measured_w = {}  # phase -> GetStatus host.measured_w late in it
+zone_w = {}  # phase -> GetStatus zones[0].power_w late in it
 
 
 def warnings():
     st = d.call("io.wattprof.Monitor.GetStatus")["status"]
     measured_w[len(phases)] = st["host"]["measured_w"]
+    zone_w[len(phases)] = st["zones"][0]["power_w"] if st["zones"] else "no zones"
     return [w for w in st["warnings"] if "RAPL zone" in w]
 
 
@@ -120,6 +122,10 @@ check("... and the warning clears once it is back", seen_e == [], str(seen_e))
 check("GetStatus shows no measured power during the outages, and 30 W outside them",
       measured_w[1] is None and measured_w[3] is None and
       all(abs(measured_w[k] - POWER_W) <= 0.05 * POWER_W for k in (0, 2, 4)), str(measured_w))
+check("... and so does the zone's power in GetStatus",
+      zone_w[1] is None and zone_w[3] is None and
+      all(isinstance(zone_w[k], float) and abs(zone_w[k] - POWER_W) <= 0.05 * POWER_W
+          for k in (0, 2, 4)), str(zone_w))
 log = d.read_log()
 check("the log says when each outage starts and ends, once each",
       log.count("has not advanced") == 2 and log.count("advance again") == 2, log[-600:])
