@@ -64,6 +64,35 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " target TEXT PRIMARY KEY, t INTEGER NOT NULL, idle_w REAL NOT NULL,"
     " idle_se_w REAL NOT NULL, scale REAL, r2 REAL, spread_w REAL,"
     " rows INTEGER NOT NULL, model_sha256 TEXT);",
+
+    /* 4: per-second process rows in the order they arrive. Each second's rows
+     * go to process_energy_recent, keyed (t, process_id): a commit appends
+     * to the end of one b-tree instead of touching one page per process.
+     * Maintenance moves them, all at once, to process_energy_settled under a
+     * new batch number, keyed (batch, process_id, t): appended again, and
+     * each process's seconds of a batch lie together for per-process reads;
+     * process_energy_batch says which seconds a batch spans. The rows of
+     * version 3 become batch 1. process_energy is now a view of both. */
+    "CREATE TABLE process_energy_recent ("
+    " t INTEGER NOT NULL, process_id INTEGER NOT NULL, attributed_j REAL NOT NULL,"
+    " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"
+    " PRIMARY KEY (t, process_id)) WITHOUT ROWID;"
+    "CREATE TABLE process_energy_settled ("
+    " batch INTEGER NOT NULL, process_id INTEGER NOT NULL, t INTEGER NOT NULL,"
+    " attributed_j REAL NOT NULL, standalone_j REAL NOT NULL, cpu_s REAL NOT NULL,"
+    " class INTEGER, model_id INTEGER, PRIMARY KEY (batch, process_id, t)) WITHOUT ROWID;"
+    "CREATE TABLE process_energy_batch ("
+    " batch INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL);"
+    "INSERT INTO process_energy_batch SELECT 1, min(t), max(t) FROM process_energy"
+    " HAVING count(*) > 0;"
+    "INSERT INTO process_energy_settled SELECT 1, process_id, t, attributed_j, standalone_j,"
+    " cpu_s, class, model_id FROM process_energy ORDER BY process_id, t;"
+    "DROP TABLE process_energy;"
+    "CREATE VIEW process_energy AS"
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
+    " FROM process_energy_settled UNION ALL"
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
+    " FROM process_energy_recent;",
 };
 
 int schema_errno(sqlite3 *db, int rc)
