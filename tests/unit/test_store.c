@@ -1527,7 +1527,7 @@ static void test_full_database_resumes(void **state)
     one = file_num(f->path, "PRAGMA page_count") - empty;
 
     /* Room for half of a second batch. */
-    c.max_db_bytes = (int64_t)(empty + one * 1.5) * 4096;
+    c.max_db_bytes = (int64_t)((empty + one * 1.5) * file_num(f->path, "PRAGMA page_size"));
     s = open_store(f->path, &c);
     push_many_at(s, now - 10, 5000, 1500);
     assert_int_equal(store_flush(s), -ENOSPC);

@@ -171,6 +171,7 @@ static void test_migrates_v3_fixture(void **state)
     assert_float_equal(file_num(f->path, "SELECT sum(attributed_j) FROM process_energy"), e.joules,
                        1e-9);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_recent"), 0);
+    assert_int_equal(file_num(f->path, "PRAGMA page_size"), 4096);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM sqlite_master"
                                        " WHERE name = 'process_energy_t'"),
                      0);
@@ -244,6 +245,8 @@ static void test_rows_move_whole_seconds(void **state)
     assert_int_equal(push_proc(s, (T0 + 10) * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
     assert_int_equal(store_flush(s), 0);
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_recent"), 51);
+    /* a new file has 1 KiB pages (a migrated one keeps its own) */
+    assert_int_equal(file_num(f->path, "PRAGMA page_size"), 1024);
     /* pushed from the highest id down: the writer sorts them */
     assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes p JOIN processes q"
                                        " ON p.pid < q.pid AND p.id > q.id"),
