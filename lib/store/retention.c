@@ -114,23 +114,6 @@ static int run_step(sqlite3 *db, const char *sql, const int64_t cut[4])
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* The first column of the one row `sql` returns, INT64_MAX for NULL. */
-static int first_value(sqlite3 *db, const char *sql, int64_t *t)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? INT64_MAX : sqlite3_column_int64(st, 0);
-        rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t move_before, char *err,
                   size_t errlen)
 {
@@ -148,12 +131,12 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t mov
                                                : "DELETE FROM process_energy_recent WHERE t < ?4",
                       cut);
     if (rc == SQLITE_OK)
-        rc = first_value(db,
-                         "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy_recent"
-                         " UNION ALL SELECT min(t_min) FROM process_energy_batch"
-                         " UNION ALL SELECT min(t) FROM host_energy"
-                         " UNION ALL SELECT min(t) FROM host_attribution)",
-                         &oldest);
+        rc = schema_int(db,
+                        "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy_recent"
+                        " UNION ALL SELECT min(t_min) FROM process_energy_batch"
+                        " UNION ALL SELECT min(t) FROM host_energy"
+                        " UNION ALL SELECT min(t) FROM host_attribution)",
+                        INT64_MAX, &oldest);
     if (rc == SQLITE_OK && oldest < due - c->rollup_chunk_s) {
         cut[0] = floor_div(oldest, 60) * 60 + c->rollup_chunk_s;
         more = 1;
@@ -161,7 +144,7 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t mov
     /* rows left in the recent table are rolled up after their move, at the
      * next run */
     if (rc == SQLITE_OK)
-        rc = first_value(db, "SELECT min(t) FROM process_energy_recent", &recent);
+        rc = schema_int(db, "SELECT min(t) FROM process_energy_recent", INT64_MAX, &recent);
     if (rc == SQLITE_OK && recent < cut[0])
         cut[0] = floor_div(recent, 60) * 60;
     for (size_t i = 0; rc == SQLITE_OK && i < sizeof(steps) / sizeof(steps[0]); i++)

@@ -127,19 +127,28 @@ int schema_errno(sqlite3 *db, int rc)
     }
 }
 
-static int user_version(sqlite3 *db, int *version)
+int schema_int(sqlite3 *db, const char *sql, int64_t null_value, int64_t *v)
 {
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
 
     if (rc != SQLITE_OK)
         return rc;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
-        *version = sqlite3_column_int(st, 0);
+        *v = sqlite3_column_type(st, 0) == SQLITE_NULL ? null_value : sqlite3_column_int64(st, 0);
         rc = SQLITE_OK;
     }
     sqlite3_finalize(st);
+    return rc;
+}
+
+static int user_version(sqlite3 *db, int *version)
+{
+    int64_t v = 0;
+    int rc = schema_int(db, "PRAGMA user_version", 0, &v);
+
+    *version = (int)v;
     return rc;
 }
 
@@ -184,23 +193,6 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
     return 0;
 }
 
-/* The value of a pragma that returns one integer. */
-static int pragma_int(sqlite3 *db, const char *sql, int64_t *v)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *v = sqlite3_column_int64(st, 0);
-        rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
 /* A new file gets SCHEMA_PAGE_SIZE-byte pages (SQLite ignores the pragma
  * for a file that has a page size already): every commit rewrites the last,
  * partly filled page of each table it appends to and every page of a
@@ -234,7 +226,7 @@ static int pragmas(sqlite3 *db, int64_t max_db_bytes)
         return rc;
     rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
     if (rc == SQLITE_OK && max_db_bytes > 0)
-        rc = pragma_int(db, "PRAGMA page_size", &page);
+        rc = schema_int(db, "PRAGMA page_size", 0, &page);
     if (rc == SQLITE_OK && max_db_bytes > 0) {
         /* max_page_count is per connection and only shrinks to the pages in use. */
         snprintf(sql, sizeof(sql), "PRAGMA max_page_count=%lld",

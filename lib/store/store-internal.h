@@ -184,6 +184,9 @@ void agg_discard(agg *a);
 int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err, size_t errlen);
 /* Runs the migrations on an open connection. */
 int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
+/* The first column of the one row `sql` returns into *v (`null_value`
+ * for NULL); an SQLite code. */
+int schema_int(sqlite3 *db, const char *sql, int64_t null_value, int64_t *v);
 /* -errno for an SQLite result code. */
 int schema_errno(sqlite3 *db, int rc);
 
