@@ -26,15 +26,19 @@
 #include "store/store-internal.h"
 #include "util/util.h"
 
+/* ?4: the first second not to move; ?5: the last batch number so far.
+ * Each two minutes of seconds from the oldest make one batch (live, a move
+ * has one minute), so a rollup step never reads much more than the rows it
+ * rolls up. */
 static const char *const move[] = {
     "INSERT INTO process_energy_batch (batch, t_min, t_max)"
-    " SELECT coalesce((SELECT max(batch) FROM process_energy_batch), 0) + 1, min(t), max(t)"
-    " FROM process_energy_recent WHERE t < ?4 HAVING count(*) > 0",
+    " SELECT ?5 + 1 + (t - m.t0) / 120, min(t), max(t) FROM process_energy_recent,"
+    " (SELECT min(t) AS t0 FROM process_energy_recent) m WHERE t < ?4 GROUP BY (t - m.t0) / 120",
     "INSERT INTO process_energy_settled (batch, process_id, t, attributed_j, standalone_j, cpu_s,"
     " class, model_id)"
-    " SELECT (SELECT max(batch) FROM process_energy_batch), process_id, t, attributed_j,"
-    " standalone_j, cpu_s, class, model_id FROM process_energy_recent WHERE t < ?4"
-    " ORDER BY process_id, t",
+    " SELECT ?5 + 1 + (t - m.t0) / 120, process_id, t, attributed_j, standalone_j, cpu_s, class,"
+    " model_id FROM process_energy_recent, (SELECT min(t) AS t0 FROM process_energy_recent) m"
+    " WHERE t < ?4 ORDER BY 1, 2, 3",
 };
 
 static const char *const steps[] = {
@@ -100,7 +104,7 @@ static int64_t floor_div(int64_t a, int64_t b)
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }
 
-static int run_step(sqlite3 *db, const char *sql, const int64_t cut[4])
+static int run_step(sqlite3 *db, const char *sql, const int64_t cut[5])
 {
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
@@ -118,11 +122,13 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t mov
                   size_t errlen)
 {
     int64_t due = floor_div(now_s - c->second_retention_s, 60) * 60, oldest = INT64_MAX;
-    int64_t cut[4] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s,
-                      move_before};
+    int64_t cut[5] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s,
+                      move_before, 0};
     int64_t recent = INT64_MAX;
     int more = 0, rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
+    if (rc == SQLITE_OK)
+        rc = schema_int(db, "SELECT max(batch) FROM process_energy_batch", 0, &cut[4]);
     for (size_t i = 0; rc == SQLITE_OK && i < sizeof(move) / sizeof(move[0]); i++)
         rc = run_step(db, move[i], cut);
     if (rc == SQLITE_OK)

@@ -72,7 +72,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
      * new batch number, keyed (batch, process_id, t): appended again, and
      * each process's seconds of a batch lie together for per-process reads;
      * process_energy_batch says which seconds a batch spans. The rows of
-     * version 3 become batch 1. process_energy is now a view of both. */
+     * version 3 become one batch per two minutes. process_energy is now a view of both. */
     "CREATE TABLE process_energy_recent ("
     " t INTEGER NOT NULL, process_id INTEGER NOT NULL, attributed_j REAL NOT NULL,"
     " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"
@@ -83,10 +83,11 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " class INTEGER, model_id INTEGER, PRIMARY KEY (batch, process_id, t)) WITHOUT ROWID;"
     "CREATE TABLE process_energy_batch ("
     " batch INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL);"
-    "INSERT INTO process_energy_batch SELECT 1, min(t), max(t) FROM process_energy"
-    " HAVING count(*) > 0;"
-    "INSERT INTO process_energy_settled SELECT 1, process_id, t, attributed_j, standalone_j,"
-    " cpu_s, class, model_id FROM process_energy ORDER BY process_id, t;"
+    "INSERT INTO process_energy_batch SELECT 1 + (t - m.t0) / 120, min(t), max(t)"
+    " FROM process_energy, (SELECT min(t) AS t0 FROM process_energy) m GROUP BY (t - m.t0) / 120;"
+    "INSERT INTO process_energy_settled SELECT 1 + (t - m.t0) / 120, process_id, t, attributed_j,"
+    " standalone_j, cpu_s, class, model_id"
+    " FROM process_energy, (SELECT min(t) AS t0 FROM process_energy) m ORDER BY 1, 2, 3;"
     "DROP TABLE process_energy;"
     "CREATE VIEW process_energy AS"
     " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
