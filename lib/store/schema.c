@@ -83,6 +83,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " class INTEGER, model_id INTEGER, PRIMARY KEY (batch, process_id, t)) WITHOUT ROWID;"
     "CREATE TABLE process_energy_batch ("
     " batch INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL);"
+    "CREATE INDEX process_energy_batch_t ON process_energy_batch(t_max);"
     "INSERT INTO process_energy_batch SELECT 1 + (t - m.t0) / 120, min(t), max(t)"
     " FROM process_energy, (SELECT min(t) AS t0 FROM process_energy) m GROUP BY (t - m.t0) / 120;"
     "INSERT INTO process_energy_settled SELECT 1 + (t - m.t0) / 120, process_id, t, attributed_j,"
