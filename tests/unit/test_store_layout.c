@@ -292,11 +292,65 @@ static void test_rows_move_whole_seconds(void **state)
     assert_float_equal(h1, j1, 1e-12);
 }
 
+/* Seconds older than a batch already moved (a replay of an earlier
+ * recording into the same file) land in a later batch: a process's series
+ * and class changes still come in time order. */
+static void test_late_seconds_read_in_order(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_class_change *c;
+    store_reader *r;
+    store_second *v;
+    store_process p;
+    store_config cfg;
+    size_t n;
+    store *s;
+
+    config(&cfg);
+    s = open_store(f->path, &cfg);
+    for (int64_t t = T0 + 10; t < T0 + 13; t++)
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 1.0, 1.0, 0.01, 1, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 13), 0);
+    for (int64_t t = T0; t < T0 + 3; t++)
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 2.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 20) * NS, 1, 1, 3.0, 1.0, 0.01, 1, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 21), 0);
+    assert_int_equal(store_close(s), 0);
+    /* the old seconds came in the second batch */
+    assert_int_equal(file_num(f->path,
+                              "SELECT min(t) FROM process_energy_settled"
+                              " WHERE batch = (SELECT max(batch) FROM process_energy_batch)"),
+                     T0);
+
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_get_process(r, 1, 0, 100, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 7);
+    assert_int_equal(v[0].t, T0);
+    assert_int_equal(v[3].t, T0 + 10);
+    assert_int_equal(v[6].t, T0 + 20);
+    assert_float_equal(series_sum(v, n), 3 * 1.0 + 3 * 2.0 + 3.0, 1e-12);
+    free(v);
+    /* class 0 from T0, 1 from T0 + 10: two changes, not four */
+    assert_int_equal(store_process_classes(r, p.id, &c, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(c[0].t, T0);
+    assert_int_equal(c[0].klass, 0);
+    assert_int_equal(c[1].t, T0 + 10);
+    assert_int_equal(c[1].klass, 1);
+    free(c);
+    store_process_free(&p);
+    store_reader_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_migrates_v3_fixture, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_move_whole_seconds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_seconds_read_in_order, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
