@@ -407,7 +407,8 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
     }
     if (rc != SQLITE_OK)
         return rc;
-    qsort(s->order, n, sizeof(*s->order), by_key);
+    if (n > 1)
+        qsort(s->order, n, sizeof(*s->order), by_key);
     for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
         rc = write_second(s, &s->order[i]);
         (*rows)++;
