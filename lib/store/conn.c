@@ -51,9 +51,10 @@ static const char *const statements[ST_COUNT] = {
     /* Not RETURNING on ST_PROC: that opens a temporary b-tree (a pager and a
      * 64 KiB page, malloc'ed and freed) on every step. */
     [ST_PROC_ID] = "SELECT id FROM processes WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
-    [ST_ENERGY] = "INSERT INTO process_energy (process_id, t, attributed_j, standalone_j, cpu_s,"
-                  " class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-                  " ON CONFLICT (process_id, t) DO UPDATE SET"
+    /* Keyed (t, process_id): a second's rows are appended together. */
+    [ST_ENERGY] = "INSERT INTO process_energy_recent (process_id, t, attributed_j, standalone_j,"
+                  " cpu_s, class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                  " ON CONFLICT (t, process_id) DO UPDATE SET"
                   " attributed_j = attributed_j + excluded.attributed_j,"
                   " standalone_j = standalone_j + excluded.standalone_j,"
                   " cpu_s = cpu_s + excluded.cpu_s, class = excluded.class,"
@@ -337,12 +338,11 @@ static int upsert_process(store *s, agg_proc *p, const agg_sec *e)
     return rc;
 }
 
-/* Adds one second to the process row, then writes its per-second row.
- * Seconds are added one by one, in time order, so the totals' rounding is
- * the same however seconds were grouped into commits. */
-static int write_second(store *s, agg_proc *p, const agg_sec *e)
+/* Adds one second to the process row and learns the row's id. Seconds are
+ * added one by one, in time order, so the totals' rounding is the same
+ * however seconds were grouped into commits. */
+static int add_second(store *s, agg_proc *p, const agg_sec *e)
 {
-    sqlite3_stmt *st = s->stmt[ST_ENERGY];
     bool done = false;
     int rc = SQLITE_OK;
 
@@ -350,22 +350,40 @@ static int write_second(store *s, agg_proc *p, const agg_sec *e)
         rc = update_process(s, p, e, &done);
     if (rc == SQLITE_OK && !done)
         rc = upsert_process(s, p, e);
-    if (rc != SQLITE_OK) {
+    if (rc != SQLITE_OK)
         p->row_id = 0;
-        return rc;
-    }
-    sqlite3_bind_int64(st, 1, p->row_id);
-    sqlite3_bind_int64(st, 2, e->t);
-    sqlite3_bind_double(st, 3, e->attributed_j);
-    sqlite3_bind_double(st, 4, e->standalone_j);
-    sqlite3_bind_double(st, 5, e->cpu_s);
-    sqlite3_bind_int(st, 6, e->klass);
-    bind_model(st, 7, e->model_id);
+    return rc;
+}
+
+static int write_second(store *s, const conn_row *r)
+{
+    sqlite3_stmt *st = s->stmt[ST_ENERGY];
+
+    sqlite3_bind_int64(st, 1, r->process_id);
+    sqlite3_bind_int64(st, 2, r->sec->t);
+    sqlite3_bind_double(st, 3, r->sec->attributed_j);
+    sqlite3_bind_double(st, 4, r->sec->standalone_j);
+    sqlite3_bind_double(st, 5, r->sec->cpu_s);
+    sqlite3_bind_int(st, 6, r->sec->klass);
+    bind_model(st, 7, r->sec->model_id);
     return run(st);
 }
 
+static int by_key(const void *a, const void *b)
+{
+    const conn_row *x = a, *y = b;
+
+    if (x->sec->t != y->sec->t)
+        return x->sec->t < y->sec->t ? -1 : 1;
+    return (x->process_id > y->process_id) - (x->process_id < y->process_id);
+}
+
+/* Adds each second to its process's row, then writes the per-second rows
+ * sorted by their key (t, process_id): every insert lands at the end of the
+ * b-tree, which fills its pages whole instead of splitting them. */
 static int write_procs(store *s, int64_t until, uint64_t *rows)
 {
+    size_t n = 0;
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_proc && rc == SQLITE_OK; i++) {
@@ -374,9 +392,25 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
         for (size_t k = 0; k < p->n_sec && rc == SQLITE_OK; k++) {
             if (p->sec[k].t >= until)
                 continue;
-            rc = write_second(s, p, &p->sec[k]);
-            (*rows)++;
+            if (n == s->cap_order) {
+                size_t cap = s->cap_order ? s->cap_order * 2 : 256;
+                conn_row *v = realloc(s->order, cap * sizeof(*v));
+                if (!v)
+                    return SQLITE_NOMEM;
+                s->order = v;
+                s->cap_order = cap;
+            }
+            rc = add_second(s, p, &p->sec[k]);
+            s->order[n++] = (conn_row){.process_id = p->row_id, .sec = &p->sec[k]};
         }
+    }
+    if (rc != SQLITE_OK)
+        return rc;
+    if (n > 1)
+        qsort(s->order, n, sizeof(*s->order), by_key);
+    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
+        rc = write_second(s, &s->order[i]);
+        (*rows)++;
     }
     return rc;
 }

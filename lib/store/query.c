@@ -3,7 +3,12 @@
  *
  * Windows and histories read the per-second and the one-minute tables
  * together (UNION ALL): rollups delete the seconds they sum, so the two never
- * count the same energy twice. */
+ * count the same energy twice. A process's per-second rows are in two
+ * tables (schema.c, version 4): the newest in process_energy_recent, keyed
+ * by second, read for one process by one seek per second it spans (a
+ * minute or two); the others in process_energy_settled, keyed by batch and
+ * process, read for one process by one seek per batch that overlaps the
+ * window, and for a window by scanning the batches that overlap it. */
 #include "store/store-internal.h"
 #include "util/util.h"
 
@@ -20,6 +25,9 @@ struct store_reader {
      * daemon lists on every ListProcesses, and parsing the query was a sixth
      * of that call's time in the query-load profile */
     sqlite3_stmt *list[3];
+    /* a process's rows (PROCESS_ROWS), for its series and its classes:
+     * prepared once too, being the longest statements here */
+    sqlite3_stmt *series, *classes;
 };
 
 /* regexp(pattern, text): util_regex (PCRE2), for comm filters. The compiled
@@ -111,6 +119,8 @@ void store_reader_close(store_reader *r)
         return;
     for (size_t i = 0; i < sizeof(r->list) / sizeof(r->list[0]); i++)
         sqlite3_finalize(r->list[i]);
+    sqlite3_finalize(r->series);
+    sqlite3_finalize(r->classes);
     sqlite3_close(r->db);
     free(r->path);
     free(r);
@@ -150,6 +160,59 @@ int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
         *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the newest second");
+}
+
+/* ---- Per-second rows ---------------------------------------------------------- */
+
+/* The settled rows in the window [LO, HI), all processes ("e"). */
+#define SETTLED_IN(LO, HI)                                                                         \
+    " process_energy_batch b CROSS JOIN process_energy_settled e ON e.batch = b.batch"             \
+    " WHERE b.t_max >= " LO " AND b.t_min < " HI " AND e.t >= " LO " AND e.t < " HI
+
+/* recent(t): each second from LO (or the oldest in process_energy_recent)
+ * to HI (or the newest there); one seek each finds a process's row. */
+#define RECENT_SECONDS(LO, HI)                                                                     \
+    " recent(t) AS (SELECT max(" LO ", (SELECT min(t) FROM process_energy_recent))"                \
+    " UNION ALL SELECT t + 1 FROM recent"                                                          \
+    " WHERE t < min(" HI ", (SELECT max(t) FROM process_energy_recent)))"
+
+/* rows: process ?1's per-second and minute rows after ?2 up to ?3 (its
+ * last_seen, or more). Read without ORDER BY they come minute rows first,
+ * then batch by batch, then second by second: in time order but for rows
+ * that came late into a batch of their own, which the callers sort. Sorting
+ * them all in SQLite took longer than the reads. */
+#define ROW_COLS "t, attributed_j, standalone_j, cpu_s, class, model_id"
+// clang-format off
+#define PROCESS_ROWS                                                                               \
+    "WITH RECURSIVE" RECENT_SECONDS("?2 + 1", "?3") ", rows AS ("                                   \
+    " SELECT " ROW_COLS " FROM process_energy_minute WHERE process_id = ?1 AND t > ?2"             \
+    " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s, e.class, e.model_id"          \
+    " FROM process_energy_batch b CROSS JOIN process_energy_settled e"                             \
+    " ON e.batch = b.batch AND e.process_id = ?1"                                                  \
+    " WHERE b.t_max > ?2 AND b.t_min <= ?3 AND e.t > ?2"                                           \
+    " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s, e.class, e.model_id"          \
+    " FROM recent CROSS JOIN process_energy_recent e ON e.t = recent.t AND e.process_id = ?1"      \
+    " WHERE e.t > ?2 AND e.t <= ?3)"
+// clang-format on
+
+/* Process `id`'s rows after `after` up to `last_seen`: `what` selects from
+ * PROCESS_ROWS, prepared on first use into *st; reset it after the rows. */
+static int process_rows(store_reader *r, sqlite3_stmt **st, const char *what, int64_t id,
+                        int64_t after, int64_t last_seen)
+{
+    char sql[4096];
+    int rc;
+
+    if (!*st) {
+        snprintf(sql, sizeof(sql), PROCESS_ROWS " %s", what);
+        rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+        if (rc != SQLITE_OK)
+            return rc;
+    }
+    sqlite3_bind_int64(*st, 1, id);
+    sqlite3_bind_int64(*st, 2, after);
+    sqlite3_bind_int64(*st, 3, last_seen);
+    return SQLITE_OK;
 }
 
 /* ---- Processes ------------------------------------------------------------- */
@@ -241,11 +304,14 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
     int rc;
 
     if (!r->list[sort]) {
+        // clang-format off
         snprintf(sql, sizeof(sql),
                  "WITH w AS (SELECT process_id, sum(attributed_j) AS a, sum(standalone_j) AS sa,"
                  " sum(cpu_s) AS c, count(*) AS n FROM ("
-                 "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy"
+                 "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy_recent"
                  "  WHERE t >= ?1 AND t < ?2 UNION ALL"
+                 "  SELECT e.process_id, e.attributed_j, e.standalone_j, e.cpu_s FROM"
+                 SETTLED_IN("?1", "?2") " UNION ALL"
                  "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy_minute"
                  "  WHERE t >= ?1 AND t < ?2) GROUP BY process_id)"
                  " SELECT " PROCESS_COLS ", w.a, w.sa, w.c,"
@@ -256,6 +322,7 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
                  " AND (?6 = 0 OR p.exit_time IS NULL)"
                  " ORDER BY %s DESC, p.id LIMIT ?5 OFFSET ?7",
                  sort_column(sort));
+        // clang-format on
         rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->list[sort], NULL);
         if (rc != SQLITE_OK)
             return rc;
@@ -348,24 +415,26 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
     return ret;
 }
 
-static int read_series(store_reader *r, int64_t id, int64_t after, store_second **out, size_t *n,
-                       char *err, size_t errlen)
+static int by_time(const void *a, const void *b)
+{
+    const store_second *x = a, *y = b;
+
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+/* Process `id`'s rows after `after` up to `last_seen`, in time order; a
+ * row without a class gets `no_class`. */
+static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_seen, int no_class,
+                       store_second **out, size_t *n, char *err, size_t errlen)
 {
     sqlite3_stmt *st;
     store_second *v = NULL;
     size_t count = 0, cap = 0;
-    int rc = sqlite3_prepare_v2(
-        r->db,
-        "SELECT t, attributed_j, standalone_j, cpu_s, class, model_id FROM process_energy"
-        " WHERE process_id = ?1 AND t > ?2 UNION ALL"
-        " SELECT t, attributed_j, standalone_j, cpu_s, class, model_id FROM process_energy_minute"
-        " WHERE process_id = ?1 AND t > ?2 ORDER BY t",
-        -1, &st, NULL);
+    int rc = process_rows(r, &r->series, "SELECT " ROW_COLS " FROM rows", id, after, last_seen);
 
     if (rc != SQLITE_OK)
         return fail(r, rc, err, errlen, "reading a process's series");
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, after);
+    st = r->series;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         store_second *e = push((void **)&v, &count, &cap, sizeof(*v));
         if (!e) {
@@ -376,15 +445,20 @@ static int read_series(store_reader *r, int64_t id, int64_t after, store_second 
         e->attributed_j = sqlite3_column_double(st, 1);
         e->standalone_j = sqlite3_column_double(st, 2);
         e->cpu_s = sqlite3_column_double(st, 3);
-        e->klass = sqlite3_column_int(st, 4);
+        e->klass = sqlite3_column_type(st, 4) == SQLITE_NULL ? no_class : sqlite3_column_int(st, 4);
         e->model_id = sqlite3_column_int(st, 5);
     }
-    sqlite3_finalize(st);
+    sqlite3_reset(st); /* ends its read transaction */
     if (rc != SQLITE_DONE) {
         free(v);
         return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
                                   : fail(r, rc, err, errlen, "reading a process's series");
     }
+    for (size_t i = 1; i < count; i++)
+        if (v[i].t < v[i - 1].t) {
+            qsort(v, count, sizeof(*v), by_time);
+            break;
+        }
     *out = v;
     *n = count;
     return 0;
@@ -402,46 +476,80 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
     ret = find_process(r, pid, start_time, out, err, errlen);
     if (ret < 0)
         return ret;
-    ret = read_series(r, out->id, out->last_seen - recent_s, series, n_series, err, errlen);
+    ret = read_series(r, out->id, out->last_seen - recent_s, out->last_seen, 0, series, n_series,
+                      err, errlen);
     if (ret < 0)
         store_process_free(out);
     return ret;
 }
 
+/* Appends `klass` at `t` to the changes when it differs from the last. */
+static int add_change(store_class_change **v, size_t *n, size_t *cap, int64_t t, int klass)
+{
+    store_class_change *c;
+
+    if (*n > 0 && (*v)[*n - 1].klass == klass)
+        return 0;
+    c = push((void **)v, n, cap, sizeof(**v));
+    if (!c)
+        return -ENOMEM;
+    *c = (store_class_change){.t = t, .klass = klass};
+    return 0;
+}
+
+/* The changes from rows read in time order (read_series): the way when the
+ * stream of store_process_classes came out of order. */
+static int classes_sorted(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
+                          char *err, size_t errlen)
+{
+    store_class_change *v = NULL;
+    size_t count = 0, changes = 0, cap = 0;
+    store_second *rows;
+    int ret = read_series(r, process_id, INT64_MIN, INT64_MAX, -1, &rows, &count, err, errlen);
+
+    for (size_t i = 0; ret == 0 && i < count; i++)
+        ret = add_change(&v, &changes, &cap, rows[i].t, rows[i].klass);
+    free(rows);
+    if (ret < 0) {
+        free(v);
+        return util_err(err, errlen, ret, "out of memory");
+    }
+    *out = v;
+    *n = changes;
+    return 0;
+}
+
 int store_process_classes(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
                           char *err, size_t errlen)
 {
-    sqlite3_stmt *st;
     store_class_change *v = NULL;
     size_t count = 0, cap = 0;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT t, class FROM process_energy WHERE process_id = ?1"
-                                " UNION ALL SELECT t, class FROM process_energy_minute"
-                                " WHERE process_id = ?1 ORDER BY t",
-                                -1, &st, NULL);
+    int64_t last = INT64_MIN;
+    bool ordered = true;
+    sqlite3_stmt *st;
+    int ret = 0, rc = process_rows(r, &r->classes, "SELECT t, class FROM rows", process_id,
+                                   INT64_MIN, INT64_MAX);
 
     if (rc != SQLITE_OK)
         return fail(r, rc, err, errlen, "reading a process's classes");
-    sqlite3_bind_int64(st, 1, process_id);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int klass = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1);
-        store_class_change *c;
-        if (count > 0 && v[count - 1].klass == klass)
-            continue;
-        c = push((void **)&v, &count, &cap, sizeof(*v));
-        if (!c) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        c->t = sqlite3_column_int64(st, 0);
-        c->klass = klass;
+    st = r->classes;
+    while (ordered && ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(st, 0);
+        ordered = t >= last;
+        last = t;
+        ret =
+            add_change(&v, &count, &cap, t,
+                       sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1));
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    sqlite3_reset(st);
+    if (!ordered || ret < 0 || rc != SQLITE_DONE)
         free(v);
-        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                  : fail(r, rc, err, errlen, "reading a process's classes");
-    }
+    if (!ordered)
+        return classes_sorted(r, process_id, out, n, err, errlen);
+    if (ret < 0)
+        return util_err(err, errlen, ret, "out of memory");
+    if (rc != SQLITE_DONE)
+        return fail(r, rc, err, errlen, "reading a process's classes");
     *out = v;
     *n = count;
     return 0;
@@ -463,6 +571,13 @@ static const char *history_filter(store_history_by by)
     }
 }
 
+/* The end of a process history: the minute rows of the processes `%s`
+ * selects, and the buckets. */
+#define MINUTE_HISTORY                                                                             \
+    " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s"                               \
+    " FROM process_energy_minute e JOIN processes p ON p.id = e.process_id"                        \
+    " WHERE e.t >= ?1 AND e.t < ?2 AND %s) GROUP BY b ORDER BY b"
+
 static int prepare_history(store_reader *r, const store_history_query *q, sqlite3_stmt **st)
 {
     const char *filter = history_filter(q->by);
@@ -477,17 +592,34 @@ static int prepare_history(store_reader *r, const store_history_query *q, sqlite
                  "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
                  "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
                  " GROUP BY b ORDER BY b");
+    // clang-format off
+    else if (q->by == STORE_HISTORY_PID)
+        /* the few processes with that pid, then their rows: one seek per
+         * batch and per recent second */
+        snprintf(sql, sizeof(sql),
+                 "WITH RECURSIVE" RECENT_SECONDS("?1", "?2 - 1")
+                 " SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(a), sum(sa), sum(c) FROM ("
+                 "  SELECT e.t AS t, e.attributed_j AS a, e.standalone_j AS sa, e.cpu_s AS c"
+                 "  FROM processes p CROSS JOIN process_energy_batch b"
+                 "  CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = p.id"
+                 "  WHERE %s AND b.t_max >= ?1 AND b.t_min < ?2 AND b.t_max >= p.first_seen"
+                 "  AND b.t_min <= p.last_seen AND e.t >= ?1 AND e.t < ?2 UNION ALL"
+                 "  SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s FROM processes p"
+                 "  CROSS JOIN recent CROSS JOIN process_energy_recent e"
+                 "  ON e.t = recent.t AND e.process_id = p.id WHERE %s AND e.t < ?2"
+                 MINUTE_HISTORY,
+                 filter, filter, filter);
     else
         snprintf(sql, sizeof(sql),
                  "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(a), sum(sa), sum(c) FROM ("
                  "  SELECT e.t AS t, e.attributed_j AS a, e.standalone_j AS sa, e.cpu_s AS c"
-                 "  FROM process_energy e JOIN processes p ON p.id = e.process_id"
+                 "  FROM process_energy_recent e JOIN processes p ON p.id = e.process_id"
                  "  WHERE e.t >= ?1 AND e.t < ?2 AND %s UNION ALL"
-                 "  SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s"
-                 "  FROM process_energy_minute e JOIN processes p ON p.id = e.process_id"
-                 "  WHERE e.t >= ?1 AND e.t < ?2 AND %s)"
-                 " GROUP BY b ORDER BY b",
-                 filter, filter);
+                 "  SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s FROM" SETTLED_IN("?1", "?2")
+                 "  AND e.process_id IN (SELECT id FROM processes p WHERE %s)"
+                 MINUTE_HISTORY,
+                 filter, filter, filter);
+    // clang-format on
     int rc = sqlite3_prepare_v2(r->db, sql, -1, st, NULL);
     if (rc != SQLITE_OK)
         return rc;

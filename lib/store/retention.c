@@ -1,5 +1,16 @@
-/* retention: rollups of old per-second rows into one-minute rows, and the
- * deletion of rows past their retention.
+/* retention: the move of per-second process rows from the table they
+ * arrive in to the one they are kept in, rollups of old per-second rows
+ * into one-minute rows, and the deletion of rows past their retention.
+ *
+ * The move takes every row of process_energy_recent (keyed (t, process_id),
+ * where each commit appends a second) into process_energy_settled under the
+ * next batch number, sorted by process: the batch is appended to the end of
+ * that b-tree too, and a process's seconds of one batch share pages, so a
+ * per-process read seeks once per batch. DELETE without WHERE frees the
+ * recent table's pages without rewriting them (a range DELETE would
+ * rewrite each page before freeing it). The writer leaves in the recent
+ * table a second that a flush committed in progress, which later ticks add
+ * to, and the seconds after it.
  *
  * ?1 is the per-second cut (aligned down to a minute so that no minute is
  * rolled up in two pieces), ?2 the minute cut, ?3 the calibration cut. A
@@ -15,18 +26,40 @@
 #include "store/store-internal.h"
 #include "util/util.h"
 
+/* ?4: the first second not to move; ?5: the last batch number so far.
+ * Each two minutes of seconds from the oldest make one batch (live, a move
+ * has one minute), so a rollup step never reads much more than the rows it
+ * rolls up. */
+static const char *const move[] = {
+    "INSERT INTO process_energy_batch (batch, t_min, t_max)"
+    " SELECT ?5 + 1 + (t - m.t0) / 120, min(t), max(t) FROM process_energy_recent,"
+    " (SELECT min(t) AS t0 FROM process_energy_recent) m WHERE t < ?4 GROUP BY (t - m.t0) / 120",
+    "INSERT INTO process_energy_settled (batch, process_id, t, attributed_j, standalone_j, cpu_s,"
+    " class, model_id)"
+    " SELECT ?5 + 1 + (t - m.t0) / 120, process_id, t, attributed_j, standalone_j, cpu_s, class,"
+    " model_id FROM process_energy_recent, (SELECT min(t) AS t0 FROM process_energy_recent) m"
+    " WHERE t < ?4 ORDER BY 1, 2, 3",
+};
+
 static const char *const steps[] = {
     "INSERT INTO process_energy_minute (process_id, t, attributed_j, standalone_j, cpu_s, class,"
     " model_id, seconds)"
     " SELECT process_id, m, a, sa, c, class, model_id, n FROM ("
-    "  SELECT process_id, (t / 60) * 60 AS m, sum(attributed_j) AS a, sum(standalone_j) AS sa,"
-    "  sum(cpu_s) AS c, count(*) AS n, max(t), class, model_id FROM process_energy"
-    "  WHERE t < ?1 AND t >= ?2 GROUP BY process_id, m) WHERE true"
+    "  SELECT e.process_id AS process_id, (e.t / 60) * 60 AS m, sum(e.attributed_j) AS a,"
+    "  sum(e.standalone_j) AS sa, sum(e.cpu_s) AS c, count(*) AS n, max(e.t),"
+    "  e.class AS class, e.model_id AS model_id"
+    "  FROM process_energy_batch b CROSS JOIN process_energy_settled e ON e.batch = b.batch"
+    "  WHERE b.t_min < ?1 AND e.t < ?1 AND e.t >= ?2 GROUP BY e.process_id, m) WHERE true"
     " ON CONFLICT (process_id, t) DO UPDATE SET"
     " attributed_j = attributed_j + excluded.attributed_j,"
     " standalone_j = standalone_j + excluded.standalone_j, cpu_s = cpu_s + excluded.cpu_s,"
     " seconds = seconds + excluded.seconds, class = excluded.class, model_id = excluded.model_id",
-    "DELETE FROM process_energy WHERE t < ?1",
+    "DELETE FROM process_energy_settled WHERE batch IN"
+    " (SELECT batch FROM process_energy_batch WHERE t_min < ?1) AND t < ?1",
+    "DELETE FROM process_energy_batch WHERE t_max < ?1",
+    /* a batch cut in two keeps its newest second (t_max >= ?1) */
+    "UPDATE process_energy_batch SET t_min = (SELECT min(t) FROM process_energy_settled e"
+    " WHERE e.batch = process_energy_batch.batch) WHERE t_min < ?1",
 
     "INSERT INTO host_energy_minute (t, domain, measured_j, modeled_j, seconds)"
     " SELECT (t / 60) * 60 AS m, domain, sum(measured_j), sum(modeled_j), count(*)"
@@ -56,8 +89,13 @@ static const char *const steps[] = {
     "DELETE FROM host_energy_minute WHERE t < ?2",
     "DELETE FROM host_attribution_minute WHERE t < ?2",
     "DELETE FROM calibration WHERE t < ?3",
+    /* a process's rows are of seconds up to its last_seen */
     "DELETE FROM processes WHERE last_seen < ?2"
-    " AND NOT EXISTS (SELECT 1 FROM process_energy WHERE process_id = processes.id)"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_recent"
+    "  WHERE t <= processes.last_seen AND process_id = processes.id)"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_batch b"
+    "  CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = processes.id"
+    "  WHERE b.t_min <= processes.last_seen)"
     " AND NOT EXISTS (SELECT 1 FROM process_energy_minute WHERE process_id = processes.id)",
 };
 
@@ -66,7 +104,7 @@ static int64_t floor_div(int64_t a, int64_t b)
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }
 
-static int run_step(sqlite3 *db, const char *sql, const int64_t cut[3])
+static int run_step(sqlite3 *db, const char *sql, const int64_t cut[5])
 {
     sqlite3_stmt *st;
     int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
@@ -80,43 +118,47 @@ static int run_step(sqlite3 *db, const char *sql, const int64_t cut[3])
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* The oldest per-second row of any table, or INT64_MAX. */
-static int oldest_second(sqlite3 *db, int64_t *t)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(db,
-                                "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy"
-                                " UNION ALL SELECT min(t) FROM host_energy"
-                                " UNION ALL SELECT min(t) FROM host_attribution)",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return rc;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? INT64_MAX : sqlite3_column_int64(st, 0);
-        rc = SQLITE_OK;
-    }
-    sqlite3_finalize(st);
-    return rc;
-}
-
-int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen)
+int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t move_before, char *err,
+                  size_t errlen)
 {
     int64_t due = floor_div(now_s - c->second_retention_s, 60) * 60, oldest = INT64_MAX;
-    int64_t cut[3] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s};
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int64_t cut[5] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s,
+                      move_before, 0};
+    int64_t recent = INT64_MAX;
+    int more = 0, rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
 
     if (rc == SQLITE_OK)
-        rc = oldest_second(db, &oldest);
-    if (rc == SQLITE_OK && oldest < due - c->rollup_chunk_s)
+        rc = schema_int(db, "SELECT max(batch) FROM process_energy_batch", 0, &cut[4]);
+    for (size_t i = 0; rc == SQLITE_OK && i < sizeof(move) / sizeof(move[0]); i++)
+        rc = run_step(db, move[i], cut);
+    if (rc == SQLITE_OK)
+        rc = run_step(db,
+                      move_before == INT64_MAX ? "DELETE FROM process_energy_recent"
+                                               : "DELETE FROM process_energy_recent WHERE t < ?4",
+                      cut);
+    if (rc == SQLITE_OK)
+        rc = schema_int(db,
+                        "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy_recent"
+                        " UNION ALL SELECT min(t_min) FROM process_energy_batch"
+                        " UNION ALL SELECT min(t) FROM host_energy"
+                        " UNION ALL SELECT min(t) FROM host_attribution)",
+                        INT64_MAX, &oldest);
+    if (rc == SQLITE_OK && oldest < due - c->rollup_chunk_s) {
         cut[0] = floor_div(oldest, 60) * 60 + c->rollup_chunk_s;
+        more = 1;
+    }
+    /* rows left in the recent table are rolled up after their move, at the
+     * next run */
+    if (rc == SQLITE_OK)
+        rc = schema_int(db, "SELECT min(t) FROM process_energy_recent", INT64_MAX, &recent);
+    if (rc == SQLITE_OK && recent < cut[0])
+        cut[0] = floor_div(recent, 60) * 60;
     for (size_t i = 0; rc == SQLITE_OK && i < sizeof(steps) / sizeof(steps[0]); i++)
         rc = run_step(db, steps[i], cut);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
     if (rc == SQLITE_OK)
-        return cut[0] < due ? 1 : 0;
+        return more;
     if (!sqlite3_get_autocommit(db))
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     return util_err(err, errlen, schema_errno(db, rc), "%s: rollup and retention failed: %s",

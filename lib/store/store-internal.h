@@ -184,6 +184,9 @@ void agg_discard(agg *a);
 int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err, size_t errlen);
 /* Runs the migrations on an open connection. */
 int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
+/* The first column of the one row `sql` returns into *v (`null_value`
+ * for NULL); an SQLite code. */
+int schema_int(sqlite3 *db, const char *sql, int64_t null_value, int64_t *v);
 /* -errno for an SQLite result code. */
 int schema_errno(sqlite3 *db, int rc);
 
@@ -198,6 +201,12 @@ typedef struct model_entry {
     bool in_txn;    /* written in the transaction under way */
 } model_entry;
 
+/* A per-second process row on its way into the database (conn.c). */
+typedef struct conn_row {
+    int64_t process_id;
+    const agg_sec *sec;
+} conn_row;
+
 struct store {
     char *path;
     int lock_fd; /* flock on PATH-lock: one writer per file */
@@ -210,6 +219,11 @@ struct store {
     sqlite3 *db;
     sqlite3_stmt *stmt[16];
     agg acc;
+    conn_row *order; /* a commit's per-second rows, sorted (conn.c) */
+    size_t cap_order;
+    int64_t partial_from; /* the oldest second in process_energy_recent that
+                             later ticks may add to (a flush committed it
+                             in progress); INT64_MAX: none */
     dev_t db_dev;
     ino_t db_ino;
     int64_t last_error_logged;
@@ -278,8 +292,11 @@ int calib_parse(const char *power, const char *rates, store_calibration_row *row
 
 /* ---- Rollups and retention (retention.c) ------------------------------------ */
 
-/* One rollup-and-retention step at `now_s`: 0 when it is all done, 1 when
- * more per-second rows are due (run it again soon), or -errno. */
-int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, char *err, size_t errlen);
+/* One rollup-and-retention step at `now_s`, after moving the rows of
+ * process_energy_recent of seconds before `move_before` (INT64_MAX: all) to
+ * process_energy_settled: 0 when it is all done, 1 when more per-second
+ * rows are due (run it again soon), or -errno. */
+int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t move_before, char *err,
+                  size_t errlen);
 
 #endif

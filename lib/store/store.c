@@ -108,6 +108,7 @@ static void destroy(store *s)
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     agg_free(&s->acc);
+    free(s->order);
     ring_free(&s->queue);
     free_models(s);
     pthread_cond_destroy(&s->wake);
@@ -146,6 +147,7 @@ int store_open(const char *path, const store_config *c, store **out, char *err, 
     else
         store_config_default(&s->cfg);
     agg_init(&s->acc);
+    s->partial_from = INT64_MAX;
     r = init_sync(s);
     if (r < 0) {
         free(s);

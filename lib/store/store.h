@@ -49,7 +49,13 @@
  *                              uid, cgroup, first/last seen, exit time, class,
  *                              lifetime totals
  *   process_energy(_minute)    per process per second (minute) in which it ran:
- *                              attributed J, standalone J, CPU s, class, model
+ *                              attributed J, standalone J, CPU s, class, model;
+ *                              the per-second rows are a view of
+ *                              process_energy_recent (the newest, keyed by
+ *                              second) and process_energy_settled (keyed by
+ *                              the batch that maintenance moved them in, then
+ *                              process; process_energy_batch: each batch's
+ *                              seconds)
  *   host_energy(_minute)       per second (minute) and RAPL domain: measured and
  *                              modeled J
  *   host_attribution(_minute)  per second (minute): host J = idle J + attributed
@@ -82,7 +88,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 3
+#define STORE_SCHEMA_VERSION 4
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */

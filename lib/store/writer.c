@@ -152,6 +152,12 @@ static int commit(store *s, commit_scope c)
         goto fail;
     }
     conn_models_end_txn(s, true);
+    /* Every second before c.until is whole in the database now, but a
+     * flush also writes the second in progress, which later ticks add to. */
+    if (c.until > s->acc.watermark)
+        s->partial_from = s->acc.watermark;
+    else if (s->partial_from < c.until)
+        s->partial_from = INT64_MAX;
     agg_clear(&s->acc, c.until, c.calib_until);
     commit_done(s, rows, t0);
     set_error(s, 0, "");
@@ -172,7 +178,7 @@ static int maintain(store *s, int64_t now_s)
         return 0;
     r = ensure_connected(s, err, sizeof(err));
     if (r == 0)
-        r = retention_run(s->db, &s->cfg, now_s, err, sizeof(err));
+        r = retention_run(s->db, &s->cfg, now_s, s->partial_from, err, sizeof(err));
     if (r < 0) {
         set_error(s, r, err);
         return r;

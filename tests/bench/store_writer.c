@@ -1,8 +1,10 @@
-/* Benchmark of lib/store's writer against the naive design it replaces.
+/* Benchmark of lib/store's writer against the naive design it replaces,
+ * and of what it costs the disk.
  *
- * One run: a 50 Hz sampling loop (absolute CLOCK_MONOTONIC deadlines) pushes,
- * every tick, one record per process, the host split, two RAPL domains and
- * two classes of 22 calibration rates, for SECONDS seconds.
+ * store|per-tick PROCESSES SECONDS DB [SAMPLE_S]: a 50 Hz sampling loop
+ * (absolute CLOCK_MONOTONIC deadlines) pushes, every tick, one record per
+ * process, the host split, two RAPL domains and two classes of 22
+ * calibration rates, for SECONDS seconds.
  *   store    - through store_push_* into lib/store (per-second rows);
  *   per-tick - the peer: every tick's process rows kept, appended under a
  *              mutex to a buffer that a writer thread inserts once a second
@@ -10,7 +12,21 @@
  * Prints one JSON line: the writer's CPU share of one core (process CPU
  * minus the sampling thread's, over wall time), the sampling thread's time
  * spent pushing per tick (p50, p99, µs), database growth per hour (the file
- * after close, less its empty schema), drops. */
+ * after close, less its empty schema), drops; with SAMPLE_S, every SAMPLE_S
+ * seconds [seconds, write_bytes, wchar, bytes in use]: what the process
+ * has had written to disk (/proc/self/io write_bytes: pages it dirtied;
+ * wchar: bytes it passed to write()) and the database's pages in use (page
+ * count less free pages, WAL included, read on a connection of its own).
+ *
+ * fill PROCESSES HOURS DB: HOURS of seconds of the same records on the data
+ * clock as fast as the writer takes them, maintenance asked every simulated
+ * minute as the live writer runs it, ending at T_END.
+ * query PROCESSES HOURS DB REPEATS [rollup]: times the queries of the
+ * commands on a filled database (median ms of REPEATS after one unmeasured
+ * call): show (the last 60 s of a process, and its class changes), a
+ * process's whole series and its history over HOURS in one-minute steps,
+ * ps over 10 s and 1 min; with `rollup`, then one rollup step of 10
+ * minutes of seconds (which changes the file). */
 #include "store/store.h"
 #include "util/util.h"
 
@@ -27,6 +43,7 @@
 #define NS 1000000000LL
 #define TICK_NS 20000000LL
 #define N_EVENTS 22
+#define T_END 1750000020LL /* where a fill ends: a minute-aligned second + 20 */
 
 typedef struct row {
     int pid;
@@ -175,6 +192,227 @@ static int64_t file_bytes(const char *path)
     return stat(path, &st) == 0 ? st.st_size : 0;
 }
 
+/* What this process has had written: /proc/self/io write_bytes, wchar. */
+static void io_bytes(int64_t *write_bytes, int64_t *wchar)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    long long v;
+
+    *write_bytes = *wchar = -1;
+    while (f && fgets(line, sizeof(line), f)) {
+        if (sscanf(line, "write_bytes: %lld", &v) == 1)
+            *write_bytes = v;
+        else if (sscanf(line, "wchar: %lld", &v) == 1)
+            *wchar = v;
+    }
+    if (f)
+        fclose(f);
+}
+
+/* Bytes of the database's pages in use, as a reader sees it. */
+static int64_t used_bytes(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    int64_t v[3] = {0, 0, 0};
+    const char *sql[3] = {"PRAGMA page_count", "PRAGMA freelist_count", "PRAGMA page_size"};
+
+    for (int i = 0; i < 3; i++) {
+        if (sqlite3_prepare_v2(db, sql[i], -1, &st, NULL) != SQLITE_OK)
+            return -1;
+        if (sqlite3_step(st) == SQLITE_ROW)
+            v[i] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return (v[0] - v[1]) * v[2];
+}
+
+static double ms_since(int64_t t0)
+{
+    return (double)((int64_t)util_now_ns(CLOCK_MONOTONIC) - t0) / 1e6;
+}
+
+/* HOURS of seconds ending at T_END, on the data clock, as fast as the
+ * writer takes them; maintenance every simulated minute. */
+static int fill(int n, int hours, const char *path)
+{
+    char err[UTIL_ERRLEN], comm[32];
+    double rates[N_EVENTS];
+    store_config c;
+    store *s;
+    int r;
+
+    for (int j = 0; j < N_EVENTS; j++)
+        rates[j] = 1e6 * (j + 1);
+    store_config_default(&c);
+    c.clock = STORE_CLOCK_DATA;
+    c.queue_capacity = 1 << 17;
+    if (store_open(path, &c, &s, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        snprintf(comm, sizeof(comm), "proc%d", i);
+        store_proc_info info = {.t_ns = (T_END - hours * 3600LL) * NS,
+                                .pid = 1000 + i,
+                                .start_time = i,
+                                .comm = comm,
+                                .cmdline = comm,
+                                .cgroup = "/system.slice",
+                                .uid = i % 4};
+        store_push_proc_info(s, &info);
+    }
+    for (int64_t t = T_END - hours * 3600LL; t < T_END; t++) {
+        while (store_push_room(s) < (size_t)n + 16)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        tick_store(s, n, t * NS + NS / 2, rates);
+        if (t % 60 == 0 && (r = store_maintain(s, t)) < 0) {
+            fprintf(stderr, "%s: maintenance failed: %s\n", path, strerror(-r));
+            return 1;
+        }
+    }
+    r = store_close(s);
+    return r < 0;
+}
+
+/* One query, REPEATS times after an unmeasured one: the median ms. */
+typedef int (*query_fn)(store_reader *r, int n, int hours);
+
+static double timed(store_reader *r, query_fn f, int n, int hours, int repeats)
+{
+    double *ms = calloc((size_t)repeats, sizeof(double)), med;
+
+    if (f(r, n, hours) < 0)
+        return -1;
+    for (int i = 0; i < repeats; i++) {
+        int64_t t0 = (int64_t)util_now_ns(CLOCK_MONOTONIC);
+        f(r, n, hours);
+        ms[i] = ms_since(t0);
+    }
+    qsort(ms, (size_t)repeats, sizeof(double), cmp);
+    med = ms[repeats / 2];
+    free(ms);
+    return med;
+}
+
+static int series(store_reader *r, int n, int64_t recent_s, bool classes)
+{
+    char err[UTIL_ERRLEN];
+    store_process p;
+    store_second *v;
+    store_class_change *cc;
+    size_t k;
+    int ret = store_get_process(r, 1000 + n / 2, 0, recent_s, &p, &v, &k, err, sizeof(err));
+
+    if (ret < 0) {
+        fprintf(stderr, "%s\n", err);
+        return ret;
+    }
+    free(v);
+    if (classes && (ret = store_process_classes(r, p.id, &cc, &k, err, sizeof(err))) == 0)
+        free(cc);
+    store_process_free(&p);
+    return ret;
+}
+
+static int q_show(store_reader *r, int n, int hours)
+{
+    (void)hours;
+    return series(r, n, 60, true);
+}
+
+static int q_series_all(store_reader *r, int n, int hours)
+{
+    return series(r, n, hours * 3600LL, false);
+}
+
+static int q_history(store_reader *r, int n, int hours)
+{
+    store_history_query q = {.by = STORE_HISTORY_PID,
+                             .pid = 1000 + n / 2,
+                             .since = T_END - hours * 3600LL,
+                             .until = T_END,
+                             .step = 60};
+    char err[UTIL_ERRLEN];
+    store_point *p;
+    size_t k;
+    int ret = store_history(r, &q, &p, &k, err, sizeof(err));
+
+    if (ret < 0)
+        fprintf(stderr, "%s\n", err);
+    else
+        free(p);
+    return ret;
+}
+
+static int ps(store_reader *r, int64_t window)
+{
+    store_process_query q = {.since = T_END - window, .until = T_END, .uid = -1};
+    char err[UTIL_ERRLEN];
+    store_process *p;
+    size_t k;
+    int ret = store_list_processes(r, &q, &p, &k, err, sizeof(err));
+
+    if (ret < 0)
+        fprintf(stderr, "%s\n", err);
+    else
+        store_processes_free(p, k);
+    return ret;
+}
+
+static int q_ps10(store_reader *r, int n, int hours)
+{
+    (void)n, (void)hours;
+    return ps(r, 10);
+}
+
+static int q_ps60(store_reader *r, int n, int hours)
+{
+    (void)n, (void)hours;
+    return ps(r, 60);
+}
+
+static int query(int n, int hours, const char *path, int repeats, bool rollup)
+{
+    static const struct {
+        const char *name;
+        query_fn f;
+    } q[] = {{"show_60s_ms", q_show},
+             {"series_all_ms", q_series_all},
+             {"history_pid_ms", q_history},
+             {"ps_10s_ms", q_ps10},
+             {"ps_1min_ms", q_ps60}};
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+    store_config c;
+    store *s;
+    int64_t t0;
+
+    if (store_reader_open(path, &r, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    printf("{\"processes\": %d, \"hours\": %d", n, hours);
+    for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++)
+        printf(", \"%s\": %.3f", q[i].name, timed(r, q[i].f, n, hours, repeats));
+    store_reader_close(r);
+    if (!rollup) {
+        printf("}\n");
+        return 0;
+    }
+    /* one rollup step: the oldest ten minutes of seconds are a day old */
+    store_config_default(&c);
+    c.clock = STORE_CLOCK_DATA;
+    if (store_open(path, &c, &s, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    t0 = (int64_t)util_now_ns(CLOCK_MONOTONIC);
+    int m = store_maintain(s, T_END - hours * 3600LL + 86400 + c.rollup_chunk_s);
+    printf(", \"rollup_step_ms\": %.3f, \"rollup_result\": %d}\n", ms_since(t0), m);
+    return store_close(s) < 0 || m < 0;
+}
+
 int main(int argc, char **argv)
 {
     char err[UTIL_ERRLEN];
@@ -187,10 +425,24 @@ int main(int argc, char **argv)
     peer p;
     struct timespec next;
 
-    if (argc != 5 || (strcmp(argv[1], "store") && strcmp(argv[1], "per-tick"))) {
-        fprintf(stderr, "usage: %s store|per-tick PROCESSES SECONDS DB\n", argv[0]);
+    if (argc == 5 && strcmp(argv[1], "fill") == 0)
+        return fill(atoi(argv[2]), atoi(argv[3]), argv[4]);
+    if ((argc == 6 || argc == 7) && strcmp(argv[1], "query") == 0)
+        return query(atoi(argv[2]), atoi(argv[3]), argv[4], atoi(argv[5]),
+                     argc == 7 && strcmp(argv[6], "rollup") == 0);
+    if ((argc != 5 && argc != 6) || (strcmp(argv[1], "store") && strcmp(argv[1], "per-tick"))) {
+        fprintf(stderr,
+                "usage: %s store|per-tick PROCESSES SECONDS DB [SAMPLE_S]\n"
+                "       %s fill PROCESSES HOURS DB\n"
+                "       %s query PROCESSES HOURS DB REPEATS [rollup]\n",
+                argv[0], argv[0], argv[0]);
         return 2;
     }
+    int sample_s = argc == 6 ? atoi(argv[5]) : 0;
+    int64_t(*samples)[4] =
+        calloc((size_t)(sample_s > 0 ? atoi(argv[3]) / sample_s + 2 : 1), sizeof(*samples));
+    size_t n_samples = 0;
+    sqlite3 *reader = NULL;
     per_tick = strcmp(argv[1], "per-tick") == 0;
     n = atoi(argv[2]);
     seconds = atoi(argv[3]);
@@ -206,6 +458,11 @@ int main(int argc, char **argv)
         return 1;
     }
     int64_t empty = file_bytes(argv[4]);
+    if (sample_s > 0 &&
+        sqlite3_open_v2(argv[4], &reader, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        fprintf(stderr, "%s: cannot open a reader\n", argv[4]);
+        return 1;
+    }
     cpu0 = cpu_s(RUSAGE_SELF);
     thr0 = cpu_s(RUSAGE_THREAD);
     wall0 = util_now_ns(CLOCK_MONOTONIC) / 1e9;
@@ -226,6 +483,18 @@ int main(int argc, char **argv)
             tick_store(s, n, t_ns, rates);
         t1 = util_now_ns(CLOCK_MONOTONIC);
         push_us[k] = (t1 - t0) / 1e3;
+        if (sample_s > 0 && k % (sample_s * 50) == 0) {
+            int64_t *v = samples[n_samples++];
+            v[0] = k / 50;
+            io_bytes(&v[1], &v[2]);
+            v[3] = used_bytes(reader);
+        }
+    }
+    if (sample_s > 0) { /* the end, before close checkpoints */
+        int64_t *v = samples[n_samples++];
+        v[0] = ticks / 50;
+        io_bytes(&v[1], &v[2]);
+        v[3] = used_bytes(reader);
     }
     double wall = util_now_ns(CLOCK_MONOTONIC) / 1e9 - wall0;
     double thr = cpu_s(RUSAGE_THREAD) - thr0;
@@ -237,13 +506,19 @@ int main(int argc, char **argv)
     else
         store_close(s);
     int64_t bytes = file_bytes(argv[4]) - empty;
+    sqlite3_close(reader);
     qsort(push_us, ticks, sizeof(double), cmp);
     printf("{\"mode\": \"%s\", \"processes\": %d, \"seconds\": %.2f, \"writer_cpu_pct\": %.4f,"
            " \"push_us_p50\": %.2f, \"push_us_p99\": %.2f, \"db_mib_per_hour\": %.1f,"
-           " \"dropped\": %llu, \"commits\": %llu, \"max_commit_ms\": %.2f}\n",
+           " \"dropped\": %llu, \"commits\": %llu, \"max_commit_ms\": %.2f, \"samples\": [",
            argv[1], n, wall, 100.0 * (cpu - thr) / wall, push_us[ticks / 2],
            push_us[ticks * 99 / 100], bytes / wall * 3600 / 1048576.0,
            (unsigned long long)st.dropped, (unsigned long long)st.commits, st.max_commit_ms);
+    for (size_t i = 0; i < n_samples; i++)
+        printf("%s[%lld, %lld, %lld, %lld]", i ? ", " : "", (long long)samples[i][0],
+               (long long)samples[i][1], (long long)samples[i][2], (long long)samples[i][3]);
+    printf("]}\n");
+    free(samples);
     free(push_us);
     return 0;
 }

@@ -14,7 +14,7 @@ trap 'rm -rf "$T"' EXIT
 
 # ---- The registry -----------------------------------------------------------
 "$RUN" --list >"$T/list"
-check "run --list names 13 benchmarks" [ "$(wc -l <"$T/list")" = 13 ]
+check "run --list names 14 benchmarks" [ "$(wc -l <"$T/list")" = 14 ]
 while IFS=$'\t' read -r name script; do
   check "$name: $script is an executable script" [ -x "$SRCDIR/$script" ]
 done <"$T/list"
@@ -28,6 +28,8 @@ expect_fail "bench_sqlite: zero processes" 2 "usage:" "$BUILDDIR/tests/bench_sql
 expect_fail "bench_sqlite: database in a missing folder" 1 "$T/none/db" \
   "$BUILDDIR/tests/bench_sqlite" real 10 1 "$T/none/db"
 expect_fail "bench_churn: bad rate" 2 "usage:" "$BUILDDIR/tests/bench_churn" x 1 1
+expect_fail "store-io: runs too short to sample" 1 "SECONDS must be at least 30" \
+  "$SRCDIR/tests/bench/store-io" "$BUILDDIR" 5
 echo '[1]' >"$T/list.json"
 expect_fail "bench_query_load: a reply that is not an object" 1 "$T/list.json: cannot use as a reply" \
   "$BUILDDIR/tests/bench_query_load" serve "$T/sock" "$T/list.json" "$T/list.json"

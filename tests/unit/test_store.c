@@ -24,156 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NS 1000000000LL
-#define T0 1700000000LL /* a synthetic Unix second, minute-aligned + 20 */
-
-typedef struct fixture {
-    char dir[64];
-    char path[128];
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof(*f));
-
-    strcpy(f->dir, "/tmp/wattprof-store-XXXXXX");
-    if (!mkdtemp(f->dir))
-        return -1;
-    snprintf(f->path, sizeof(f->path), "%s/wattprof.db", f->dir);
-    *state = f;
-    return 0;
-}
-
-static void remove_db(const char *path)
-{
-    char name[200];
-
-    unlink(path);
-    snprintf(name, sizeof(name), "%s-wal", path);
-    unlink(name);
-    snprintf(name, sizeof(name), "%s-shm", path);
-    unlink(name);
-    snprintf(name, sizeof(name), "%s-lock", path);
-    unlink(name);
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    char name[200];
-
-    remove_db(f->path);
-    snprintf(name, sizeof(name), "%s/log", f->dir);
-    unlink(name);
-    rmdir(f->dir);
-    free(f);
-    return 0;
-}
-
-/* Test data is stamped in 2023-24: on the wall clock the writer's own
- * maintenance would find it all past retention, so tests count from the
- * data's newest second. */
-static void config(store_config *c)
-{
-    store_config_default(c);
-    strcpy(c->boot_id, "test-boot");
-    c->clock = STORE_CLOCK_DATA;
-}
-
-static store *open_store(const char *path, const store_config *c)
-{
-    char err[UTIL_ERRLEN] = "";
-    store *s = NULL;
-    int r = store_open(path, c, &s, err, sizeof(err));
-
-    if (r < 0)
-        fail_msg("store_open: %s", err);
-    return s;
-}
-
-/* ---- Reading the file behind the store's back --------------------------- */
-
-static sqlite3 *raw_open(const char *path)
-{
-    sqlite3 *db;
-
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sqlite3_busy_timeout(db, 5000);
-    return db;
-}
-
-static double raw_num(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    double v;
-
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        fail_msg("%s: %s", sql, sqlite3_errmsg(db));
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    v = sqlite3_column_double(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
-static double file_num(const char *path, const char *sql)
-{
-    sqlite3 *db = raw_open(path);
-    double v = raw_num(db, sql);
-
-    sqlite3_close(db);
-    return v;
-}
-
-static void raw_exec(sqlite3 *db, const char *sql)
-{
-    char *msg = NULL;
-
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
-        fail_msg("%s: %s", sql, msg);
-}
-
-/* ---- Pushing --------------------------------------------------------------- */
-
-static int push_proc(store *s, int64_t t_ns, pid_t pid, uint64_t start, double a, double sa,
-                     double cpu, int klass, int32_t model)
-{
-    store_proc_tick t = {.t_ns = t_ns,
-                         .pid = pid,
-                         .start_time = start,
-                         .attributed_j = a,
-                         .standalone_j = sa,
-                         .cpu_s = cpu,
-                         .klass = klass,
-                         .model_id = model};
-    return store_push_proc(s, &t);
-}
-
-static int push_host(store *s, int64_t t_ns, double dt, double host, double idle, double attr)
-{
-    store_host_tick h = {.t_ns = t_ns,
-                         .dt_s = dt,
-                         .measured = true,
-                         .host_j = host,
-                         .idle_j = idle,
-                         .attributed_j = attr,
-                         .unattributed_j = host - idle - attr,
-                         .modeled_j = host * 1.1,
-                         .model_id = 1};
-    return store_push_host(s, &h);
-}
-
-static void push_info(store *s, int64_t t_ns, pid_t pid, uint64_t start, const char *comm,
-                      int64_t uid)
-{
-    store_proc_info i = {.t_ns = t_ns,
-                         .pid = pid,
-                         .start_time = start,
-                         .comm = comm,
-                         .cmdline = comm,
-                         .cgroup = "/user.slice",
-                         .uid = uid};
-    assert_int_equal(store_push_proc_info(s, &i), 0);
-}
+#include "store-fixture.h"
 
 /* ---- Schema and migrations ---------------------------------------------------- */
 
@@ -181,10 +32,18 @@ static void test_schema_created(void **state)
 {
     fixture *f = *state;
     store_config c;
-    const char *tables[] = {
-        "models",      "processes",          "process_energy",   "process_energy_minute",
-        "host_energy", "host_energy_minute", "host_attribution", "host_attribution_minute",
-        "calibration", "node_calibration"};
+    const char *tables[] = {"models",
+                            "processes",
+                            "process_energy_recent",
+                            "process_energy_settled",
+                            "process_energy_batch",
+                            "process_energy_minute",
+                            "host_energy",
+                            "host_energy_minute",
+                            "host_attribution",
+                            "host_attribution_minute",
+                            "calibration",
+                            "node_calibration"};
     char sql[200];
     sqlite3 *db;
 
@@ -205,6 +64,10 @@ static void test_schema_created(void **state)
                  tables[i]);
         assert_int_equal(raw_num(db, sql), 1);
     }
+    /* the per-second rows of both tables, as one */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"
+                                 " AND name = 'process_energy'"),
+                     1);
     sqlite3_close(db);
     /* WAL is a property of the file: a fresh connection sees it. */
     db = raw_open(f->path);
@@ -1587,7 +1450,8 @@ static void test_row_id_hint_checked(void **state)
     db = raw_open(f->path);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM processes WHERE id IN (1, 2)"), 2);
     raw_exec(db, "BEGIN; UPDATE processes SET id = id + 100;"
-                 " UPDATE process_energy SET process_id = process_id + 100;"
+                 " UPDATE process_energy_recent SET process_id = process_id + 100;"
+                 " UPDATE process_energy_settled SET process_id = process_id + 100;"
                  " INSERT INTO processes (id, boot_id, pid, start_time, first_seen, last_seen)"
                  " VALUES (1, 'test-boot', 99, 99, 5, 5), (2, 'test-boot', 98, 98, 5, 5); COMMIT");
     assert_int_equal(push_proc(s, (T0 + 2) * NS, 1, 1, 4.0, 4.5, 0.4, 0, 0), 0);
@@ -1663,7 +1527,7 @@ static void test_full_database_resumes(void **state)
     one = file_num(f->path, "PRAGMA page_count") - empty;
 
     /* Room for half of a second batch. */
-    c.max_db_bytes = (int64_t)(empty + one * 1.5) * 4096;
+    c.max_db_bytes = (int64_t)((empty + one * 1.5) * file_num(f->path, "PRAGMA page_size"));
     s = open_store(f->path, &c);
     push_many_at(s, now - 10, 5000, 1500);
     assert_int_equal(store_flush(s), -ENOSPC);

@@ -1,0 +1,356 @@
+/* Unit tests for the layout of per-second process rows (schema version 4):
+ * a database written by the version 3 code (tests/data/store-v3.db, made by
+ * tests/data/make-store-v3.c) migrates with its rows and answers as before;
+ * rows arrive in process_energy_recent, move to process_energy_settled, and
+ * read the same from either; a second that a flush wrote in progress stays
+ * until it is whole. */
+/* cmocka needs these three before it */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+// clang-format on
+
+#include "store-fixture.h"
+
+#include <math.h>
+
+/* All rows of process 1 of the fixture, per second and per minute. */
+#define FIXTURE_ROWS                                                                               \
+    "(SELECT t, attributed_j, class FROM process_energy WHERE process_id = 1 UNION ALL"            \
+    " SELECT t, attributed_j, class FROM process_energy_minute WHERE process_id = 1)"
+#define WINDOW_SINCE (T0 - 86400 - 400)
+
+static void copy_file(const char *from, const char *to)
+{
+    char buf[65536];
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    size_t n;
+
+    if (!in || !out)
+        fail_msg("copying %s to %s failed", from, to);
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+typedef struct expected {
+    double rows, joules;            /* every per-second row */
+    double recent_n, recent_j;      /* process 1's rows in its last 60 s */
+    double all_n, all_j;            /* process 1's rows, both levels */
+    double changes;                 /* process 1's class changes */
+    double window_j, window_comm_j; /* process 1 (and comm beta) in the window */
+    double buckets;                 /* process 1's one-minute buckets there */
+} expected;
+
+/* What version 3 answers, from the fixture's own tables. */
+static expected read_v3(const char *path)
+{
+    sqlite3 *db = raw_open(path);
+    expected e;
+
+    assert_int_equal(raw_num(db, "PRAGMA user_version"), 3);
+    e.rows = raw_num(db, "SELECT count(*) FROM process_energy");
+    e.joules = raw_num(db, "SELECT sum(attributed_j) FROM process_energy");
+    e.recent_n = raw_num(db, "SELECT count(*) FROM " FIXTURE_ROWS
+                             " WHERE t > (SELECT last_seen - 60 FROM processes WHERE id = 1)");
+    e.recent_j = raw_num(db, "SELECT sum(attributed_j) FROM " FIXTURE_ROWS
+                             " WHERE t > (SELECT last_seen - 60 FROM processes WHERE id = 1)");
+    e.all_n = raw_num(db, "SELECT count(*) FROM " FIXTURE_ROWS);
+    e.all_j = raw_num(db, "SELECT sum(attributed_j) FROM " FIXTURE_ROWS);
+    e.changes = raw_num(db, "SELECT count(*) FROM (SELECT class, lag(class) OVER (ORDER BY t) AS"
+                            " prev FROM " FIXTURE_ROWS ") WHERE prev IS NULL OR prev != class");
+    e.window_j = raw_num(db, "SELECT sum(attributed_j) FROM " FIXTURE_ROWS);
+    e.window_comm_j = raw_num(db, "SELECT sum(e.attributed_j) FROM (SELECT process_id, attributed_j"
+                                  " FROM process_energy UNION ALL SELECT process_id, attributed_j"
+                                  " FROM process_energy_minute) e JOIN processes p"
+                                  " ON p.id = e.process_id WHERE p.comm = 'beta'");
+    e.buckets = raw_num(db, "SELECT count(DISTINCT (t - 1699913200) / 60) FROM " FIXTURE_ROWS);
+    sqlite3_close(db);
+    /* the fixture has rows at both levels and a process with a class change */
+    assert_true(e.rows > 0 && e.all_n > e.rows / 3 && e.changes >= 2);
+    return e;
+}
+
+static double series_sum(const store_second *v, size_t n)
+{
+    double sum = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            assert_true(v[i].t > v[i - 1].t);
+        sum += v[i].attributed_j;
+    }
+    return sum;
+}
+
+static double history_sum(store_reader *r, store_history_query *q, size_t *buckets)
+{
+    char err[UTIL_ERRLEN];
+    store_point *p;
+    double sum = 0;
+
+    if (store_history(r, q, &p, buckets, err, sizeof(err)) < 0)
+        fail_msg("store_history: %s", err);
+    for (size_t i = 0; i < *buckets; i++)
+        sum += p[i].attributed_j;
+    free(p);
+    return sum;
+}
+
+/* What version 4 answers through the reader: the same as read_v3. */
+static void check_answers(const char *path, const expected *e)
+{
+    store_history_query h = {
+        .by = STORE_HISTORY_PID, .pid = 100, .since = WINDOW_SINCE, .until = T0, .step = 60};
+    store_process_query q = {.since = WINDOW_SINCE, .until = T0, .uid = -1};
+    char err[UTIL_ERRLEN];
+    store_class_change *c;
+    store_second *v;
+    store_process p, *list;
+    store_reader *r;
+    size_t n;
+
+    if (store_reader_open(path, &r, err, sizeof(err)) < 0)
+        fail_msg("store_reader_open: %s", err);
+    assert_int_equal(store_get_process(r, 100, 0, 60, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, e->recent_n);
+    assert_float_equal(series_sum(v, n), e->recent_j, 1e-9);
+    free(v);
+    store_process_free(&p);
+    assert_int_equal(store_get_process(r, 100, 0, 3 * 86400, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, e->all_n);
+    assert_float_equal(series_sum(v, n), e->all_j, 1e-9);
+    free(v);
+    assert_int_equal(store_process_classes(r, p.id, &c, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, e->changes);
+    free(c);
+    store_process_free(&p);
+
+    assert_int_equal(store_list_processes(r, &q, &list, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    for (size_t i = 0; i < n; i++)
+        if (list[i].pid == 100)
+            assert_float_equal(list[i].attributed_j, e->window_j, 1e-9);
+    store_processes_free(list, n);
+
+    assert_float_equal(history_sum(r, &h, &n), e->window_j, 1e-9);
+    assert_int_equal(n, e->buckets);
+    h.by = STORE_HISTORY_COMM;
+    h.comm = "^beta$";
+    assert_float_equal(history_sum(r, &h, &n), e->window_comm_j, 1e-9);
+    store_reader_close(r);
+}
+
+/* A database of version 3, as the version 3 code wrote it, migrates on
+ * open: its rows all keep their values and answer every query as before;
+ * new seconds of its processes add to them. */
+static void test_migrates_v3_fixture(void **state)
+{
+    fixture *f = *state;
+    const char *data = getenv("TEST_DATA");
+    char from[512];
+    store_config c;
+    expected e;
+    store *s;
+
+    if (!data)
+        fail_msg("TEST_DATA is not set (meson test sets it)");
+    snprintf(from, sizeof(from), "%s/store-v3.db", data);
+    copy_file(from, f->path);
+    e = read_v3(f->path);
+
+    config(&c);
+    strcpy(c.boot_id, "fixture-boot");
+    s = open_store(f->path, &c);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), e.rows);
+    assert_float_equal(file_num(f->path, "SELECT sum(attributed_j) FROM process_energy"), e.joules,
+                       1e-9);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_recent"), 0);
+    assert_int_equal(file_num(f->path, "PRAGMA page_size"), 4096);
+    /* one batch per two minutes of the old rows, none empty */
+    double batches = file_num(f->path, "SELECT count(*) FROM process_energy_batch");
+    assert_true(batches >= 2);
+    assert_true(file_num(f->path, "SELECT max(t_max - t_min) FROM process_energy_batch") < 120);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_batch b WHERE NOT"
+                                       " EXISTS (SELECT 1 FROM process_energy_settled e"
+                                       " WHERE e.batch = b.batch AND e.t = b.t_min)"),
+                     0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM sqlite_master"
+                                       " WHERE name = 'process_energy_t'"),
+                     0);
+    check_answers(f->path, &e);
+
+    /* Five more seconds of process 100 join its row and its series. */
+    s = open_store(f->path, &c);
+    for (int64_t t = T0; t < T0 + 5; t++)
+        assert_int_equal(push_proc(s, t * NS, 100, 7, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 5), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 3);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), e.rows + 5);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_batch"), batches + 1);
+    e.all_n += 5;
+    e.all_j += 5.0;
+    store_reader *r;
+    char err[UTIL_ERRLEN];
+    store_process p;
+    store_second *v;
+    size_t n;
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_get_process(r, 100, 0, 3 * 86400, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, e.all_n);
+    assert_float_equal(series_sum(v, n), e.all_j, 1e-9);
+    assert_int_equal(v[n - 1].t, T0 + 4);
+    free(v);
+    store_process_free(&p);
+    store_reader_close(r);
+}
+
+/* Reads a process's series and history through the reader. */
+static void read_process(const char *path, pid_t pid, double *series_j, size_t *series_n,
+                         double *history_j)
+{
+    store_history_query h = {
+        .by = STORE_HISTORY_PID, .pid = pid, .since = T0 - 100, .until = T0 + 100, .step = 7};
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+    store_process p;
+    store_second *v;
+    size_t n;
+
+    assert_int_equal(store_reader_open(path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_get_process(r, pid, 0, 1000, &p, &v, series_n, err, sizeof(err)), 0);
+    *series_j = series_sum(v, *series_n);
+    free(v);
+    store_process_free(&p);
+    *history_j = history_sum(r, &h, &n);
+    store_reader_close(r);
+}
+
+/* Each second's rows go to the recent table, sorted by process id whatever
+ * the order they were pushed in; maintenance moves them, except a second a
+ * flush wrote in progress, which keeps one row when its later ticks come.
+ * Reads give the same before and after the move. */
+static void test_rows_move_whole_seconds(void **state)
+{
+    fixture *f = *state;
+    double j0, j1, h0, h1;
+    size_t n0, n1;
+    store_config c;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    for (int64_t t = T0; t < T0 + 10; t++)
+        for (pid_t pid = 5; pid >= 1; pid--)
+            assert_int_equal(push_proc(s, t * NS, pid, pid, 0.5 * pid, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 10) * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_recent"), 51);
+    /* a new file has 1 KiB pages (a migrated one keeps its own) */
+    assert_int_equal(file_num(f->path, "PRAGMA page_size"), 1024);
+    /* pushed from the highest id down: the writer sorts them */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes p JOIN processes q"
+                                       " ON p.pid < q.pid AND p.id > q.id"),
+                     10);
+    read_process(f->path, 1, &j0, &n0, &h0);
+    assert_int_equal(n0, 11);
+
+    assert_int_equal(store_maintain(s, T0 + 11), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_settled"), 50);
+    assert_int_equal(file_num(f->path, "SELECT t FROM process_energy_recent"), T0 + 10);
+    assert_int_equal(file_num(f->path, "SELECT t_min || t_max FROM process_energy_batch"),
+                     file_num(f->path, "SELECT '1700000000' || '1700000009'"));
+    read_process(f->path, 1, &j1, &n1, &h1);
+    assert_int_equal(n1, n0);
+    assert_float_equal(j1, j0, 1e-12);
+    assert_float_equal(h1, h0, 1e-12);
+    assert_float_equal(h1, j1, 1e-12);
+
+    /* The rest of second T0 + 10, then T0 + 11: one row for T0 + 10. */
+    assert_int_equal(push_proc(s, (T0 + 10) * NS + NS / 2, 1, 1, 2.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 11) * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 12), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"
+                                       " WHERE t = 1700000010"),
+                     1);
+    assert_float_equal(file_num(f->path, "SELECT attributed_j FROM process_energy"
+                                         " WHERE t = 1700000010"),
+                       3.0, 1e-12);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_batch"), 2);
+    read_process(f->path, 1, &j1, &n1, &h1);
+    assert_int_equal(n1, 12);
+    assert_float_equal(j1, j0 + 3.0, 1e-12);
+    assert_float_equal(h1, j1, 1e-12);
+}
+
+/* Seconds older than a batch already moved (a replay of an earlier
+ * recording into the same file) land in a later batch: a process's series
+ * and class changes still come in time order. */
+static void test_late_seconds_read_in_order(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_class_change *c;
+    store_reader *r;
+    store_second *v;
+    store_process p;
+    store_config cfg;
+    size_t n;
+    store *s;
+
+    config(&cfg);
+    s = open_store(f->path, &cfg);
+    for (int64_t t = T0 + 10; t < T0 + 13; t++)
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 1.0, 1.0, 0.01, 1, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 13), 0);
+    for (int64_t t = T0; t < T0 + 3; t++)
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 2.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 20) * NS, 1, 1, 3.0, 1.0, 0.01, 1, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 21), 0);
+    assert_int_equal(store_close(s), 0);
+    /* the old seconds came in the second batch */
+    assert_int_equal(file_num(f->path,
+                              "SELECT min(t) FROM process_energy_settled"
+                              " WHERE batch = (SELECT max(batch) FROM process_energy_batch)"),
+                     T0);
+
+    assert_int_equal(store_reader_open(f->path, &r, err, sizeof(err)), 0);
+    assert_int_equal(store_get_process(r, 1, 0, 100, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 7);
+    assert_int_equal(v[0].t, T0);
+    assert_int_equal(v[3].t, T0 + 10);
+    assert_int_equal(v[6].t, T0 + 20);
+    assert_float_equal(series_sum(v, n), 3 * 1.0 + 3 * 2.0 + 3.0, 1e-12);
+    free(v);
+    /* class 0 from T0, 1 from T0 + 10: two changes, not four */
+    assert_int_equal(store_process_classes(r, p.id, &c, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(c[0].t, T0);
+    assert_int_equal(c[0].klass, 0);
+    assert_int_equal(c[1].t, T0 + 10);
+    assert_int_equal(c[1].klass, 1);
+    free(c);
+    store_process_free(&p);
+    store_reader_close(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_migrates_v3_fixture, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rows_move_whole_seconds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_seconds_read_in_order, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
