@@ -50,7 +50,7 @@ def stored_rows(db):
         con.close()
 
 
-burner = None
+burner = d = None
 try:
     # A database made by the daemon, as on a node.
     d = Daemon(state=os.path.join(work, "node"))
@@ -116,6 +116,8 @@ try:
           p.returncode == 0 and "per busy CPU" in p.stdout and "stored in" not in p.stdout
           and stored_rows(db) == rows, p.stdout + p.stderr)
 finally:
+    if d and d.proc.poll() is None:  # the body failed with a daemon up
+        d.stop()
     if burner:
         burner.kill()
         burner.wait()

@@ -158,7 +158,7 @@ def conserved(d, what):
           rows and not bad, f"{len(rows)} rows, {bad[:2]}")
 
 
-background, skipped = None, None
+background, skipped, d = None, None, None
 try:
     # ---- a quiet node: no regression --------------------------------------
     d = Daemon("--config", conf, state=os.path.join(work, "quiet"))
@@ -282,6 +282,8 @@ try:
 except Stalled as e:
     skipped = str(e)
 finally:
+    if d and d.proc.poll() is None:  # the body failed with a daemon up
+        d.stop()
     if background:
         background.kill()
         background.wait()
