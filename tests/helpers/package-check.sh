@@ -45,7 +45,7 @@ check "... which is then active" active_within wattprofd.service 10
 # Reload: the model is loaded again.
 check "systemctl reload wattprofd" systemctl reload wattprofd.service
 sleep 1
-check "... and the daemon says it reloaded" sh -c "journalctl -u wattprofd.service --no-pager | grep -qi reload"
+check "... and the daemon says it reloaded" sh -c "journalctl -u wattprofd.service --no-pager -o cat | grep -q 'reloaded model '"
 
 # The watchdog: a daemon that stops (SIGSTOP) is killed and restarted.
 before=$(prop wattprofd.service NRestarts)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NS 1000000000LL
@@ -21,6 +22,17 @@ typedef struct fixture {
     char dir[64];
     char path[128];
 } fixture;
+
+static inline double now_s(void)
+{
+    return (double)util_now_ns(CLOCK_MONOTONIC) / 1e9;
+}
+
+static inline void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
 
 static inline int setup(void **state)
 {
@@ -164,6 +176,24 @@ static inline void push_info(store *s, int64_t t_ns, pid_t pid, uint64_t start, 
                          .cgroup = "/user.slice",
                          .uid = uid};
     assert_int_equal(store_push_proc_info(s, &i), 0);
+}
+
+/* n processes pid0.. each with one tick in second t. */
+static inline void push_many_at(store *s, int64_t t, int pid0, int n)
+{
+    for (int i = 0; i < n; i++)
+        assert_int_equal(push_proc(s, t * NS, pid0 + i, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+}
+
+/* A reader on the fixture's database (the test fails if it cannot open). */
+static inline store_reader *reader(fixture *f)
+{
+    char err[UTIL_ERRLEN];
+    store_reader *r;
+
+    if (store_reader_open(f->path, &r, err, sizeof(err)) < 0)
+        fail_msg("%s", err);
+    return r;
 }
 
 #endif

@@ -1,0 +1,421 @@
+/* Unit tests for lib/store's queries (lib/store/query.c): processes,
+ * history, models and calibration rows read back through a store_reader
+ * from a real SQLite file, as in test_store.c. */
+/* cmocka needs these three before it */
+// clang-format off
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+// clang-format on
+
+#include "store/store.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store-fixture.h"
+
+/* ---- Queries ---------------------------------------------------------------- */
+
+static const char *sha_a = "1111111111111111111111111111111111111111111111111111111111111111";
+static const char *sha_b = "2222222222222222222222222222222222222222222222222222222222222222";
+
+/* Ten seconds T0..T0+9: "burn" (uid 1000) 2 J/s, "idle" (uid 1000) 0.1 J/s,
+ * "make" (uid 0) 1 J/s but only in T0+5..T0+9; pid 300 reused (an old
+ * identity before T0). Each second has two 0.5 s ticks. */
+static store *fill_queries(fixture *f, int32_t *model)
+{
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(
+        store_model_add(s, sha_a, "a", "ridge", "{\"m\":\"a\"}", model, err, sizeof(err)), 0);
+    push_info(s, T0 * NS, 100, 1, "burn", 1000);
+    push_info(s, T0 * NS, 200, 2, "idle", 1000);
+    push_info(s, (T0 - 100) * NS, 300, 3, "old", 1000);
+    push_info(s, (T0 + 5) * NS, 300, 4, "make", 0);
+    assert_int_equal(push_proc(s, (T0 - 100) * NS, 300, 3, 7.0, 7.0, 1.0, 0, *model), 0);
+    for (int64_t t = T0; t < T0 + 10; t++)
+        for (int half = 0; half < 2; half++) {
+            int64_t ns = t * NS + half * 500000000LL;
+            assert_int_equal(push_proc(s, ns, 100, 1, 1.0, 1.5, 0.5, 0, *model), 0);
+            assert_int_equal(push_proc(s, ns, 200, 2, 0.05, 0.1, 0.01, 1, *model), 0);
+            if (t >= T0 + 5)
+                assert_int_equal(
+                    push_proc(s, ns, 300, 4, 0.5, 0.6, 0.4, t >= T0 + 8 ? 0 : 1, *model), 0);
+            assert_int_equal(push_host(s, ns, 0.5, 4.0, 1.0, 1.55), 0);
+        }
+    assert_int_equal(store_push_proc_exit(s, 300, 4, (T0 + 9) * NS + 900000000LL), 0);
+    assert_int_equal(store_flush(s), 0);
+    return s;
+}
+
+static void test_list_processes(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t model;
+    store *s = fill_queries(f, &model);
+    store_reader *r = reader(f);
+    store_process_query q = {.since = T0, .until = T0 + 10, .sort = STORE_SORT_ENERGY, .uid = -1};
+    store_process *p;
+    size_t n;
+
+    int64_t latest;
+    assert_int_equal(store_latest_second(r, &latest, err, sizeof(err)), 0);
+    assert_int_equal(latest, T0 + 9);
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(p[0].comm, "burn");
+    assert_float_equal(p[0].attributed_j, 20.0, 1e-9);
+    assert_float_equal(p[0].standalone_j, 30.0, 1e-9);
+    assert_float_equal(p[0].cpu_s, 10.0, 1e-9);
+    assert_float_equal(p[0].power_w, 2.0, 1e-9);
+    assert_int_equal(p[0].seconds, 10);
+    assert_string_equal(p[0].boot_id, "test-boot");
+    assert_string_equal(p[0].cgroup, "/user.slice");
+    assert_int_equal(p[0].uid, 1000);
+    assert_int_equal(p[0].first_seen, T0);
+    assert_int_equal(p[0].last_seen, T0 + 9);
+    assert_int_equal(p[0].exit_time, 0);
+    assert_string_equal(p[1].comm, "make");
+    assert_float_equal(p[1].attributed_j, 5.0, 1e-9);
+    assert_int_equal(p[1].exit_time, T0 + 9);
+    /* alive for 5 of the 10 seconds: its power is over those 5 */
+    assert_float_equal(p[1].power_w, 1.0, 1e-9);
+    assert_string_equal(p[2].comm, "idle");
+    assert_int_equal(p[2].klass, 1);
+    store_processes_free(p, n);
+
+    /* By CPU, limited, then filtered by uid and by comm. */
+    q.sort = STORE_SORT_CPU;
+    q.limit = 2;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[0].comm, "burn");
+    assert_string_equal(p[1].comm, "make");
+    store_processes_free(p, n);
+    q.limit = 0;
+    q.uid = 0;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0].comm, "make");
+    store_processes_free(p, n);
+    q.uid = -1;
+    q.only_running = true; /* "make" exited at T0 + 9 */
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+    q.only_running = false;
+    q.comm_regex = "^(bu|id)";
+    q.sort = STORE_SORT_POWER;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(p[0].comm, "burn");
+    assert_string_equal(p[1].comm, "idle");
+    store_processes_free(p, n);
+    /* The same order again, without the regex: the reader reuses its
+     * statement, and the last call's filter is not left bound to it. */
+    q.comm_regex = NULL;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    store_processes_free(p, n);
+
+    /* A window that holds only the reused pid's old identity. */
+    q.comm_regex = NULL;
+    q.since = T0 - 200;
+    q.until = T0;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(p[0].comm, "old");
+    assert_int_equal(p[0].start_time, 3);
+    store_processes_free(p, n);
+
+    /* Bad input is named. */
+    q.comm_regex = "([";
+    q.since = T0;
+    q.until = T0 + 10;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "comm regex '(['"));
+    q.comm_regex = NULL;
+    q.until = T0;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "until"));
+    q.until = T0 + 10;
+    q.sort = 17;
+    assert_int_equal(store_list_processes(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "sort"));
+
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+static void test_get_process(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t model;
+    store *s = fill_queries(f, &model);
+    store_reader *r = reader(f);
+    store_process p;
+    store_second *series;
+    size_t n;
+
+    assert_int_equal(store_get_process(r, 100, 0, 5, &p, &series, &n, err, sizeof(err)), 0);
+    assert_string_equal(p.comm, "burn");
+    assert_float_equal(p.total_attributed_j, 20.0, 1e-9);
+    assert_float_equal(p.total_standalone_j, 30.0, 1e-9);
+    assert_int_equal(n, 5);
+    assert_int_equal(series[0].t, T0 + 5);
+    assert_int_equal(series[4].t, T0 + 9);
+    assert_float_equal(series[4].attributed_j, 2.0, 1e-9);
+    assert_int_equal(series[4].model_id, model);
+    store_process_free(&p);
+    free(series);
+
+    /* A reused pid: the newest identity by default, the old one by start time. */
+    assert_int_equal(store_get_process(r, 300, 0, 60, &p, &series, &n, err, sizeof(err)), 0);
+    assert_string_equal(p.comm, "make");
+    assert_int_equal(p.uid, 0);
+    assert_int_equal(n, 5);
+    store_process_free(&p);
+    free(series);
+    assert_int_equal(store_get_process(r, 300, 3, 60, &p, &series, &n, err, sizeof(err)), 0);
+    assert_string_equal(p.comm, "old");
+    assert_float_equal(p.total_attributed_j, 7.0, 1e-9);
+    assert_int_equal(n, 1);
+    store_process_free(&p);
+    free(series);
+
+    /* Class changes: pid 100 is class 0 throughout; "make" moves to class
+     * 0 at T0 + 8. */
+    store_class_change *cls;
+    assert_int_equal(store_get_process(r, 100, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cls[0].t, T0);
+    assert_int_equal(cls[0].klass, 0);
+    free(cls);
+    store_process_free(&p);
+    assert_int_equal(store_get_process(r, 300, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
+    free(series);
+    assert_int_equal(p.klass, 0);
+    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cls[0].t, T0 + 5);
+    assert_int_equal(cls[0].klass, 1);
+    assert_int_equal(cls[1].t, T0 + 8);
+    assert_int_equal(cls[1].klass, 0);
+    free(cls);
+    store_process_free(&p);
+
+    assert_int_equal(store_get_process(r, 999, 0, 60, &p, &series, &n, err, sizeof(err)), -ENOENT);
+    assert_string_equal(err, "no process with pid 999");
+    assert_int_equal(store_get_process(r, 100, 0, -1, &p, &series, &n, err, sizeof(err)), -EINVAL);
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+static void test_history(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t model;
+    store *s = fill_queries(f, &model);
+    store_reader *r = reader(f);
+    store_history_query q = {
+        .by = STORE_HISTORY_PID, .pid = 100, .since = T0, .until = T0 + 10, .step = 5};
+    store_point *p;
+    size_t n;
+
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(p[0].t, T0);
+    assert_int_equal(p[1].t, T0 + 5);
+    assert_float_equal(p[0].attributed_j, 10.0, 1e-9);
+    assert_float_equal(p[1].cpu_s, 5.0, 1e-9);
+    free(p);
+
+    /* By pid, every identity counts: the old pid-300 second is in its bucket. */
+    q.pid = 300;
+    q.since = T0 - 100;
+    q.step = 50;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_float_equal(p[0].attributed_j, 7.0, 1e-9);
+    assert_int_equal(p[1].t, T0);
+    assert_float_equal(p[1].attributed_j, 5.0, 1e-9);
+    free(p);
+
+    q.by = STORE_HISTORY_COMM;
+    q.comm = "^id";
+    q.since = T0;
+    q.step = 1;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 10);
+    assert_float_equal(p[3].attributed_j, 0.1, 1e-9);
+    free(p);
+    q.comm = "^(idle|burn)$";
+    q.step = 10;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 21.0, 1e-9);
+    free(p);
+    q.comm = "*x";
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "comm regex '*x'"));
+    q.step = 1;
+
+    q.by = STORE_HISTORY_UID;
+    q.uid = 1000;
+    q.step = 10;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_float_equal(p[0].attributed_j, 21.0, 1e-9);
+    free(p);
+
+    q.by = STORE_HISTORY_HOST;
+    q.step = 2;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 5);
+    assert_float_equal(p[0].host_j, 16.0, 1e-9);
+    assert_float_equal(p[0].idle_j, 4.0, 1e-9);
+    assert_float_equal(p[0].attributed_j, 6.2, 1e-9);
+    assert_float_equal(p[0].host_j, p[0].idle_j + p[0].attributed_j + p[0].unattributed_j, 1e-9);
+    assert_float_equal(p[0].modeled_j, 17.6, 1e-9);
+    assert_true(p[0].measured);
+    free(p);
+
+    q.step = 0;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "step: 0 must be at least 1 second");
+    q.step = 1;
+    q.by = STORE_HISTORY_COMM;
+    q.comm = NULL;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "history: comm is missing");
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+static void test_models(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    int32_t a, b, again;
+    store_model_row *m;
+    size_t n;
+    store *s = fill_queries(f, &a);
+    store_reader *r;
+
+    assert_int_equal(
+        store_model_add(s, sha_b, "b", "forest", "{\"m\":\"b\"}", &b, err, sizeof(err)), 0);
+    assert_int_equal(
+        store_model_add(s, sha_a, "a", "ridge", "{\"m\":\"a\"}", &again, err, sizeof(err)), 0);
+    assert_int_equal(again, a);
+    assert_int_not_equal(a, b);
+    assert_int_equal(store_model_add(s, "XYZ", "bad", "ridge", "{}", &again, err, sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(err, "model bad: sha256 'XYZ' is not 64 lowercase hex digits");
+    assert_int_equal(store_flush(s), 0);
+    r = reader(f);
+    assert_int_equal(store_list_models(r, &m, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(m[0].sha256, sha_a);
+    assert_string_equal(m[0].json, "{\"m\":\"a\"}");
+    assert_string_equal(m[1].name, "b");
+    assert_string_equal(m[1].engine, "forest");
+    assert_true(m[1].first_loaded > T0);
+    store_models_free(m, n);
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
+/* Calibration rows: dt-weighted mean rates per class and mean measured power
+ * per domain, written once a later second shows theirs complete. */
+static void test_calibration(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_config c;
+    store_calibration_row *row;
+    store_reader *r;
+    size_t n;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    for (int64_t t = T0; t < T0 + 3; t++)
+        for (int k = 0; k < 4; k++) {
+            int64_t ns = t * NS + k * 250000000LL;
+            double hi[6] = {1e9, 2e9, 3e9, 4e9, 5e9, 6e9 + k};
+            double lo[6] = {10, 20, 30, 40, 50, 60};
+            assert_int_equal(push_host(s, ns, 0.25, 25.0, 10.0, 10.0), 0);
+            assert_int_equal(store_push_domain(s, ns, "package", 20.0, NAN), 0);
+            assert_int_equal(store_push_domain(s, ns, "dram", 5.0, NAN), 0);
+            assert_int_equal(store_push_calibration(s, ns, 0.25, 1, 0, hi, 6), 0);
+            assert_int_equal(store_push_calibration(s, ns, 0.25, 1, 1, lo, 6), 0);
+        }
+    assert_int_equal(store_flush(s), 0);
+    r = reader(f);
+    assert_int_equal(store_calibration_since(r, T0, 0, &row, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2); /* T0 + 2 is not known to be complete yet */
+    assert_int_equal(row[0].t, T0);
+    assert_float_equal(row[0].duration_s, 1.0, 1e-12);
+    assert_int_equal(row[0].model_id, 1);
+    assert_int_equal(row[0].n_domains, 2);
+    assert_string_equal(row[0].domain[0], "package");
+    assert_float_equal(row[0].power_w[0], 80.0, 1e-9);
+    assert_float_equal(row[0].power_w[1], 20.0, 1e-9);
+    assert_int_equal(row[0].n_classes, 2);
+    assert_int_equal(row[0].n_events, 6);
+    assert_float_equal(row[0].rates[0], 1e9, 1e-3);
+    assert_float_equal(row[0].rates[5], 6e9 + 1.5, 1e-3);
+    assert_float_equal(row[0].rates[6 + 2], 30, 1e-9);
+    store_calibration_free(row, n);
+    assert_int_equal(store_calibration_since(r, T0 + 1, 1, &row, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(row[0].t, T0 + 1);
+    store_calibration_free(row, n);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(store_calibration_since(r, T0, 0, &row, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 3);
+    store_calibration_free(row, n);
+
+    /* A malformed row is named, not trusted. */
+    sqlite3 *db = raw_open(f->path);
+    raw_exec(db, "UPDATE calibration SET rates = '[[1,2],[3]]' WHERE t = 1700000001");
+    sqlite3_close(db);
+    assert_int_equal(store_calibration_since(r, T0, 0, &row, &n, err, sizeof(err)), -EBADMSG);
+    assert_non_null(strstr(err, "calibration row t=1700000001: malformed JSON"));
+    store_reader_close(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_list_processes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_get_process, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_history, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_models, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_calibration, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
