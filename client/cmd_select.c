@@ -38,75 +38,19 @@ static void usage(FILE *f)
                "  --json                print the table as JSON\n");
 }
 
-enum {
-    OPT_TARGET = 256,
-    OPT_FEATURES,
-    OPT_PER,
-    OPT_DROP,
-    OPT_TREES,
-    OPT_SEED,
-    OPT_THREADS,
-    OPT_JSON,
-    OPT_HELP,
-    OPT_DATA
-};
+enum { OPT_JSON = TRAIN_OPT_END, OPT_HELP };
 
 static const struct option options[] = {
-    {"target", required_argument, NULL, OPT_TARGET},
-    {"features", required_argument, NULL, OPT_FEATURES},
-    {"per", required_argument, NULL, OPT_PER},
-    {"drop-invalid", no_argument, NULL, OPT_DROP},
-    {"trees", required_argument, NULL, OPT_TREES},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"threads", required_argument, NULL, OPT_THREADS},
+    TRAIN_LONGOPTS,
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
-    {"data", required_argument, NULL, OPT_DATA},
     {NULL, 0, NULL, 0},
 };
-
-static int parse_option(struct select_args *a, int c, const char *v, char *err, size_t errlen)
-{
-    size_t seed;
-
-    switch (c) {
-    case 'k':
-        return train_parse_size("-k", v, &a->k, err, errlen);
-    case OPT_TARGET:
-        a->src.target = v;
-        return 0;
-    case OPT_FEATURES:
-        a->src.features = v;
-        return 0;
-    case OPT_PER:
-        a->src.per = v;
-        return 0;
-    case OPT_DROP:
-        a->src.drop_invalid = true;
-        return 0;
-    case OPT_TREES:
-        return train_parse_size("--trees", v, &a->fo.n_trees, err, errlen);
-    case OPT_THREADS:
-        return train_parse_size("--threads", v, &a->fo.threads, err, errlen);
-    case OPT_SEED:
-        if (train_parse_size("--seed", v, &seed, err, errlen) < 0)
-            return -EINVAL;
-        a->fo.seed = seed;
-        return 0;
-    case OPT_JSON:
-        a->json = true;
-        return 0;
-    case OPT_DATA:
-        a->src.path = v;
-        return 0;
-    }
-    return -EINVAL;
-}
 
 /* Returns 1 after --help, 0 to go on, or a negative errno with err set. */
 static int parse_args(struct select_args *a, int argc, char **argv, char *err, size_t errlen)
 {
-    int c, r;
+    int c, r = 0;
 
     a->k = 22;
     optind = 1;
@@ -120,18 +64,19 @@ static int parse_args(struct select_args *a, int argc, char **argv, char *err, s
             return util_err(err, errlen, -EINVAL,
                             "unknown option or missing value '%s' (see wattprof select --help)",
                             argv[optind - 1]);
-        r = parse_option(a, c, optarg, err, errlen);
+        if (c == OPT_JSON)
+            a->json = true;
+        else if (c == 'k')
+            r = train_parse_size("-k", optarg, &a->k, err, errlen);
+        else if (!train_source_opt(&a->src, c, optarg))
+            r = train_forest_opt(&a->fo, c, optarg, err, errlen);
         if (r < 0)
             return r;
     }
-    if (optind != argc - !a->src.path)
-        return util_err(err, errlen, -EINVAL,
-                        "expected one dataset file (FILE.csv or --data), got %d",
-                        argc - optind + !!a->src.path);
+    if ((r = train_source_file(&a->src, argc, argv, optind, err, errlen)) < 0)
+        return r;
     if (a->k == 0)
         return util_err(err, errlen, -EINVAL, "-k 0: keep at least one feature");
-    if (!a->src.path)
-        a->src.path = argv[optind];
     return 0;
 }
 

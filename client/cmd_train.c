@@ -126,17 +126,10 @@ static int parse_alpha(struct train_args *a, const char *s, char *err, size_t er
 }
 
 enum {
-    OPT_TARGET = 256,
-    OPT_FEATURES,
-    OPT_PER,
-    OPT_DROP,
-    OPT_ENGINE,
+    OPT_ENGINE = TRAIN_OPT_END,
     OPT_ALPHA,
-    OPT_TREES,
     OPT_MAXF,
     OPT_MINLEAF,
-    OPT_SEED,
-    OPT_THREADS,
     OPT_CLASSES,
     OPT_CV,
     OPT_FOLDS,
@@ -151,21 +144,14 @@ enum {
     OPT_SINCE,
     OPT_INSTALL,
     OPT_SOCKET,
-    OPT_DATA,
 };
 
 static const struct option options[] = {
-    {"target", required_argument, NULL, OPT_TARGET},
-    {"features", required_argument, NULL, OPT_FEATURES},
-    {"per", required_argument, NULL, OPT_PER},
-    {"drop-invalid", no_argument, NULL, OPT_DROP},
+    TRAIN_LONGOPTS,
     {"engine", required_argument, NULL, OPT_ENGINE},
     {"alpha", required_argument, NULL, OPT_ALPHA},
-    {"trees", required_argument, NULL, OPT_TREES},
     {"max-features", required_argument, NULL, OPT_MAXF},
     {"min-leaf", required_argument, NULL, OPT_MINLEAF},
-    {"seed", required_argument, NULL, OPT_SEED},
-    {"threads", required_argument, NULL, OPT_THREADS},
     {"classes", required_argument, NULL, OPT_CLASSES},
     {"cv", required_argument, NULL, OPT_CV},
     {"folds", required_argument, NULL, OPT_FOLDS},
@@ -180,27 +166,21 @@ static const struct option options[] = {
     {"since", required_argument, NULL, OPT_SINCE},
     {"install-if-better", required_argument, NULL, OPT_INSTALL},
     {"socket", required_argument, NULL, OPT_SOCKET},
-    {"data", required_argument, NULL, OPT_DATA},
     {NULL, 0, NULL, 0},
 };
 
 static int parse_option(struct train_args *a, int c, const char *v, char *err, size_t errlen)
 {
-    size_t seed;
+    int r;
 
+    if (train_source_opt(&a->src, c, v))
+        return 0;
+    if ((r = train_forest_opt(&a->ro.forest, c, v, err, errlen)) != 0) {
+        if (c == TRAIN_OPT_SEED) /* the folds' and the inner CV's too */
+            a->ro.linear.seed = a->ro.forest.seed;
+        return r < 0 ? r : 0;
+    }
     switch (c) {
-    case OPT_TARGET:
-        a->src.target = v;
-        return 0;
-    case OPT_FEATURES:
-        a->src.features = v;
-        return 0;
-    case OPT_PER:
-        a->src.per = v;
-        return 0;
-    case OPT_DROP:
-        a->src.drop_invalid = true;
-        return 0;
     case OPT_ENGINE:
         if (regress_engine_parse(v, &a->ro.engine) < 0)
             return util_err(err, errlen, -EINVAL,
@@ -208,19 +188,10 @@ static int parse_option(struct train_args *a, int c, const char *v, char *err, s
         return 0;
     case OPT_ALPHA:
         return parse_alpha(a, v, err, errlen);
-    case OPT_TREES:
-        return train_parse_size("--trees", v, &a->ro.forest.n_trees, err, errlen);
     case OPT_MAXF:
         return train_parse_double("--max-features", v, &a->ro.forest.max_features, err, errlen);
     case OPT_MINLEAF:
         return train_parse_size("--min-leaf", v, &a->ro.forest.min_leaf, err, errlen);
-    case OPT_THREADS:
-        return train_parse_size("--threads", v, &a->ro.forest.threads, err, errlen);
-    case OPT_SEED:
-        if (train_parse_size("--seed", v, &seed, err, errlen) < 0)
-            return -EINVAL;
-        a->ro.forest.seed = a->ro.linear.seed = seed;
-        return 0;
     case OPT_CLASSES:
         a->classes = v;
         return 0;
@@ -257,9 +228,6 @@ static int parse_option(struct train_args *a, int c, const char *v, char *err, s
         return 0;
     case OPT_SOCKET:
         a->inst.socket = v;
-        return 0;
-    case OPT_DATA:
-        a->src.path = v;
         return 0;
     }
     return -EINVAL;
@@ -381,12 +349,8 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
     if (a->db || a->since || a->inst.dir || a->inst.socket)
         return check_db_args(a, argc - optind + !!a->src.path,
                              a->src.path ? a->src.path : argv[optind], n_validation, err, errlen);
-    if (optind != argc - !a->src.path)
-        return util_err(err, errlen, -EINVAL,
-                        "expected one dataset file (FILE.csv or --data), got %d",
-                        argc - optind + !!a->src.path);
-    if (!a->src.path)
-        a->src.path = argv[optind];
+    if ((r = train_source_file(&a->src, argc, argv, optind, err, errlen)) < 0)
+        return r;
     a->src.need_positive_target = true;
     r = parse_classes(a, err, errlen);
     if (r == 0)

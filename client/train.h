@@ -61,6 +61,43 @@ int train_write_model(const char *path, const char *name, const regress_opts *ro
                       size_t n_classes, const char *class_column, double class_threshold,
                       const char *domains, double cv_mape, char *err, size_t errlen);
 
+/* ---- Options train and select share (train_opts.c) ----------------------
+ * Their values; each command numbers its own options from TRAIN_OPT_END. */
+enum {
+    TRAIN_OPT_TARGET = 256,
+    TRAIN_OPT_FEATURES,
+    TRAIN_OPT_PER,
+    TRAIN_OPT_DROP,
+    TRAIN_OPT_DATA,
+    TRAIN_OPT_TREES,
+    TRAIN_OPT_THREADS,
+    TRAIN_OPT_SEED,
+    TRAIN_OPT_END
+};
+/* Their getopt_long entries, to start a command's table with. */
+#define TRAIN_LONGOPTS                                                                             \
+    {"target", required_argument, NULL, TRAIN_OPT_TARGET},                                         \
+        {"features", required_argument, NULL, TRAIN_OPT_FEATURES},                                 \
+        {"per", required_argument, NULL, TRAIN_OPT_PER},                                           \
+        {"drop-invalid", no_argument, NULL, TRAIN_OPT_DROP},                                       \
+        {"data", required_argument, NULL, TRAIN_OPT_DATA},                                         \
+        {"trees", required_argument, NULL, TRAIN_OPT_TREES},                                       \
+        {"threads", required_argument, NULL, TRAIN_OPT_THREADS},                                   \
+    {                                                                                              \
+        "seed", required_argument, NULL, TRAIN_OPT_SEED                                            \
+    }
+
+/* Takes option c with value v into s if it is one of the dataset's: 1 when
+ * taken, 0 when not one of them. */
+int train_source_opt(struct train_source *s, int c, const char *v);
+/* The same for the forest's --trees, --threads and --seed: 1 when taken, 0
+ * when not one of them, a negative errno with err set for a bad value. */
+int train_forest_opt(forest_opts *fo, int c, const char *v, char *err, size_t errlen);
+/* After the options: exactly one dataset, either --data or the one word left
+ * at argv[first..argc); sets s->path to it. */
+int train_source_file(struct train_source *s, int argc, char **argv, int first, char *err,
+                      size_t errlen);
+
 /* Parses a non-negative integer option value; errors name the option. */
 int train_parse_size(const char *opt, const char *s, size_t *out, char *err, size_t errlen);
 int train_parse_double(const char *opt, const char *s, double *out, char *err, size_t errlen);

@@ -60,6 +60,20 @@ expect_fail "validation round [0-9] of 2: class (high|low)-miss has no training 
 expect_fail "empty.csv: no data rows" $S "$tmp/empty.csv" --target y --features a,b
 expect_fail "wide.csv:1: no column named 'nope'" $S "$tmp/wide.csv" --target y --features nope
 expect_fail "-k 0: keep at least one feature" $S "$tmp/wide.csv" --target y --features a -k 0
+# The dataset and forest options are one parser for both commands: the same
+# input gets the same line from each.
+for cmd in train select; do
+    C="$WATTPROF $cmd"
+    expect_fail "^wattprof $cmd: --trees 'x'" $C "$tmp/wide.csv" --target y --features a --trees x
+    expect_fail "^wattprof $cmd: --seed '-1'" $C "$tmp/wide.csv" --target y --features a --seed -1
+    expect_fail "^wattprof $cmd: --threads ''" $C "$tmp/wide.csv" --target y --features a --threads ''
+    expect_fail "^wattprof $cmd: expected one dataset file \(FILE.csv or --data\), got 2\$" \
+        $C "$tmp/wide.csv" --data "$tmp/wide.csv" --target y --features a
+    expect_fail "^wattprof $cmd: expected one dataset file \(FILE.csv or --data\), got 0\$" \
+        $C --target y --features a
+    expect_fail "^wattprof $cmd: .*/wide.csv:1: no column named 'nope'" \
+        $C --data "$tmp/wide.csv" --target y --features a --per nope --drop-invalid
+done
 
 # With --drop-invalid the bad row is skipped and training goes on.
 if ! $T "$tmp/bad.csv" --target y --features a,b --cv 3 --drop-invalid --json >"$tmp/out" 2>"$tmp/err" ||
