@@ -20,7 +20,25 @@ _wattprof() {
       COMPREPLY=($(compgen -W "$("$prog" --help 2>/dev/null | awk '/^  [a-z]/ && $1 != "help" {print $1}')" -- "$cur"))
     return
   fi
+  # run ... -- CMD ARGS: the command's name, then what CMD's own completion
+  # offers (bash-completion's _command_offset), else file names.
+  if [ "$cmd" = run ]; then
+    local i
+    for ((i = 2; i < cword; i++)); do
+      [ "${words[i]}" = -- ] || continue
+      if [ "$cword" -eq $((i + 1)) ]; then
+        COMPREPLY=($(compgen -c -- "$cur"))
+      elif declare -F _command_offset >/dev/null; then
+        _command_offset $((i + 1))
+      else
+        COMPREPLY=($(compgen -f -- "$cur"))
+      fi
+      return
+    done
+  fi
   case $prev in
+    -n) COMPREPLY=($(compgen -W "5 10 20 50 100" -- "$cur")); return ;;
+    -r | --repeat) COMPREPLY=($(compgen -W "3 5 10" -- "$cur")); return ;;
     --sort) COMPREPLY=($(compgen -W "energy power cpu" -- "$cur")); return ;;
     --format) COMPREPLY=($(compgen -W "csv json" -- "$cur")); return ;;
     --engine) COMPREPLY=($(compgen -W "ols ridge lasso forest" -- "$cur")); return ;;
@@ -35,7 +53,9 @@ _wattprof() {
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
-    COMPREPLY=($(compgen -W "$("$prog" "$cmd" --help 2>/dev/null | grep -oE -- '--[a-z][a-z-]*' | sort -u)" -- "$cur"))
+    # Long options, and the short ones (-n, -k, -r) the help lists first on a line.
+    COMPREPLY=($(compgen -W "$("$prog" "$cmd" --help 2>/dev/null |
+      grep -oE -- '(--[a-z][a-z-]*|^  -[a-zA-Z]\>)' | sed 's/^ *//' | sort -u)" -- "$cur"))
   elif [ "$cmd" = show ]; then
     COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur"))
   elif [[ $cmd =~ ^(reload|train|select|gp|symreg|rank)$ ]]; then

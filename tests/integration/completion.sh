@@ -34,4 +34,14 @@ check "run's -r and -x long forms" test "$(complete_line wattprof run --re)" = "
 check "train takes --data" test "$(complete_line wattprof train --da)" = "--data "
 check "--engine values" test "$(complete_line wattprof train --engine l)" = "lasso "
 check "--alpha auto" test "$(complete_line wattprof train --alpha a)" = "auto "
+check "top offers -n" grep -qw -- "-n" <<<"$(complete_line wattprof top -)"
+check "-n takes a count" test "$(complete_line wattprof ps -n 1)" = "10 100 "
+check "select offers -k" grep -qw -- "-k" <<<"$(complete_line wattprof select -)"
+check "run -- completes a command name" grep -qw "sleep" <<<"$(complete_line wattprof run -r 3 -- slee)"
+check "run -- never offers wattprof's own options there" \
+  test -z "$(complete_line wattprof run -- --rep)" -o "$(complete_line wattprof run -- --rep)" != "--repeat "
+mkdir "$bin/d" && touch "$bin/d/arg.txt"
+check "run -- CMD completes CMD's arguments (files at least)" \
+  grep -qF "$bin/d/arg.txt" <<<"$(complete_line wattprof run -- cat "$bin/d/a")"
+check "before --, run still completes its options" test "$(complete_line wattprof run --re)" = "--repeat "
 finish
