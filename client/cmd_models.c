@@ -16,7 +16,8 @@
 static void models_usage(FILE *out)
 {
     fprintf(out, "usage: wattprof models [--socket PATH] [--json|--csv]\n"
-                 "Lists every model the daemon has loaded, the one in use first.\n\n"
+                 "Lists every model the daemon has loaded, the one in use first (marked *),\n"
+                 "with when it was last loaded (LOADED, UTC).\n\n"
                  "options:\n" QUERY_COMMON_HELP);
 }
 
@@ -80,12 +81,7 @@ static fmt_table *models_table(json_object *models)
         snprintf(mape, sizeof(mape), cal ? "%.1f %%" : "-", query_num(m, "cv_mape") * 100);
         r = r ? r : query_table_num(t, mape, cal ? query_num(m, "cv_mape") : NAN);
         snprintf(raw, sizeof(raw), isnan(loaded) ? "" : "%.0f", loaded);
-        r = r ? r
-              : fmt_table_add(t,
-                              in_use          ? "in use"
-                              : isnan(loaded) ? "-"
-                                              : fmt_iso8601(a, loaded),
-                              raw);
+        r = r ? r : fmt_table_add(t, isnan(loaded) ? "-" : fmt_iso8601(a, loaded), raw);
     }
     if (r < 0) {
         fmt_table_free(t);

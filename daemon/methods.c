@@ -862,8 +862,12 @@ static int m_list_models(rpc_call *call, json_object *params, const rpc_peer *pe
     if (store_list_models(ctx->reader, &rows, &n, err, sizeof(err)) < 0)
         return -EIO;
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
+    double in_use_loaded = NAN; /* when the store last saw the model in use loaded */
     pthread_mutex_lock(&ctx->lock);
-    json_object_array_add(a, model_json(ctx->model, true, NAN));
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].sha256, ctx->model->sha256) == 0)
+            in_use_loaded = (double)rows[i].last_loaded;
+    json_object_array_add(a, model_json(ctx->model, true, in_use_loaded));
     for (size_t i = 0; i < n; i++) {
         model *m;
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0 ||

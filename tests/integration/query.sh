@@ -184,6 +184,13 @@ W models --json >"$tmp/models.json"
 check "models --json: the one in use first" test "$(json_get "$tmp/models.json" 'd["models"][0]["in_use"]')" = True
 check "models table" grep -q '^\*' <(W models)
 check "models --csv header" test "$(W models --csv | head -1)" = "in_use,name,engine,sha256,created,cv_mape,loaded"
+now=$(date +%s)
+check "models --json: the model in use says when it was loaded" \
+  test "$(json_get "$tmp/models.json" "$now - 3600 < d['models'][0]['loaded'] <= $now + 1")" = True
+check "models: LOADED is a time on every row, the one in use included" \
+  test "$(W models | awk 'NR > 1 && $NF !~ /^20[0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9:]+Z$/' | wc -l)" = 0
+check "models --csv: loaded is Unix seconds on the row in use" \
+  grep -qE '^true,.*,[0-9]{10}$' <(W models --csv)
 W reload "$SRCDIR/models/cputime.json" --json >"$tmp/reload.json"
 check "reload FILE loads it" test "$(json_get "$tmp/reload.json" 'd["model"]["in_use"]')" = True
 check "reload --csv" grep -qx 'cputime-generic,ridge,[0-9a-f]\{64\},false' <(W reload "$SRCDIR/models/cputime.json" --csv)
