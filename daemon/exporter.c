@@ -7,7 +7,8 @@
  * EXPORTER_MAX_CONNECTIONS are open at once, so stalled scrapers cannot pile
  * up either. MHD_USE_AUTO picks epoll: the daemon holds a counter descriptor
  * per event and process, so a scraper's socket is often above FD_SETSIZE,
- * which select() (MHD's default) cannot wait on. */
+ * which select() (MHD's default) cannot wait on. A scraper that sends
+ * Accept-Encoding: gzip gets the exposition compressed (Prometheus does). */
 #include "daemon.h"
 #include "util/util.h"
 
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define EXPORTER_TIMEOUT_S 10
 #define EXPORTER_MAX_CONNECTIONS 32
@@ -29,9 +31,10 @@ struct exporter {
     struct MHD_Daemon *mhd;
 };
 
+/* `encoding`: NULL for plain text, else the Content-Encoding body is in. */
 static enum MHD_Result exporter_reply(struct MHD_Connection *conn, unsigned status,
                                       const char *type, char *body, size_t len,
-                                      enum MHD_ResponseMemoryMode mode)
+                                      enum MHD_ResponseMemoryMode mode, const char *encoding)
 {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, body, mode);
     enum MHD_Result r;
@@ -42,15 +45,72 @@ static enum MHD_Result exporter_reply(struct MHD_Connection *conn, unsigned stat
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_OK) /* the same URL, two encodings: caches must ask */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, MHD_HTTP_HEADER_ACCEPT_ENCODING);
+    if (encoding)
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_ENCODING, encoding);
     r = MHD_queue_response(conn, status, resp);
     MHD_destroy_response(resp);
     return r;
 }
 
+/* Whether an Accept-Encoding header accepts gzip: the token "gzip" (or "*")
+ * without ";q=0". */
+static bool exporter_wants_gzip(const char *accept)
+{
+    const char *p = accept;
+
+    while (p && *p) {
+        size_t n;
+        p += strspn(p, " \t,");
+        n = strcspn(p, " \t,;");
+        if ((n == 4 && strncasecmp(p, "gzip", 4) == 0) || (n == 1 && *p == '*')) {
+            const char *q = p + n + strspn(p + n, " \t");
+            double qv = 1;
+            if (*q == ';' && (q = strstr(q, "q=")) && q < p + strcspn(p, ","))
+                qv = strtod(q + 2, NULL);
+            return qv > 0;
+        }
+        p += strcspn(p, ",");
+    }
+    return false;
+}
+
+/* Compresses body[0..len) into a gzip member; *out is malloc'd. */
+static int exporter_gzip(const char *body, size_t len, char **out, size_t *out_len)
+{
+    z_stream z = {0};
+    uLong cap;
+    char *buf;
+    int r;
+
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        return -ENOMEM;
+    cap = deflateBound(&z, (uLong)len) + 32; /* + the gzip header and trailer */
+    if (!(buf = malloc(cap))) {
+        deflateEnd(&z);
+        return -ENOMEM;
+    }
+    z.next_in = (Bytef *)body;
+    z.avail_in = (uInt)len;
+    z.next_out = (Bytef *)buf;
+    z.avail_out = (uInt)cap;
+    r = deflate(&z, Z_FINISH);
+    *out_len = z.total_out;
+    deflateEnd(&z);
+    if (r != Z_STREAM_END) {
+        log_error("exporter: gzip of a %zu-byte exposition failed (zlib %d)", len, r);
+        free(buf);
+        return -EIO;
+    }
+    *out = buf;
+    return 0;
+}
+
 static enum MHD_Result exporter_text(struct MHD_Connection *conn, unsigned status, const char *text)
 {
     return exporter_reply(conn, status, "text/plain; charset=utf-8", (char *)text, strlen(text),
-                          MHD_RESPMEM_PERSISTENT);
+                          MHD_RESPMEM_PERSISTENT, NULL);
 }
 
 static enum MHD_Result exporter_handle(void *cls, struct MHD_Connection *conn, const char *url,
@@ -74,8 +134,20 @@ static enum MHD_Result exporter_handle(void *cls, struct MHD_Connection *conn, c
     snapshot_unref(snap);
     if (r < 0)
         return exporter_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
+    if (exporter_wants_gzip(
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT_ENCODING))) {
+        char *gz;
+        size_t gz_len;
+        r = exporter_gzip(body, len, &gz, &gz_len);
+        free(body);
+        if (r < 0)
+            return exporter_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                 "could not compress the exposition\n");
+        return exporter_reply(conn, MHD_HTTP_OK, EXPORTER_CONTENT_TYPE, gz, gz_len,
+                              MHD_RESPMEM_MUST_FREE, "gzip");
+    }
     return exporter_reply(conn, MHD_HTTP_OK, EXPORTER_CONTENT_TYPE, body, len,
-                          MHD_RESPMEM_MUST_FREE);
+                          MHD_RESPMEM_MUST_FREE, NULL);
 }
 
 /* "127.0.0.1:9934", "[::1]:9934": where the socket really is (port 0 asks

@@ -213,8 +213,8 @@ static void put_host(FILE *f, daemon_ctx *ctx, const snapshot *snap, const char 
     for (size_t z = 0; z < power->n; z++) {
         fputs("wattprof_zone_energy_joules_total{zone=\"", f);
         put_value(f, power->zone[z].id);
-        fputs("\",domain=\"", f);
-        put_value(f, power->zone[z].name);
+        fputs("\",domain=\"", f); /* "package", as the host metric and the model say */
+        put_value(f, power->zone[z].domain);
         fputs("\"} ", f);
         put_number(f, st->zone_total_j[z]);
         fputc('\n', f);
