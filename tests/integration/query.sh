@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The query commands against a real wattprofd: status, ps, show, history
 # (table, JSON, CSV, terminal chart, PNG and SVG), export, models, reload and
-# top (one snapshot without a terminal; the live screen under tmux), their
-# errors, and colour only on a terminal without NO_COLOR.
+# top (one snapshot without a terminal; the live screen under tmux, more of
+# it in top_live.py), their errors, and colour only on a terminal without
+# NO_COLOR.
 #
 # The daemon runs as whoever runs the test (unprivileged it watches only the
 # caller's processes); the workload is tests/helpers/burn.
@@ -290,19 +291,7 @@ else
   skip_note "not root: the permission checks need a second user"
 fi
 
-if [ -n "$have_tmux" ]; then
-  # top, when the daemon goes away under it: the screen is given back, then one line.
-  tmx new-session -d -s "$session" -x 130 -y 30
-  tmx set-option -t "$session" remain-on-exit on >/dev/null
-  tmx respawn-pane -k -t "$session" "$WATTPROF top --socket $sock"
-  check "top is running" waitfor 'wattprof top  host: measured'
-fi
+# top when the daemon stops under it: tests/integration/top_live.py.
 kill "$dpid"; wait "$dpid"; dpid=
 check "the daemon stopped cleanly" true
-if [ -n "$have_tmux" ]; then
-  # The line lands at the bottom of the normal screen, so it may have scrolled up.
-  check "top says the daemon went away, after leaving the full screen" \
-    grep -qF "wattprof top: the daemon closed the connection during Subscribe (did it stop?)" \
-    <(sleep 1; tmx capture-pane -p -S -100 -t "$session")
-fi
 finish
