@@ -695,6 +695,32 @@ static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, c
     return 0;
 }
 
+/* covered_s of a process, command or user history: the host's, bucket by
+ * bucket (the seconds the daemon sampled), since a process's own rows cannot
+ * tell a second it did not run from one the daemon did not see. */
+static void history_coverage(daemon_ctx *ctx, const store_history_query *q, store_point *pts,
+                             size_t n)
+{
+    store_history_query hq = *q;
+    store_point *host;
+    size_t nh, j = 0;
+    char err[UTIL_ERRLEN];
+
+    hq.by = STORE_HISTORY_HOST;
+    if (store_history(ctx->reader, &hq, &host, &nh, err, sizeof(err)) < 0) {
+        log_warning("GetHistory: the host's coverage of the buckets: %s", err);
+        for (size_t i = 0; i < n; i++)
+            pts[i].covered_s = NAN;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        while (j < nh && host[j].t < pts[i].t)
+            j++;
+        pts[i].covered_s = j < nh && host[j].t == pts[i].t ? host[j].covered_s : 0;
+    }
+    free(host);
+}
+
 static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
 {
     daemon_ctx *ctx = u;
@@ -739,6 +765,8 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
         json_object_object_add(e, "reason", json_object_new_string(err));
         return rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", e);
     }
+    if (q.by != STORE_HISTORY_HOST)
+        history_coverage(ctx, &q, pts, n);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     for (size_t i = 0; i < n; i++) {
         json_object *s = json_object_new_object();
@@ -752,6 +780,7 @@ static int m_get_history(rpc_call *call, json_object *params, const rpc_peer *pe
         json_object_object_add(s, "measured_j", host && pts[i].measured
                                                     ? json_object_new_double(pts[i].host_j)
                                                     : NULL);
+        json_object_object_add(s, "covered_s", num_or_null(pts[i].covered_s));
         json_object_array_add(a, s);
     }
     free(pts);

@@ -586,11 +586,12 @@ static int prepare_history(store_reader *r, const store_history_query *q, sqlite
     if (q->by == STORE_HISTORY_HOST)
         snprintf(sql, sizeof(sql),
                  "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(host_j), sum(idle_j),"
-                 " sum(attributed_j), sum(unattributed_j), sum(modeled_j), min(measured) FROM ("
-                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
-                 "  FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
-                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured"
-                 "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
+                 " sum(attributed_j), sum(unattributed_j), sum(modeled_j), min(measured),"
+                 " sum(duration_s) FROM ("
+                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured,"
+                 "  duration_s FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
+                 "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured,"
+                 "  duration_s FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
                  " GROUP BY b ORDER BY b");
     // clang-format off
     else if (q->by == STORE_HISTORY_PID)
@@ -645,6 +646,7 @@ static void read_point(sqlite3_stmt *st, bool host, store_point *p)
         p->unattributed_j = sqlite3_column_double(st, 4);
         p->modeled_j = sqlite3_column_double(st, 5);
         p->measured = sqlite3_column_int(st, 6) != 0;
+        p->covered_s = sqlite3_column_double(st, 7);
     } else {
         p->attributed_j = sqlite3_column_double(st, 1);
         p->standalone_j = sqlite3_column_double(st, 2);

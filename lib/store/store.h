@@ -395,7 +395,9 @@ typedef struct store_point {
     int64_t t;
     double attributed_j, standalone_j, cpu_s;
     double host_j, idle_j, unattributed_j, modeled_j;
-    bool measured; /* host: every second of the bucket measured by RAPL */
+    bool measured;    /* host: every second of the bucket measured by RAPL */
+    double covered_s; /* host: the seconds of the bucket the daemon sampled (the
+                         step when it ran throughout) */
 } store_point;
 
 /* Buckets with data, in time order (empty buckets are left out). */

@@ -301,7 +301,22 @@ static void test_history(void **state)
     assert_float_equal(p[0].host_j, p[0].idle_j + p[0].attributed_j + p[0].unattributed_j, 1e-9);
     assert_float_equal(p[0].modeled_j, 17.6, 1e-9);
     assert_true(p[0].measured);
+    for (size_t i = 0; i < n; i++) /* sampled throughout: two half-seconds a second */
+        assert_float_equal(p[i].covered_s, 2.0, 1e-9);
     free(p);
+    /* Buckets that reach before the first second and after the last. */
+    q.since = T0 - 1;
+    q.until = T0 + 12;
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 6);
+    assert_int_equal(p[0].t, T0 - 1);
+    assert_float_equal(p[0].covered_s, 1.0, 1e-9);
+    assert_float_equal(p[1].covered_s, 2.0, 1e-9);
+    assert_int_equal(p[5].t, T0 + 9);
+    assert_float_equal(p[5].covered_s, 1.0, 1e-9);
+    free(p);
+    q.since = T0;
+    q.until = T0 + 10;
 
     q.step = 0;
     assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), -EINVAL);
