@@ -1,6 +1,13 @@
 /* wattprof history: a time series of one process, a command, a user or the
  * whole host (GetHistory), as a table, JSON, CSV, a terminal chart or a
- * PNG/SVG picture. */
+ * PNG/SVG picture.
+ *
+ * Buckets start on multiples of the step in Unix time (a 1-minute bucket at
+ * :00). A bucket the daemon did not sample throughout (covered_s below the
+ * step: it still fills, or the daemon was not running for part of it) is
+ * marked in the table and left out of charts unless --partial; a run of
+ * buckets without data is a row of its own in the table and a break in the
+ * chart's line. */
 #include "commands.h"
 #include "format.h"
 #include "plot.h"
@@ -19,7 +26,7 @@
 
 struct history_opts {
     query_opts q;
-    bool plot;
+    bool plot, partial;
     const char *plot_file; /* NULL: the terminal */
     char what[128];        /* "pid 42", "host": the series' name */
 };
@@ -28,14 +35,21 @@ static void history_usage(FILE *out)
 {
     fprintf(out, "usage: wattprof history (--pid P | --comm NAME | --user U | --host) --since T\n"
                  "                        [--until T] [--step D] [--plot [FILE.png|FILE.svg]]\n"
-                 "                        [--socket PATH] [--json|--csv]\n"
-                 "A time series of power and energy.\n\n"
+                 "                        [--partial] [--socket PATH] [--json|--csv]\n"
+                 "A time series of power and energy, in buckets that start on multiples of\n"
+                 "the step (a 1m bucket at :00). POWER is the bucket's energy over its width.\n"
+                 "A bucket the daemon did not sample throughout (still filling, or the daemon\n"
+                 "was not running for part of it) is marked in the table, and time without\n"
+                 "data is a row of its own; CSV gives covered_s, the seconds sampled.\n\n"
                  "options:\n"
                  "  --since T, --until T  relative (30m, 1h, 2d: that long ago), 'now', @EPOCH\n"
                  "                   or ISO 8601 (2026-11-30T04:00:00Z); --until defaults to now\n"
-                 "  --step D         bucket width (default: at most 1000 points, >= 1s)\n"
+                 "  --step D         bucket width (default: 1, 2, 5, 10, 15, 30s, 1, 2, 5, 10,\n"
+                 "                   15, 30m, 1, 2, 3, 6, 12h or days: at most 1000 points)\n"
                  "  --plot           draw a chart in the terminal\n"
-                 "  --plot FILE      draw a PNG or SVG picture with cairo\n" QUERY_COMMON_HELP);
+                 "  --plot FILE      draw a PNG or SVG picture with cairo\n"
+                 "  --partial        charts: draw partial buckets too (left out by "
+                 "default)\n" QUERY_COMMON_HELP);
 }
 
 static int bad(const char *err)
@@ -83,6 +97,9 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
             return bad(err);
         json_object_object_add(p, "step_s", json_object_new_double(v));
         return 0;
+    case 'A':
+        h->partial = true;
+        return 0;
     case 'P':
         h->plot = true;
         h->plot_file = optarg;
@@ -98,6 +115,35 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
     }
 }
 
+/* The step the daemon would choose for at most 1000 points, rounded up to
+ * one that divides the clock's minutes, hours or days. */
+static double round_step(double span_s)
+{
+    static const double nice[] = {1,   2,   5,    10,   15,   30,    60,    120,   300,
+                                  600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400};
+    double want = ceil(span_s / 1000);
+
+    for (size_t i = 0; i < sizeof(nice) / sizeof(nice[0]); i++)
+        if (nice[i] >= want)
+            return nice[i];
+    return ceil(want / 86400) * 86400;
+}
+
+/* Starts the first bucket on a multiple of the step, so that buckets are the
+ * clock's own (1m: from :00 to :59); the step is then always sent. */
+static void align_buckets(json_object *p, double now)
+{
+    double since = query_num(p, "since");
+    double until = query_obj(p, "until") ? query_num(p, "until") : now + 1;
+    double step = query_obj(p, "step_s") ? query_num(p, "step_s") : round_step(until - since);
+    double whole = floor(step); /* the daemon's buckets are whole seconds */
+
+    if (whole < 1)
+        return;
+    json_object_object_add(p, "since", json_object_new_double(floor(since / whole) * whole));
+    json_object_object_add(p, "step_s", json_object_new_double(step));
+}
+
 static int history_parse(int argc, char **argv, struct history_opts *h, json_object *p)
 {
     static const struct option opts[] = {QUERY_LONGOPTS,
@@ -109,6 +155,7 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
                                          {"until", required_argument, NULL, 'U'},
                                          {"step", required_argument, NULL, 't'},
                                          {"plot", optional_argument, NULL, 'P'},
+                                         {"partial", no_argument, NULL, 'A'},
                                          {NULL, 0, NULL, 0}};
     double now = (double)util_now_ns(CLOCK_REALTIME) / 1e9;
     int o, r, kinds = 0;
@@ -140,6 +187,7 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
         return bad("give exactly one of --pid, --comm, --user or --host");
     if (!query_obj(p, "since"))
         return bad("--since is required (e.g. --since 1h)");
+    align_buckets(p, now);
     if (h->plot && h->q.out != QUERY_TEXT)
         return bad(h->q.out == QUERY_JSON
                        ? "--plot and --json contradict each other: a chart or the data, pick one"
@@ -147,19 +195,66 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
     return 0;
 }
 
-static int print_table(const struct history_opts *h, json_object *samples, bool host)
+enum bucket_kind { BUCKET_FULL, BUCKET_PARTIAL, BUCKET_FILLING };
+
+/* A bucket the daemon sampled for less than this share of its width is
+ * partial (a second's ticks add up to about 1 s, not exactly). */
+#define BUCKET_FULL_SHARE 0.9
+
+/* What sample s's bucket is; *covered: the seconds the daemon sampled of it
+ * (the step where the daemon does not say). */
+static enum bucket_kind bucket_kind(json_object *s, double step, double now, double *covered)
 {
-    static const char *head[] = {"TIME", "POWER", "ENERGY", "CPU%"};
-    static const char *csv[] = {"t", "power_w", "energy_j", "cpu"};
-    static const fmt_align al[] = {FMT_LEFT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT};
-    fmt_table *t = fmt_table_new(4, head, csv, al);
+    double c = query_num(s, "covered_s");
+
+    *covered = isnan(c) ? step : c;
+    if (query_num(s, "t") + step > now)
+        return BUCKET_FILLING;
+    return *covered < BUCKET_FULL_SHARE * step ? BUCKET_PARTIAL : BUCKET_FULL;
+}
+
+/* Time without data between the sample before (at `prev`) and one at t. */
+static bool gap_before(double prev, double t, double step)
+{
+    return t - prev > 1.5 * step;
+}
+
+static int add_gap_row(fmt_table *t, double from, double to)
+{
+    char a[FMT_LEN], note[FMT_LEN + 16];
+    int r = fmt_table_add(t, fmt_iso8601(a, from), NULL);
+
+    snprintf(note, sizeof(note), "no data for %s", fmt_duration(a, to - from));
+    for (int c = 0; r == 0 && c < 3; c++)
+        r = fmt_table_add(t, "-", "");
+    return r ? r : fmt_table_add(t, note, "");
+}
+
+static int print_table(const struct history_opts *h, json_object *samples, bool host, double step,
+                       double now)
+{
+    static const char *head[] = {"TIME", "POWER", "ENERGY", "CPU%", "NOTE"};
+    static const char *csv[] = {"t", "power_w", "energy_j", "cpu", "covered_s"};
+    static const fmt_align al[] = {FMT_LEFT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT, FMT_LEFT};
+    static const char *kinds[] = {"", "partial", "filling"};
+    fmt_table *t = fmt_table_new(5, head, csv, al);
+    bool notes = false;
     int r = t ? 0 : -ENOMEM;
 
     for (size_t i = 0; r == 0 && i < json_object_array_length(samples); i++) {
         json_object *s = json_object_array_get_idx(samples, i);
-        char a[FMT_LEN], raw[32];
-        snprintf(raw, sizeof(raw), "%.0f", query_num(s, "t"));
-        r = fmt_table_add(t, fmt_iso8601(a, query_num(s, "t")), raw);
+        char a[FMT_LEN], raw[32], note[64] = "";
+        double ts = query_num(s, "t"), covered;
+        enum bucket_kind k = bucket_kind(s, step, now, &covered);
+        if (i > 0 && h->q.out == QUERY_TEXT) {
+            double prev = query_num(json_object_array_get_idx(samples, i - 1), "t");
+            if (gap_before(prev, ts, step)) {
+                r = add_gap_row(t, prev + step, ts);
+                notes = true;
+            }
+        }
+        snprintf(raw, sizeof(raw), "%.0f", ts);
+        r = r ? r : fmt_table_add(t, fmt_iso8601(a, ts), raw);
         r = r ? r
               : query_table_num(t, fmt_power(a, query_num(s, "power_w")), query_num(s, "power_w"));
         r = r ? r
@@ -167,7 +262,13 @@ static int print_table(const struct history_opts *h, json_object *samples, bool 
                                 query_num(s, "energy_j"));
         snprintf(a, sizeof(a), host ? "-" : "%.1f", query_num(s, "cpu") * 100);
         r = r ? r : query_table_num(t, a, host ? NAN : query_num(s, "cpu"));
+        if (k != BUCKET_FULL)
+            snprintf(note, sizeof(note), "%s: %.3g of %.3g s", kinds[k], covered, step);
+        notes |= note[0] != '\0';
+        r = r ? r : query_table_num(t, note, query_num(s, "covered_s"));
     }
+    if (!notes)
+        fmt_table_hide(t, 4);
     if (r == 0 && h->q.out == QUERY_CSV)
         fmt_table_print_csv(t, stdout);
     else if (r == 0)
@@ -186,27 +287,72 @@ static int terminal_columns(void)
     return env && atoi(env) > 0 ? atoi(env) : 80;
 }
 
-static int draw(const struct history_opts *h, json_object *samples, double step)
+/* The chart's points, one per bucket from the first sample to the last: NAN
+ * where a bucket has no data or is partial (unless --partial), so the line
+ * breaks there and time stays proportional. t and y hold `cap` points. */
+static size_t chart_points(const struct history_opts *h, json_object *samples, double step,
+                           double now, double *t, double *y, size_t cap, size_t *left_out)
 {
-    size_t n = json_object_array_length(samples);
-    double *t = calloc(n + 1, sizeof(double)), *y = calloc(n + 1, sizeof(double));
+    size_t n = json_object_array_length(samples), m = 0;
+    double covered;
+
+    *left_out = 0;
+    for (size_t i = 0; i < n && m < cap; i++) {
+        json_object *o = json_object_array_get_idx(samples, i);
+        double ts = query_num(o, "t");
+        if (i > 0) {
+            double prev = query_num(json_object_array_get_idx(samples, i - 1), "t");
+            for (double g = prev + step; gap_before(prev, ts, step) && g < ts && m < cap - 1;
+                 g += step) {
+                t[m] = g;
+                y[m++] = NAN;
+            }
+        }
+        t[m] = ts;
+        y[m] = query_num(o, "power_w");
+        if (bucket_kind(o, step, now, &covered) != BUCKET_FULL && !h->partial) {
+            y[m] = NAN;
+            ++*left_out;
+        }
+        m++;
+    }
+    return m;
+}
+
+static int draw(const struct history_opts *h, json_object *samples, double step, double now)
+{
+    size_t n = json_object_array_length(samples), left_out, cap = n + 1;
     char title[256], err[UTIL_ERRLEN], st[FMT_LEN];
-    plot_series s = {.label = title, .t = t, .y = y, .n = n};
+    plot_series s = {.label = title};
+    double *t, *y;
     int r = 0;
 
+    if (n > 1 && step > 0) /* every bucket between the first and the last */
+        cap += (size_t)((query_num(json_object_array_get_idx(samples, n - 1), "t") -
+                         query_num(json_object_array_get_idx(samples, 0), "t")) /
+                        step);
+    t = calloc(cap, sizeof(double));
+    y = calloc(cap, sizeof(double));
     if (!t || !y) {
         free(t);
         free(y);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < n; i++) {
-        json_object *o = json_object_array_get_idx(samples, i);
-        t[i] = query_num(o, "t");
-        y[i] = query_num(o, "power_w");
-    }
+    s.t = t;
+    s.y = y;
+    s.n = chart_points(h, samples, step, now, t, y, cap, &left_out);
     snprintf(title, sizeof(title), "power of %s, %s steps", h->what, fmt_duration(st, step));
+    if (left_out)
+        snprintf(title + strlen(title), sizeof(title) - strlen(title),
+                 "; %zu partial bucket%s left out (--partial draws them)", left_out,
+                 left_out == 1 ? "" : "s");
     if (n == 0) {
         log_error("no samples for %s in that time range: nothing to plot", h->what);
+        r = -ENODATA;
+    } else if (left_out == n) {
+        log_error("every bucket of %s in that time range is partial (the daemon sampled only part "
+                  "of it): --partial draws them",
+                  h->what);
         r = -ENODATA;
     } else if (h->plot_file) {
         s.label = h->what;
@@ -244,12 +390,13 @@ int cmd_history(int argc, char **argv)
      * and the CSV's empty cell say, not 0. */
     for (size_t i = 0; strcmp(h.what, "host") == 0 && i < json_object_array_length(samples); i++)
         json_object_object_add(json_object_array_get_idx(samples, i), "cpu", NULL);
+    double now = (double)util_now_ns(CLOCK_REALTIME) / 1e9, step = query_num(reply, "step_s");
     if (h.plot)
-        r = draw(&h, samples, query_num(reply, "step_s"));
+        r = draw(&h, samples, step, now);
     else if (h.q.out == QUERY_JSON)
         query_print_json(reply);
     else
-        r = print_table(&h, samples, strcmp(h.what, "host") == 0);
+        r = print_table(&h, samples, strcmp(h.what, "host") == 0, step, now);
     json_object_put(reply);
     return r < 0 ? 1 : 0;
 }

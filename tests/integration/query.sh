@@ -141,7 +141,7 @@ sys.exit(not (p["power_w"] > 0 and p["cpu"] > 0 and p["recent_s"] == len(s) >= 2
 W history --pid "$bpid" --since 10m --step 1s --json >"$tmp/hist.json"
 hsum=$(json_get "$tmp/hist.json" 'sum(s["energy_j"] for s in d["samples"])')
 check "history of burn sums to show's total ($hsum J vs $total J)" within "$hsum" "$total" 0.001
-check "history --csv header" test "$(W history --pid "$bpid" --since 10m --csv | head -1)" = "t,power_w,energy_j,cpu"
+check "history --csv header" test "$(W history --pid "$bpid" --since 10m --csv | head -1)" = "t,power_w,energy_j,cpu,covered_s"
 check "history table has times in ISO 8601" \
   grep -qE '^20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z +[0-9.]+ (mW|W)' <(W history --pid "$bpid" --since 10m)
 since_iso=$(date -u -d '-10 min' +%Y-%m-%dT%H:%M:%SZ)
@@ -159,7 +159,7 @@ check "history --host --json without RAPL: measured_j is null, not the modeled e
 check "history --host --csv: cpu is empty" \
   test "$(W history --host --since 5m --csv | tail -n +2 | cut -d, -f4 | sort -u)" = ""
 check "history --host table: CPU% is -" \
-  test "$(W history --host --since 5m | tail -n +2 | awk '{print $NF}' | sort -u)" = "-"
+  test "$(W history --host --since 5m | tail -n +2 | awk '{print $6}' | sort -u)" = "-"
 W history --host --since 5m --plot >"$tmp/chart.txt"
 check "history --plot draws a terminal chart with axis and labels" \
   "$PYTHON" -c 'import sys; t = open(sys.argv[1]).read(); sys.exit(not ("power of host" in t and "W " in t and "T" in t.splitlines()[-1]))' "$tmp/chart.txt"
