@@ -48,8 +48,7 @@ static void history_usage(FILE *out)
                  "                   15, 30m, 1, 2, 3, 6, 12h or days: at most 1000 points)\n"
                  "  --plot           draw a chart in the terminal\n"
                  "  --plot FILE      draw a PNG or SVG picture with cairo\n"
-                 "  --partial        charts: draw partial buckets too (left out by "
-                 "default)\n" QUERY_COMMON_HELP);
+                 "  --partial        draw partial buckets in charts too\n" QUERY_COMMON_HELP);
 }
 
 static int bad(const char *err)
