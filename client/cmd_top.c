@@ -53,7 +53,7 @@ struct top {
     size_t first; /* the first row shown (scrolling) */
     size_t page;  /* rows the screen held at the last draw */
     size_t n_rows;
-    char lost[128]; /* "the daemon stopped at ...": when it went away; "" while connected */
+    char lost[UTIL_ERRLEN + 64]; /* "the daemon stopped at ...", or "" while connected */
     char filter[128];
     char note[256]; /* shown on the status line until the next key */
     util_regex *re; /* the filter compiled; NULL = none */
@@ -539,7 +539,7 @@ static int live(struct top *t, rpc_client **c, json_object *params)
     time_t started = time(NULL);
     char err[UTIL_ERRLEN];
     sigset_t old;
-    int r = 0, sfd = quit_signals(&old);
+    int r = 0, e, sfd = quit_signals(&old);
     bool run = true;
 
     if (sfd < 0) {
@@ -568,8 +568,8 @@ static int live(struct top *t, rpc_client **c, json_object *params)
                 si.ssi_signo = 0;
             break;
         }
-        if (*c && drain(t, *c, err, sizeof(err)) < 0)
-            lose(t, c, "connection closed");
+        if (*c && (e = drain(t, *c, err, sizeof(err))) < 0)
+            lose(t, c, e == -ECONNRESET ? "connection closed" : err);
         else if (!*c && !(pfd[0].revents & POLLIN))
             resubscribe(t, params, c);
         for (int ch; run && (ch = getch()) != ERR;)
