@@ -29,7 +29,10 @@ _wattprof() {
       if [ "$cword" -eq $((i + 1)) ]; then
         COMPREPLY=($(compgen -c -- "$cur"))
       elif declare -F _command_offset >/dev/null; then
-        _command_offset $((i + 1))
+        # Its offset counts COMP_WORDS, which _init_completion may have rejoined.
+        local j=1
+        while [ "$j" -lt "$COMP_CWORD" ] && [ "${COMP_WORDS[j]}" != -- ]; do j=$((j + 1)); done
+        _command_offset $((j + 1))
       else
         COMPREPLY=($(compgen -f -- "$cur"))
       fi

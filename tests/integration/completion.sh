@@ -43,5 +43,10 @@ check "run -- never offers wattprof's own options there" \
 mkdir "$bin/d" && touch "$bin/d/arg.txt"
 check "run -- CMD completes CMD's arguments (files at least)" \
   grep -qF "$bin/d/arg.txt" <<<"$(complete_line wattprof run -- cat "$bin/d/a")"
+# Where bash-completion is loaded, CMD's own completion takes over from CMD's word.
+_command_offset() { COMPREPLY=("offset=$1"); }
+check "run -- CMD hands over to CMD's completion (_command_offset at CMD's word)" \
+  test "$(complete_line wattprof run -r 3 -- cat x)" = "offset=5 "
+unset -f _command_offset
 check "before --, run still completes its options" test "$(complete_line wattprof run --re)" = "--repeat "
 finish
