@@ -94,5 +94,9 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
 int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
 int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
 int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+/* Whether `peer` may see job `job`'s energy: privileged, or the job is its
+ * own (or unknown: then there is nothing to see). Needs ctx->reader. */
+bool methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer);
 
 #endif

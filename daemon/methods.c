@@ -10,7 +10,7 @@
  *
  * This file has what the methods share and their registration; each
  * concern has its file: methods_status.c, methods_process.c,
- * methods_subscribe.c, methods_models.c. */
+ * methods_subscribe.c, methods_models.c, methods_jobs.c. */
 #include "methods-internal.h"
 #include "util/util.h"
 
@@ -272,6 +272,7 @@ int methods_register(daemon_ctx *ctx, rpc_server *srv, char *err, size_t errlen)
         {"io.wattprof.Monitor.Subscribe", m_subscribe},
         {"io.wattprof.Monitor.ListModels", m_list_models},
         {"io.wattprof.Monitor.ReloadModels", m_reload_models},
+        {"io.wattprof.Monitor.ListJobs", m_list_jobs},
     };
     int r = rpc_server_add_interface(srv, rpc_monitor_interface, err, errlen);
 

@@ -23,7 +23,7 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
     CHECK_PARAMS(call, params, OPT_IN("window_s", FLOAT, 1, P_SPAN_MAX), OPT("sort", STRING),
                  OPT_IN("limit", INT, 0, P_PAGE_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
                  OPT("comm", STRING), OPT("include_exited", BOOL),
-                 OPT_IN("offset", INT, 0, P_TIME_MAX));
+                 OPT_IN("offset", INT, 0, P_TIME_MAX), OPT("job", STRING));
     if (other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (sort && strcmp(sort, "power") == 0)
@@ -42,6 +42,7 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
     q.comm_regex = param_string(params, "comm");
+    q.job = param_string(params, "job");
     /* Exited processes are listed unless asked not to. */
     q.only_running = param_present(params, "include_exited") &&
                      !json_object_get_boolean(json_object_object_get(params, "include_exited"));
@@ -139,15 +140,16 @@ static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, c
                          store_history_query *q)
 {
     int kinds = param_present(params, "pid") + param_present(params, "comm") +
-                param_present(params, "uid") +
+                param_present(params, "uid") + param_present(params, "job") +
                 (param_present(params, "host") &&
                  json_object_get_boolean(json_object_object_get(params, "host")));
 
     if (kinds != 1) {
-        rpc_error_invalid_parameter_why(call, "pid",
-                                        "exactly one of pid, comm, uid or host: true is needed, "
-                                        "%d given",
-                                        kinds);
+        rpc_error_invalid_parameter_why(
+            call, "pid",
+            "exactly one of pid, comm, uid, job or host: true is needed, "
+            "%d given",
+            kinds);
         return -EINVAL;
     }
     q->since = (int64_t)floor(param_double(params, "since", 0));
@@ -173,6 +175,9 @@ static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, c
     } else if (param_present(params, "comm")) {
         q->by = STORE_HISTORY_COMM;
         q->comm = param_string(params, "comm");
+    } else if (param_present(params, "job")) {
+        q->by = STORE_HISTORY_JOB;
+        q->job = param_string(params, "job");
     } else if (param_present(params, "uid")) {
         q->by = STORE_HISTORY_UID;
         q->uid = (int64_t)param_double(params, "uid", -1);
@@ -196,7 +201,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     int r;
 
     CHECK_PARAMS(call, params, OPT_IN("pid", INT, 1, P_PID_MAX), OPT("comm", STRING),
-                 OPT_IN("uid", INT, 0, P_UID_MAX), OPT("host", BOOL),
+                 OPT_IN("uid", INT, 0, P_UID_MAX), OPT("host", BOOL), OPT("job", STRING),
                  REQ_IN("since", FLOAT, 0, P_TIME_MAX), OPT_IN("until", FLOAT, 0, P_TIME_MAX),
                  OPT_IN("step_s", FLOAT, 0, P_SPAN_MAX));
     if (history_query(ctx, call, params, peer, &q) < 0)
@@ -222,6 +227,8 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         }
     }
     sync_store(ctx);
+    if (q.by == STORE_HISTORY_JOB && !methods_job_visible(ctx, q.job, peer))
+        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     r = store_history(ctx->reader, &q, &pts, &n, err, sizeof(err));
     if (r == -EINVAL && q.by == STORE_HISTORY_COMM)
         return invalid_regex(call, q.comm);
