@@ -73,6 +73,34 @@ with cleaned_up(d, tmp):
     check("the store keeps each burner's job (none for the third)",
           stored == [(None, 1), ("5151", 1), ("6262", 1)], str(stored))
 
+    # wattprof jobs: the same jobs and energies in every format.
+    W = os.environ["WATTPROF"]
+
+    def cli(*args):
+        p = subprocess.run([W, "jobs", "--socket", d.sock, *args], capture_output=True, text=True,
+                           timeout=30)
+        check(f"wattprof jobs {' '.join(args)} exits 0", p.returncode == 0, p.stderr)
+        return p.stdout
+
+    js = json.loads(cli("--json"))
+    check("jobs --json: ListJobs' jobs, and the node's name",
+          {j["job"]: j["energy_j"] for j in js["jobs"]} == {k: v["energy_j"] for k, v in jobs.items()}
+          and js["node"] == os.uname().nodename, json.dumps(js))
+    rows = [ln.split(",") for ln in cli("--csv").splitlines()]
+    head = rows[0]
+    check("jobs --csv header", head == ["job", "user", "node", "start", "end", "energy_j",
+                                        "energy_wh", "power_w", "cpu_s", "share"], str(head))
+    csv_e = {r[0]: float(r[5]) for r in rows[1:]}
+    check("jobs --csv: each job's energy, J and Wh",
+          csv_e.keys() == jobs.keys() and
+          all(abs(csv_e[k] - jobs[k]["energy_j"]) <= 1e-5 * max(1, jobs[k]["energy_j"]) and
+              abs(float(r[6]) * 3600 - float(r[5])) <= 1e-3 * max(1, float(r[5]))
+              for k in jobs for r in rows[1:] if r[0] == k), str(rows))
+    text = cli("--job", "5151")
+    check("jobs --job 5151: the table has that job alone",
+          text.splitlines()[0].split()[:3] == ["JOB", "USER", "NODE"] and len(text.splitlines()) == 2
+          and text.splitlines()[1].split()[0] == "5151", text)
+
     if os.geteuid() == 0 and shutil.which("setpriv"):
         shutil.copy(os.path.join(os.environ["SRCDIR"], "tests", "varlink_peer.py"), tmp)
         code = r'''
