@@ -69,9 +69,11 @@ with cleaned_up(d, tmp):
         got = energy_by_job(url, "wpjob")
         check("the exporter has the exec'd burner under job_id 5151, not \"\"",
               got.get("5151", 0) > 0 and got.get("6262", 0) > 0, str(got))
-    stored = d.sql("SELECT job, count(*) FROM processes WHERE comm = 'wpjob' GROUP BY job ORDER BY job")
+    # DISTINCT: under LeakSanitizer each burner clones a tracer task at exit,
+    # a process of its own with the burner's comm, environment and job.
+    stored = d.sql("SELECT DISTINCT job FROM processes WHERE comm = 'wpjob' ORDER BY job")
     check("the store keeps each burner's job (none for the third)",
-          stored == [(None, 1), ("5151", 1), ("6262", 1)], str(stored))
+          stored == [(None,), ("5151",), ("6262",)], str(stored))
 
     # wattprof jobs: the same jobs and energies in every format.
     W = os.environ["WATTPROF"]
