@@ -9,21 +9,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Driven by the jobs' processes (processes_job), each read the way a
+ * process's own rows are (query.c): its batches of settled rows, its recent
+ * seconds, its minute rows. Scanning every row of the window instead would
+ * read the whole database for `wattprof jobs` without --since. */
 // clang-format off
 #define JOBS_SQL                                                                                   \
-    "WITH e AS ("                                                                                  \
-    "  SELECT process_id, t, attributed_j, cpu_s FROM process_energy UNION ALL"                    \
-    "  SELECT process_id, t, attributed_j, cpu_s FROM process_energy_minute),"                     \
-    " j AS (SELECT p.job AS job, max(p.uid) AS uid, min(p.first_seen) AS start,"                   \
-    "  max(coalesce(p.exit_time, p.last_seen)) AS end, max(p.exit_time IS NULL) AS running,"       \
-    "  count(DISTINCT p.id) AS n, sum(e.attributed_j) AS a, sum(e.cpu_s) AS c"                     \
-    "  FROM processes p JOIN e ON e.process_id = p.id"                                             \
-    "  WHERE p.job IS NOT NULL AND (?4 IS NULL OR p.job = ?4) AND e.t >= ?1 AND e.t < ?2"          \
-    "  GROUP BY p.job)"                                                                            \
+    "WITH pj AS (SELECT id, job, uid, first_seen, last_seen, exit_time FROM processes"             \
+    "  WHERE job IS NOT NULL AND (?4 IS NULL OR job = ?4) AND last_seen >= ?1 AND first_seen < ?2),"\
+    " rows AS ("                                                                                   \
+    "  SELECT pj.id AS id, e.attributed_j AS a, e.cpu_s AS c FROM pj"                              \
+    "  CROSS JOIN process_energy_batch b CROSS JOIN process_energy_settled e"                      \
+    "  ON e.batch = b.batch AND e.process_id = pj.id"                                              \
+    "  WHERE b.t_max >= max(?1, pj.first_seen) AND b.t_min < ?2 AND b.t_min <= pj.last_seen"       \
+    "  AND e.t >= ?1 AND e.t < ?2 UNION ALL"                                                       \
+    "  SELECT pj.id, e.attributed_j, e.cpu_s FROM pj CROSS JOIN process_energy_recent e"           \
+    "  ON e.process_id = pj.id WHERE e.t >= max(?1, pj.first_seen) AND e.t < ?2 UNION ALL"         \
+    "  SELECT pj.id, e.attributed_j, e.cpu_s FROM pj CROSS JOIN process_energy_minute e"           \
+    "  ON e.process_id = pj.id WHERE e.t >= ?1 AND e.t < ?2),"                                     \
+    " j AS (SELECT pj.job AS job, max(pj.uid) AS uid, min(pj.first_seen) AS start,"                \
+    "  max(coalesce(pj.exit_time, pj.last_seen)) AS end, max(pj.exit_time IS NULL) AS running,"    \
+    "  count(DISTINCT pj.id) AS n, total(rows.a) AS a, total(rows.c) AS c"                         \
+    "  FROM rows JOIN pj ON pj.id = rows.id GROUP BY pj.job)"                                      \
     " SELECT job, uid, start, end, running, n, a, c, (SELECT total(host_j) FROM ("                 \
-    "  SELECT t, host_j FROM host_attribution UNION ALL"                                           \
-    "  SELECT t, host_j FROM host_attribution_minute) h"                                           \
-    "  WHERE h.t >= max(?1, j.start) AND h.t <= min(?2 - 1, j.end))"                               \
+    "  SELECT t, host_j FROM host_attribution WHERE t >= max(?1, j.start) AND t <= min(?2 - 1, j.end)"\
+    "  UNION ALL SELECT t, host_j FROM host_attribution_minute"                                    \
+    "  WHERE t > max(?1, j.start) - 60 AND t <= min(?2 - 1, j.end)))"                              \
     " FROM j WHERE (?3 < 0 OR uid = ?3) ORDER BY start DESC, job"
 // clang-format on
 

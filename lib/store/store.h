@@ -416,7 +416,8 @@ typedef struct store_job {
     int64_t processes;      /* processes of it on this node */
     double energy_j, cpu_s; /* attributed, inside the window */
     double node_j;          /* the node's energy (host_attribution) over [start, end] in
-                               the window: energy_j / node_j is the job's share */
+                               the window, by whole minutes where rolled up: energy_j /
+                               node_j is the job's share */
 } store_job;
 
 typedef struct store_job_query {

@@ -156,6 +156,25 @@ static void test_jobs(void **state)
     assert_int_equal(store_history(r, &hq, &pts, &n, err, sizeof(err)), -EINVAL);
     assert_non_null(strstr(err, "job is missing"));
     store_reader_close(r);
+
+    /* The same answers once maintenance has moved the rows: settled, then
+     * rolled up into minutes. */
+    int64_t nows[] = {T0 + 100, T0 + 2 * 86400};
+    for (size_t k = 0; k < 2; k++) {
+        while (store_maintain(s, nows[k]) == 1)
+            ;
+        r = reader(f);
+        q = (store_job_query){.since = T0 - 60, .until = T0 + 3600, .uid = -1};
+        assert_int_equal(store_list_jobs(r, &q, &j, &n, err, sizeof(err)), 0);
+        assert_int_equal(n, 2);
+        assert_float_equal(j[0].energy_j, 6.0, 1e-9);
+        assert_float_equal(j[0].cpu_s, 3.0, 1e-9);
+        assert_float_equal(j[1].energy_j, 4.0, 1e-9);
+        store_jobs_free(j, n);
+        store_reader_close(r);
+    }
+    assert_int_equal((int)file_num(f->path, "SELECT count(*) FROM process_energy_recent"), 0);
+    assert_true(file_num(f->path, "SELECT count(*) FROM process_energy_minute") > 0);
     assert_int_equal(store_close(s), 0);
 }
 
