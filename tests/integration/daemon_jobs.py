@@ -7,8 +7,10 @@ and the shells that start them:
 - `sh -c 'export SLURM_JOB_ID=5151; ./wpjob ...'`: the shell's child has no
   SLURM_JOB_ID in /proc/PID/environ until it execs wpjob, so the job is
   only found by reading the environment again after the exec;
-- a shell started with SLURM_JOB_ID=6262 runs `env -i ./wpjob ...`: the
-  burner's own environment is empty, and it stays in its parent's job;
+- a shell started with SLURM_JOB_ID=6262 runs `env -i sh -c './wpjob ...'`:
+  the inner shell keeps its job through the exec into an empty
+  environment, and the burner it forks, whose environment is empty from
+  the start, takes its parent's job;
 - a burner in no job.
 Then: ListJobs names both jobs with their energy, which equals the sum of
 GetHistory(job:) and of ListProcesses(job:); the exporter has the exec'd
@@ -37,7 +39,7 @@ with cleaned_up(d, tmp):
     t0 = time.time()
     ps = [subprocess.Popen(["sh", "-c", f"export SLURM_JOB_ID=5151; {burner} --wait 0.5 0.6; true"],
                            env=env),
-          subprocess.Popen(["sh", "-c", f"env -i {burner} --wait 0.5 0.4; true"],
+          subprocess.Popen(["sh", "-c", f"env -i sh -c '{burner} --wait 0.5 0.4; true'; true"],
                            env=dict(env, SLURM_JOB_ID="6262")),
           subprocess.Popen([burner, "--wait", "0.5", "0.2"], env=env)]
     for p in ps:
