@@ -18,6 +18,8 @@ s), beside a process in no job. Checked:
   an overloaded host, not asserted where the meter stalled, saying so);
 - a process started from a shell with `export SLURM_JOB_ID` is labelled;
 - a user lists none of root's jobs;
+- sbatch --energy: the report of the srun in its script is in the job's
+  output file, and the job's AdminComment is kept;
 - with wattprofd stopped, `srun --energy` succeeds and says so in one line.
 Skips, with the reason, where Slurm, munge or the plugin are missing."""
 import json, os, shutil, signal, socket, subprocess, sys, tempfile, time
@@ -276,6 +278,23 @@ try:
                            capture_output=True, text=True, timeout=30)
         check("a user lists none of root's jobs",
               p.returncode == 0 and json.loads(p.stdout)["jobs"] == [], p.stdout + p.stderr)
+    # sbatch --energy: the srun in the script reports into the job's output,
+    # and the job's AdminComment is kept.
+    r = subprocess.run(["sbatch", "--energy", "--wait", "-o", f"{work}/batch.out", "--chdir", work,
+                        "--wrap", f"srun {burner} --duty 1 0.5"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    bjob = r.stdout.split()[-1] if r.stdout.split() else "?"
+    with open(f"{work}/batch.out") as f:
+        bout = f.read()
+    brep, bline = spank_energy(bout, bjob)
+    bcomment, btext = admin_comment(env, bjob)
+    bjobs = d.call("io.wattprof.Monitor.ListJobs", {"job": bjob})["jobs"]
+    be = bjobs[0]["energy_j"] if bjobs else -1
+    check(f"sbatch --energy (job {bjob}): the step's report in the job's output and the job's"
+          f" AdminComment, both its {be:.3f} J within 1 %",
+          r.returncode == 0 and brep is not None and bcomment is not None and
+          abs(brep - be) <= max(0.05, 0.01 * be) and abs(bcomment - be) <= max(0.05, 0.01 * be),
+          f"exit {r.returncode} {r.stderr} / {bline} / {btext[-300:]}")
     # Without the daemon a job still runs: the report is one line saying why.
     check("wattprofd stops cleanly", d.stop() == 0)
     d = None
