@@ -33,9 +33,10 @@ struct history_opts {
 
 static void history_usage(FILE *out)
 {
-    fprintf(out, "usage: wattprof history (--pid P | --comm NAME | --user U | --host) --since T\n"
-                 "                        [--until T] [--step D] [--plot [FILE.png|FILE.svg]]\n"
-                 "                        [--partial] [--socket PATH] [--json|--csv]\n"
+    fprintf(out, "usage: wattprof history (--pid P | --comm NAME | --user U | --job ID | --host)\n"
+                 "                        --since T [--until T] [--step D]\n"
+                 "                        [--plot [FILE.png|FILE.svg]] [--partial]\n"
+                 "                        [--socket PATH] [--json|--csv]\n"
                  "A time series of power and energy, in buckets that start on multiples of\n"
                  "the step (a 1m bucket at :00). POWER is the bucket's energy over its width.\n"
                  "A bucket the daemon did not sample throughout (still filling, or the daemon\n"
@@ -62,7 +63,6 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
     char err[UTIL_ERRLEN];
     double v;
     long n;
-    int64_t uid;
 
     switch (o) {
     case 'p':
@@ -76,10 +76,15 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
         snprintf(h->what, sizeof(h->what), "command %s", optarg);
         return 0;
     case 'u':
-        if (query_parse_user(optarg, &uid) < 0)
+        if (query_user_opt(optarg, p) < 0)
             return -EINVAL;
-        json_object_object_add(p, "uid", json_object_new_int64(uid));
         snprintf(h->what, sizeof(h->what), "user %s", optarg);
+        return 0;
+    case 'j':
+        if (!optarg[0])
+            return bad("--job: expected a job id");
+        json_object_object_add(p, "job", json_object_new_string(optarg));
+        snprintf(h->what, sizeof(h->what), "job %s", optarg);
         return 0;
     case 'H':
         json_object_object_add(p, "host", json_object_new_boolean(true));
@@ -87,10 +92,7 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
         return 0;
     case 's':
     case 'U':
-        if (fmt_parse_time(optarg, o == 's' ? "--since" : "--until", now, &v, err, sizeof(err)) < 0)
-            return bad(err);
-        json_object_object_add(p, o == 's' ? "since" : "until", json_object_new_double(v));
-        return 0;
+        return query_time_opt(o, optarg, now, p);
     case 't':
         if (fmt_parse_duration(optarg, "--step", &v, err, sizeof(err)) < 0)
             return bad(err);
@@ -150,6 +152,7 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
                                          {"comm", required_argument, NULL, 'c'},
                                          {"user", required_argument, NULL, 'u'},
                                          {"host", no_argument, NULL, 'H'},
+                                         {"job", required_argument, NULL, 'j'},
                                          {"since", required_argument, NULL, 's'},
                                          {"until", required_argument, NULL, 'U'},
                                          {"step", required_argument, NULL, 't'},
@@ -171,7 +174,7 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
             history_usage(stdout);
             return 1;
         }
-        kinds += o == 'p' || o == 'c' || o == 'u' || o == 'H';
+        kinds += o == 'p' || o == 'c' || o == 'u' || o == 'H' || o == 'j';
         r = history_opt(h, o, argv, p, now);
         if (r == -ENOENT) {
             query_bad_option("history", argv[optind - 1]);
@@ -183,7 +186,7 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
     if (optind < argc)
         return bad("unexpected argument (see wattprof history --help)");
     if (kinds != 1)
-        return bad("give exactly one of --pid, --comm, --user or --host");
+        return bad("give exactly one of --pid, --comm, --user, --job or --host");
     if (!query_obj(p, "since"))
         return bad("--since is required (e.g. --since 1h)");
     align_buckets(p, now);

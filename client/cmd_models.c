@@ -109,10 +109,7 @@ int cmd_models(int argc, char **argv)
     if (q.out == QUERY_JSON) {
         query_print_json(reply);
     } else if ((t = models_table(query_obj(reply, "models")))) {
-        if (q.out == QUERY_CSV)
-            fmt_table_print_csv(t, stdout);
-        else
-            fmt_table_print(t, stdout, q.color);
+        query_print_table(&q, t);
         fmt_table_free(t);
     }
     json_object_put(reply);

@@ -47,7 +47,6 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
     char err[UTIL_ERRLEN];
     double d;
     long n;
-    int64_t uid;
     int o, r;
 
     optind = 1;
@@ -70,9 +69,8 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
             json_object_object_add(p, "window_s", json_object_new_double(d));
             break;
         case 'u':
-            if (query_parse_user(optarg, &uid) < 0)
+            if (query_user_opt(optarg, p) < 0)
                 return -EINVAL;
-            json_object_object_add(p, "uid", json_object_new_int64(uid));
             break;
         case 'c':
             json_object_object_add(p, "comm", json_object_new_string(optarg));

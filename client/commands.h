@@ -10,6 +10,7 @@ int cmd_run(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 int cmd_ps(int argc, char **argv);
+int cmd_jobs(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_export(int argc, char **argv);

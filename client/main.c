@@ -18,6 +18,7 @@ static const struct subcommand subcommands[] = {
     {"status", cmd_status, "the daemon's health: rate, sources, model, warnings"},
     {"top", cmd_top, "live view of processes by power"},
     {"ps", cmd_ps, "processes by energy over a recent window"},
+    {"jobs", cmd_jobs, "batch jobs on this node and their energy"},
     {"show", cmd_show, "one process: totals, class history, recent power, model"},
     {"history", cmd_history, "power over time of a process, command, user or the host"},
     {"export", cmd_export, "stored per-second process rows as CSV or JSON"},

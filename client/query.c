@@ -354,6 +354,38 @@ int query_parse_user(const char *s, int64_t *uid)
     return -EINVAL;
 }
 
+int query_user_opt(const char *arg, json_object *params)
+{
+    int64_t uid;
+
+    if (query_parse_user(arg, &uid) < 0)
+        return -EINVAL;
+    json_object_object_add(params, "uid", json_object_new_int64(uid));
+    return 0;
+}
+
+int query_time_opt(int opt, const char *arg, double now, json_object *params)
+{
+    const char *what = opt == 's' ? "--since" : "--until";
+    char err[UTIL_ERRLEN];
+    double v;
+
+    if (fmt_parse_time(arg, what, now, &v, err, sizeof(err)) < 0) {
+        log_error("%s", err);
+        return -EINVAL;
+    }
+    json_object_object_add(params, what + 2, json_object_new_double(v));
+    return 0;
+}
+
+void query_print_table(const query_opts *q, const struct fmt_table *t)
+{
+    if (q->out == QUERY_CSV)
+        fmt_table_print_csv(t, stdout);
+    else
+        fmt_table_print(t, stdout, q->color);
+}
+
 int query_open_out(const char *path, FILE **out)
 {
     if (strcmp(path, "-") == 0) {

@@ -98,6 +98,12 @@ json_object *query_obj(json_object *o, const char *key);
 /* A user name or a numeric uid; prints an error naming --user otherwise. */
 int query_parse_user(const char *s, int64_t *uid);
 
+/* --user ARG: adds "uid" to the call's params; prints the error otherwise. */
+int query_user_opt(const char *arg, json_object *params);
+/* --since (opt 's') or --until (any other) ARG, relative to `now`: adds
+ * "since" or "until" to params; prints the error naming the option. */
+int query_time_opt(int opt, const char *arg, double now, json_object *params);
+
 /* Opens `path` for writing ("-": stdout); prints an error naming it. */
 int query_open_out(const char *path, FILE **out);
 /* Closes what query_open_out opened; a failed write (disk full) is an error
@@ -109,6 +115,8 @@ int query_close_out(const char *path, FILE *f);
  * comm, class, power_w, energy_j, total_j, cpu. NULL on ENOMEM. */
 struct fmt_table;
 struct fmt_table *query_process_table(json_object *processes);
+/* Prints `t` as CSV or as a table, as q->out asks. */
+void query_print_table(const query_opts *q, const struct fmt_table *t);
 /* Adds a cell whose CSV value is `raw` (%.6g; empty when NAN). */
 int query_table_num(struct fmt_table *t, const char *text, double raw);
 

@@ -50,6 +50,8 @@ _wattprof() {
     --loocv) COMPREPLY=($(compgen -W "closed refit none" -- "$cur")); return ;;
     --rule) COMPREPLY=($(compgen -W "bic cv score accurate" -- "$cur")); return ;;
     --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
+    --job) # the jobs the daemon knows (those the caller may see)
+      COMPREPLY=($(compgen -W "$("$prog" jobs --csv 2>/dev/null | awk -F, 'NR > 1 {print $1}')" -- "$cur")); return ;;
     --pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
     --since | --until) COMPREPLY=($(compgen -W "now 10m 1h 1d" -- "$cur")); return ;;
     --socket | --out | --plot | --output | --model | --config | --db | --data | --predict)

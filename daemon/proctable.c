@@ -7,9 +7,12 @@
  * [track] wants it and its counters open; an exec or a PR_SET_NAME renames
  * it (its energy from then on goes to the new command's group), and an exit
  * marks it gone: the next tick reads it a last time, then proctable_reap
- * closes it. Labels (systemd unit, batch job) are read once, when it is
- * first tracked; every tracked process is described to the store and to
- * the --record file. */
+ * closes it. The systemd unit is read once, when it is first tracked. The
+ * batch job comes from the cgroup path (Slurm's job_<id>), else from the
+ * [exporter] job_env variables, read at fork and again after each exec (a
+ * shell's `export SLURM_JOB_ID=5151; ./burn` sets it only for the exec),
+ * else from the parent: children inherit their parent's job. Every tracked
+ * process is described to the store and to the --record file. */
 #include "sampler-internal.h"
 
 #include <errno.h>
@@ -115,10 +118,38 @@ static void describe_tracked(sampler *s, const struct tracked *t, const procs_in
                           .comm = info->comm,
                           .cmdline = info->cmdline,
                           .cgroup = info->cgroup,
+                          .job = t->job,
                           .uid = info->uid};
     store_push_proc_info(s->st, &pi);
     if (s->rec)
         record_proc(s, info, t);
+}
+
+/* A child outside any job of its own takes its parent's, if the parent is
+ * tracked (a job's shell and everything it starts). */
+static void inherit_job(sampler *s, struct tracked *t, pid_t ppid)
+{
+    for (size_t i = 0; ppid > 0 && i < s->n; i++)
+        if (s->procs[i]->pid == ppid && !s->procs[i]->gone) {
+            memcpy(t->job, s->procs[i]->job, sizeof(t->job));
+            return;
+        }
+}
+
+/* After an exec: the job the new environment names, unless the cgroup
+ * gave one. True when it changed. An environment without the variables
+ * keeps the job it had (inherited, or set before). */
+static bool reread_job(sampler *s, struct tracked *t)
+{
+    char job[LABELS_JOB_MAX] = "";
+
+    if (t->job_in_cgroup || !t->ch || s->cfg->n_job_env == 0)
+        return false;
+    labels_job_environ(t->pid, s->cfg->job_env, s->cfg->n_job_env, job);
+    if (!job[0] || strcmp(job, t->job) == 0)
+        return false;
+    memcpy(t->job, job, sizeof(t->job));
+    return true;
 }
 
 int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
@@ -167,6 +198,8 @@ int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
     else if (!t->job[0]) /* a replay: the recording's */
         snprintf(t->job, sizeof(t->job), "%s", info->job);
+    if (!t->job[0] && ch)
+        inherit_job(s, t, info->ppid);
     proctable_join_group(s, t);
     s->quiet[s->n].word = NULL;
     s->procs[s->n++] = t;
@@ -229,7 +262,7 @@ static int track_pid(sampler *s, pid_t pid)
     return find(s, pid) ? 0 : track_untracked_pid(s, pid);
 }
 
-static void refresh_comm(sampler *s, pid_t pid);
+static void refresh_comm(sampler *s, pid_t pid, bool exec);
 
 static int cmp_pid(const void *a, const void *b)
 {
@@ -266,7 +299,7 @@ void proctable_rescan(sampler *s)
         if (s->procs[i]->ch && !s->be->alive(s->procs[i]->ch))
             s->procs[i]->gone = s->reap_pending = true;
         else if (!s->watch)
-            refresh_comm(s, s->procs[i]->pid);
+            refresh_comm(s, s->procs[i]->pid, false);
     }
     if (procs_list(&pids, &n) < 0)
         return;
@@ -281,18 +314,22 @@ void proctable_rescan(sampler *s)
     free(pids);
 }
 
-/* A tracked process's new name: stored, recorded, and its energy from now
- * on goes to the new command's group. */
-static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info)
+/* A tracked process's new name or job: stored, recorded, and its energy
+ * from now on goes to the new group. `exec`: it has just exec'd, so its
+ * environment may name another job. */
+static void rename_tracked(sampler *s, struct tracked *t, const procs_info *info, bool exec)
 {
-    if (strcmp(t->comm, info->comm) == 0)
+    bool renamed = strcmp(t->comm, info->comm) != 0;
+    bool moved = (exec || renamed) && reread_job(s, t);
+
+    if (!renamed && !moved)
         return;
     memcpy(t->comm, info->comm, sizeof(t->comm));
     proctable_join_group(s, t);
     describe_tracked(s, t, info);
 }
 
-static void refresh_comm(sampler *s, pid_t pid)
+static void refresh_comm(sampler *s, pid_t pid, bool exec)
 {
     struct tracked *t = find(s, pid);
     procs_info info = {0};
@@ -302,7 +339,7 @@ static void refresh_comm(sampler *s, pid_t pid)
         return;
     }
     if (procs_read_info(pid, &info) == 0)
-        rename_tracked(s, t, &info);
+        rename_tracked(s, t, &info, exec);
     procs_info_clear(&info);
 }
 
@@ -320,7 +357,7 @@ static void comm_event(sampler *s, const procs_event *ev)
     info.start_ticks = t->start;
     info.uid = t->uid;
     snprintf(info.comm, sizeof(info.comm), "%s", ev->comm);
-    rename_tracked(s, t, &info);
+    rename_tracked(s, t, &info, false);
 }
 
 static void proc_event(sampler *s, const procs_event *ev)
@@ -335,7 +372,7 @@ static void proc_event(sampler *s, const procs_event *ev)
             s->procs_missed++;
         break;
     case PROCS_EV_EXEC:
-        refresh_comm(s, ev->pid);
+        refresh_comm(s, ev->pid, true);
         break;
     case PROCS_EV_COMM:
         comm_event(s, ev);
@@ -431,6 +468,7 @@ void proctable_push_pending_infos(sampler *s)
                               .comm = t->pending.comm,
                               .cmdline = t->pending.cmdline,
                               .cgroup = t->pending.cgroup,
+                              .job = t->job,
                               .uid = t->pending.uid};
         store_push_proc_info(s->st, &pi);
         procs_info_clear(&t->pending);

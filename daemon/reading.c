@@ -94,7 +94,11 @@ int reading_replay(sampler *s, uint64_t *dt_ns)
         if (kind == TRACE_PROC) {
             struct tracked *t = proctable_find_start(s, info.pid, info.start_ticks);
             if (t) {
-                if (strcmp(t->comm, info.comm) != 0) {
+                /* A later record: renamed, or its job found after an exec. */
+                bool moved = !t->job_in_cgroup && info.job[0] && strcmp(t->job, info.job) != 0;
+                if (moved)
+                    snprintf(t->job, sizeof(t->job), "%s", info.job);
+                if (moved || strcmp(t->comm, info.comm) != 0) {
                     memcpy(t->comm, info.comm, sizeof(t->comm));
                     proctable_join_group(s, t);
                 }

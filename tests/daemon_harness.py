@@ -110,6 +110,20 @@ def one_event_model(path):
     return path
 
 
+def energy_by_job(url, command):
+    """The exporter's energy of `command` by job_id, from GET url."""
+    import re, urllib.request
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out = {}
+    pat = r'wattprof_process_energy_joules_total\{command="%s",.*job_id="([^"]*)"\} (\S+)' % command
+    for line in text.splitlines():
+        m = re.match(pat, line)
+        if m:
+            out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+    return out
+
+
 class Daemon:
     def __init__(self, *args, state=None):
         self.dir = state or tempfile.mkdtemp(prefix="wattprofd-test-")
@@ -142,6 +156,16 @@ class Daemon:
     def stop(self, sig=signal.SIGTERM):
         self.proc.send_signal(sig)
         return self.proc.wait(timeout=30)
+
+    def exporter_url(self):
+        """The /metrics address the daemon logged (listen = 127.0.0.1:0)."""
+        import re
+        for _ in range(100):
+            m = re.search(r"serving (http://127\.0\.0\.1:\d+/metrics)", self.read_log())
+            if m:
+                return m.group(1)
+            time.sleep(0.05)
+        raise RuntimeError("no exporter address in the log:\n" + self.read_log())
 
     def sql(self, query, *args):
         con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)

@@ -61,10 +61,11 @@ static const char *const statements[ST_COUNT] = {
                   " model_id = excluded.model_id",
     [ST_INFO] =
         "INSERT INTO processes (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
-        " first_seen, last_seen) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)"
+        " first_seen, last_seen, job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)"
         " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
         " comm = coalesce(excluded.comm, comm), cmdline = coalesce(excluded.cmdline, cmdline),"
         " uid = coalesce(excluded.uid, uid), cgroup = coalesce(excluded.cgroup, cgroup),"
+        " job = coalesce(excluded.job, job),"
         " first_seen = min(first_seen, excluded.first_seen)",
     [ST_EXIT] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, exit_time)"
                 " VALUES (?1, ?2, ?3, ?4, ?4, ?4)"
@@ -282,6 +283,7 @@ static int write_events(store *s)
             if (e->info->uid >= 0)
                 sqlite3_bind_int64(st, 6, e->info->uid);
             bind_text_or_null(st, 7, e->info->cgroup);
+            bind_text_or_null(st, 9, e->info->job);
             sqlite3_bind_int64(st, 8, e->t);
         } else {
             sqlite3_bind_int64(st, 4, e->t);

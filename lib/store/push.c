@@ -152,6 +152,7 @@ void proc_info_free(struct proc_info_blob *b)
     free(b->comm);
     free(b->cmdline);
     free(b->cgroup);
+    free(b->job);
     free(b);
 }
 
@@ -175,7 +176,8 @@ int store_push_proc_info(store *s, const store_proc_info *info)
         return -ENOMEM;
     b->uid = info->uid;
     if (dup_or_null(info->comm, &b->comm) < 0 || dup_or_null(info->cmdline, &b->cmdline) < 0 ||
-        dup_or_null(info->cgroup, &b->cgroup) < 0) {
+        dup_or_null(info->cgroup, &b->cgroup) < 0 ||
+        dup_or_null(info->job && info->job[0] ? info->job : NULL, &b->job) < 0) {
         proc_info_free(b);
         return -ENOMEM;
     }

@@ -18,18 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct store_reader {
-    sqlite3 *db;
-    char *path;
-    /* store_list_processes' statement per sort order, prepared once: the
-     * daemon lists on every ListProcesses, and parsing the query was a sixth
-     * of that call's time in the query-load profile */
-    sqlite3_stmt *list[3];
-    /* a process's rows (PROCESS_ROWS), for its series and its classes:
-     * prepared once too, being the longest statements here */
-    sqlite3_stmt *series, *classes;
-};
-
 /* regexp(pattern, text): util_regex (PCRE2), for comm filters. The compiled
  * pattern is cached per statement by SQLite's auxdata. */
 static void free_regex(void *p)
@@ -219,8 +207,8 @@ static int process_rows(store_reader *r, sqlite3_stmt **st, const char *what, in
 
 #define PROCESS_COLS                                                                               \
     "p.id, p.boot_id, p.pid, p.start_time, p.comm, p.cmdline, p.cgroup, p.uid, p.first_seen,"      \
-    " p.last_seen, p.exit_time, p.class, p.attributed_j, p.standalone_j, p.cpu_s"
-#define N_PROCESS_COLS 15
+    " p.last_seen, p.exit_time, p.class, p.attributed_j, p.standalone_j, p.cpu_s, p.job"
+#define N_PROCESS_COLS 16
 
 static int read_process(sqlite3_stmt *st, store_process *p)
 {
@@ -239,7 +227,9 @@ static int read_process(sqlite3_stmt *st, store_process *p)
     p->total_attributed_j = sqlite3_column_double(st, 12);
     p->total_standalone_j = sqlite3_column_double(st, 13);
     p->total_cpu_s = sqlite3_column_double(st, 14);
-    if ((sqlite3_column_type(st, 4) != SQLITE_NULL && !p->comm) ||
+    p->job = dup_col(st, 15);
+    if ((sqlite3_column_type(st, 15) != SQLITE_NULL && !p->job) ||
+        (sqlite3_column_type(st, 4) != SQLITE_NULL && !p->comm) ||
         (sqlite3_column_type(st, 5) != SQLITE_NULL && !p->cmdline) ||
         (sqlite3_column_type(st, 6) != SQLITE_NULL && !p->cgroup))
         return -ENOMEM;
@@ -253,7 +243,8 @@ void store_process_free(store_process *p)
     free(p->comm);
     free(p->cmdline);
     free(p->cgroup);
-    p->comm = p->cmdline = p->cgroup = NULL;
+    free(p->job);
+    p->comm = p->cmdline = p->cgroup = p->job = NULL;
 }
 
 void store_processes_free(store_process *p, size_t n)
@@ -319,7 +310,7 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
                  " - max(?1, p.first_seen)) AS power, w.n"
                  " FROM w JOIN processes p ON p.id = w.process_id"
                  " WHERE (?3 < 0 OR p.uid = ?3) AND (?4 IS NULL OR regexp(?4, p.comm))"
-                 " AND (?6 = 0 OR p.exit_time IS NULL)"
+                 " AND (?6 = 0 OR p.exit_time IS NULL) AND (?8 IS NULL OR p.job = ?8)"
                  " ORDER BY %s DESC, p.id LIMIT ?5 OFFSET ?7",
                  sort_column(sort));
         // clang-format on
@@ -355,6 +346,8 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
     sqlite3_bind_int64(st, 5, q->limit ? (int64_t)q->limit : -1);
     sqlite3_bind_int(st, 6, q->only_running);
     sqlite3_bind_int64(st, 7, (int64_t)q->offset);
+    if (q->job)
+        sqlite3_bind_text(st, 8, q->job, -1, SQLITE_STATIC);
     ret = 0;
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         store_process *p = push((void **)&v, &count, &cap, sizeof(*v));
@@ -566,6 +559,8 @@ static const char *history_filter(store_history_by by)
         return "regexp(?4, p.comm)";
     case STORE_HISTORY_UID:
         return "p.uid = ?4";
+    case STORE_HISTORY_JOB:
+        return "p.job = ?4";
     default:
         return NULL;
     }
@@ -633,6 +628,8 @@ static int prepare_history(store_reader *r, const store_history_query *q, sqlite
         sqlite3_bind_text(*st, 4, q->comm, -1, SQLITE_STATIC);
     else if (q->by == STORE_HISTORY_UID)
         sqlite3_bind_int64(*st, 4, q->uid);
+    else if (q->by == STORE_HISTORY_JOB)
+        sqlite3_bind_text(*st, 4, q->job, -1, SQLITE_STATIC);
     return SQLITE_OK;
 }
 
@@ -666,6 +663,8 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
         return util_err(err, errlen, -EINVAL, "history: unknown selector %d", (int)q->by);
     if (q->by == STORE_HISTORY_COMM && !q->comm)
         return util_err(err, errlen, -EINVAL, "history: comm is missing");
+    if (q->by == STORE_HISTORY_JOB && !q->job)
+        return util_err(err, errlen, -EINVAL, "history: job is missing");
     if (q->by == STORE_HISTORY_COMM && (ret = check_regex(q->comm, err, errlen)) < 0)
         return ret;
     if (q->step < 1)

@@ -14,6 +14,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* processes.job: the batch job (Slurm's job id) a process belongs to, NULL
+ * outside a job.  Per-job energy is the sum of its processes' rows, as
+ * per-user energy is: a job costs no rows of its own. */
+static const char migration_process_job[] =
+    "ALTER TABLE processes ADD COLUMN job TEXT;"
+    "CREATE INDEX processes_job ON processes(job) WHERE job IS NOT NULL;";
+
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -95,6 +102,9 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " FROM process_energy_settled UNION ALL"
     " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
     " FROM process_energy_recent;",
+
+    /* 5: the job of each process */
+    migration_process_job,
 };
 
 int schema_errno(sqlite3 *db, int rc)

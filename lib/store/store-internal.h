@@ -23,8 +23,21 @@ enum item_kind {
 
 #define CALIB_PER_ITEM 5 /* rates carried by one ITEM_CALIB record */
 
+/* A reader's connection (query.c, jobs.c). */
+struct store_reader {
+    sqlite3 *db;
+    char *path;
+    /* store_list_processes' statement per sort order, prepared once: the
+     * daemon lists on every ListProcesses, and parsing the query was a sixth
+     * of that call's time in the query-load profile */
+    sqlite3_stmt *list[3];
+    /* a process's rows (PROCESS_ROWS), for its series and its classes:
+     * prepared once too, being the longest statements here */
+    sqlite3_stmt *series, *classes;
+};
+
 struct proc_info_blob {
-    char *comm, *cmdline, *cgroup;
+    char *comm, *cmdline, *cgroup, *job;
     int64_t uid;
 };
 void proc_info_free(struct proc_info_blob *b);

@@ -46,8 +46,8 @@
  * migrated forward on open):
  *   models                     every model ever loaded, by sha256, with its JSON
  *   processes                  one row per process identity: comm, cmdline,
- *                              uid, cgroup, first/last seen, exit time, class,
- *                              lifetime totals
+ *                              uid, cgroup, batch job, first/last seen, exit
+ *                              time, class, lifetime totals
  *   process_energy(_minute)    per process per second (minute) in which it ran:
  *                              attributed J, standalone J, CPU s, class, model;
  *                              the per-second rows are a view of
@@ -88,7 +88,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 4
+#define STORE_SCHEMA_VERSION 5
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
@@ -283,7 +283,8 @@ typedef struct store_proc_info {
     pid_t pid;
     uint64_t start_time;
     const char *comm, *cmdline, *cgroup;
-    int64_t uid; /* -1 = unknown */
+    const char *job; /* batch job id; NULL or "" = none (a later "" keeps the old) */
+    int64_t uid;     /* -1 = unknown */
 } store_proc_info;
 int store_push_proc_info(store *s, const store_proc_info *info);
 
@@ -309,6 +310,7 @@ typedef struct store_process {
     pid_t pid;
     uint64_t start_time;
     char *comm, *cmdline, *cgroup; /* NULL when never described */
+    char *job;                     /* batch job id, NULL outside a job */
     int64_t uid;                   /* -1 unknown */
     int64_t first_seen, last_seen; /* Unix seconds */
     int64_t exit_time;             /* Unix seconds, 0 while running or unknown */
@@ -337,6 +339,7 @@ typedef struct store_process_query {
     size_t offset;          /* rows of the order to skip first (paging) */
     int64_t uid;            /* -1 = any */
     const char *comm_regex; /* regex on comm (util_regex: PCRE2), NULL = any */
+    const char *job;        /* batch job id, NULL = any */
     bool only_running;      /* leave out processes that have exited */
 } store_process_query;
 
@@ -377,6 +380,7 @@ typedef enum store_history_by {
     STORE_HISTORY_COMM, /* every process whose comm matches a regex (util_regex) */
     STORE_HISTORY_UID,
     STORE_HISTORY_HOST, /* host_attribution */
+    STORE_HISTORY_JOB,  /* every process of a batch job */
 } store_history_by;
 
 typedef struct store_history_query {
@@ -384,6 +388,7 @@ typedef struct store_history_query {
     pid_t pid;
     const char *comm;
     int64_t uid;
+    const char *job;
     int64_t since, until; /* [since, until), Unix seconds */
     int64_t step;         /* bucket width in seconds, >= 1 */
 } store_history_query;
@@ -403,6 +408,31 @@ typedef struct store_point {
 /* Buckets with data, in time order (empty buckets are left out). */
 int store_history(store_reader *r, const store_history_query *q, store_point **out, size_t *n,
                   char *err, size_t errlen);
+
+/* A batch job as its processes on this node show it (jobs.c). */
+typedef struct store_job {
+    char *job;
+    int64_t uid;            /* of its first process; -1 unknown */
+    int64_t start, end;     /* Unix seconds: its processes' first and last seen */
+    bool running;           /* a process of it has not exited */
+    int64_t processes;      /* processes of it on this node */
+    double energy_j, cpu_s; /* attributed, inside the window */
+    double node_j;          /* the node's energy (host_attribution) over [start, end] in
+                               the window, by whole minutes where rolled up: energy_j /
+                               node_j is the job's share */
+} store_job;
+
+typedef struct store_job_query {
+    int64_t since, until; /* Unix seconds, [since, until): jobs with rows inside */
+    int64_t uid;          /* -1 = any */
+    const char *job;      /* one job, NULL = all */
+} store_job_query;
+
+/* Jobs with energy rows in the window, newest start first. Free with
+ * store_jobs_free. */
+int store_list_jobs(store_reader *r, const store_job_query *q, store_job **out, size_t *n,
+                    char *err, size_t errlen);
+void store_jobs_free(store_job *j, size_t n);
 
 typedef struct store_model_row {
     int32_t id;

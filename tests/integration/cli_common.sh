@@ -20,7 +20,7 @@ done
 expect_fail "help of no command" 2 "wattprof help: no command 'nope' (see wattprof help)" "$W" help nope
 
 # ---- every error begins "wattprof COMMAND:" -------------------------------------
-for c in status top ps show history export models reload train select symreg gp rank run calibrate; do
+for c in status top ps jobs show history export models reload train select symreg gp rank run calibrate; do
   args=(--no-such-option)
   [ "$c" = run ] && args=(--no-such-option -- true)
   expect_fail "$c names itself in an unknown option's error" 2 \
@@ -29,9 +29,15 @@ done
 expect_fail "train's own errors too" 1 "wattprof train: --target COLUMN is required" \
   "$W" train "$TEST_DATA/kepler-broadwell-coremark.csv" --features cpu_time
 expect_fail "history's" 2 "wattprof history: give exactly one of --pid" "$W" history --since 1h
+expect_fail "jobs: an empty --job" 2 "wattprof jobs: --job '': expected a job id of 1 to 63 characters" \
+  "$W" jobs --job '' --socket "$tmp/none"
+expect_fail "jobs: a bad --since" 2 "wattprof jobs: --since" "$W" jobs --since soon --socket "$tmp/none"
+expect_fail "jobs: an argument" 2 "wattprof jobs: unexpected argument '5151'" "$W" jobs 5151
+expect_fail "history: an empty --job" 2 "wattprof history: --job: expected a job id" \
+  "$W" history --job '' --since 1h
 
 # ---- contradictions ------------------------------------------------------------
-for c in status ps top history models; do
+for c in status ps top history models jobs; do
   expect_fail "$c --json --csv" 2 "wattprof $c: --json and --csv contradict each other" \
     "$W" "$c" --json --csv --socket "$tmp/none"
 done

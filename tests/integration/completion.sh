@@ -21,8 +21,11 @@ complete_line() { # WORDS...: what bash offers for the last word
 check "subcommands from wattprof --help" \
   test "$(complete_line wattprof sh)" = "show "
 check "every query subcommand is offered" \
-  "$PYTHON" -c 'import sys; got = set(sys.argv[1].split()); sys.exit(not {"status", "top", "ps", "show", "history", "export", "models", "reload", "run"} <= got)' "$(complete_line wattprof '')"
+  "$PYTHON" -c 'import sys; got = set(sys.argv[1].split()); sys.exit(not {"status", "top", "ps", "jobs", "show", "history", "export", "models", "reload", "run"} <= got)' "$(complete_line wattprof '')"
 check "history's options" test "$(complete_line wattprof history --s)" = "--since --socket --step "
+check "jobs' options" test "$(complete_line wattprof jobs --j)" = "--job --json "
+check "--job without a daemon offers nothing" \
+  test "$(WATTPROF_SOCKET=/nonexistent complete_line wattprof jobs --job '')" = " "
 check "--sort values" test "$(complete_line wattprof ps --sort '')" = "cpu energy power "
 check "--format values" test "$(complete_line wattprof export --format j)" = "json "
 check "symreg's options" grep -q -- "--time-limit" <<<"$(complete_line wattprof symreg --)"

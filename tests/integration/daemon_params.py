@@ -56,7 +56,7 @@ with cleaned_up(d, tmp):
     refused("GetHistory", {"host": True, "since": 0, "step_s": 0}, "step_s", "step_s is 0, not above 0")
     refused("GetHistory", {"pid": 0, "since": 0}, "pid", "pid is 0, not from 1 to 4194304")
     refused("GetHistory", {"uid": -1, "since": 0}, "uid", "uid is -1, not from 0 to 4294967294")
-    refused("GetHistory", {"since": 0}, "pid", "exactly one of pid, comm, uid or host")
+    refused("GetHistory", {"since": 0}, "pid", "exactly one of pid, comm, uid, job or host")
     served("GetHistory", {"host": True, "since": 0})
     served("GetHistory", {"host": True, "since": 1e10 - 2, "until": 1e10, "step_s": 1})
     # GetProcess
@@ -76,6 +76,15 @@ with cleaned_up(d, tmp):
     refused("ListProcesses", {"uid": 4294967295}, "uid", "uid is 4294967295")
     served("ListProcesses", {"limit": 0, "window_s": 1})
     served("ListProcesses", {"limit": 1000, "window_s": 1e9, "uid": 4294967294, "offset": 5})
+    # ListJobs
+    refused("ListJobs", {"since": -1}, "since", "since is -1,")
+    refused("ListJobs", {"until": 1e11}, "until", "until is 1e+11")
+    refused("ListJobs", {"uid": 4294967295}, "uid", "uid is 4294967295")
+    refused("ListJobs", {"job": 5}, "job", "")
+    served("ListJobs", {})
+    served("ListJobs", {"job": "5151", "since": 0, "until": 1e10})
+    err, _ = answer("ListJobs", {"since": 10, "until": 5})
+    check("ListJobs until before since: InvalidTimeRange", err == M + "InvalidTimeRange", err)
     # Subscribe
     refused("Subscribe", {"interval_s": -1}, "interval_s", "interval_s is -1, not from 0 to 86400", True)
     refused("Subscribe", {"interval_s": 1e6}, "interval_s", "interval_s is 1e+06", True)
@@ -101,19 +110,20 @@ for method, params, more in json.loads(sys.argv[3]):
 print(json.dumps(out))
 '''
         calls = [("ListProcesses", {"uid": 0}, False), ("Subscribe", {"uid": 0}, True),
-                 ("GetHistory", {"uid": 0, "since": 0}, False),
+                 ("GetHistory", {"uid": 0, "since": 0}, False), ("ListJobs", {"uid": 0}, False),
                  ("ListProcesses", {"uid": 65534}, False),
-                 ("GetHistory", {"uid": 65534, "since": 0}, False)]
+                 ("GetHistory", {"uid": 65534, "since": 0}, False),
+                 ("ListJobs", {"uid": 65534}, False)]
         p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                             os.environ.get("PYTHON", "/usr/bin/python3"), "-c", code, tmp, d.sock,
                             json.dumps(calls)], capture_output=True, text=True, timeout=60)
         got = json.loads(p.stdout) if p.returncode == 0 else p.stderr
         denied = "org.varlink.service.PermissionDenied"
-        check("uid 65534 asking for uid 0: PermissionDenied from ListProcesses, Subscribe and "
-              "GetHistory alike",
-              isinstance(got, dict) and [got[k] for k in list(got)[:3]] == [denied] * 3, str(got))
+        check("uid 65534 asking for uid 0: PermissionDenied from ListProcesses, Subscribe, "
+              "GetHistory and ListJobs alike",
+              isinstance(got, dict) and [got[k] for k in list(got)[:4]] == [denied] * 4, str(got))
         check("... and its own uid is served", isinstance(got, dict) and
-              [got[k] for k in list(got)[3:]] == ["ok", "ok"], str(got))
+              [got[k] for k in list(got)[4:]] == ["ok", "ok", "ok"], str(got))
     else:
         print("skip - not root: the unprivileged caller needs setpriv")
     check("the daemon still answers", d.call(M + "GetStatus")["status"]["tracked"] >= 0)

@@ -514,7 +514,7 @@ class InterfaceDefinitions(unittest.TestCase):
         self.assertEqual(idl["name"], "io.wattprof.Monitor")
         self.assertEqual(sorted(idl["methods"]),
                          sorted(["GetStatus", "ListProcesses", "GetProcess", "GetHistory",
-                                 "Subscribe", "ListModels", "ReloadModels"]))
+                                 "Subscribe", "ListJobs", "ListModels", "ReloadModels"]))
         self.assertIn("NoSuchProcess", idl["errors"])
         self.assertEqual(idl["methods"]["GetProcess"][0], "(pid: int, series_s: ?float)")
 

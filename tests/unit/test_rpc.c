@@ -213,15 +213,15 @@ static void test_build_messages(void **state)
 
 static void test_idl_monitor(void **state)
 {
-    static const char *methods[] = {"GetStatus", "ListProcesses", "GetProcess",  "GetHistory",
-                                    "Subscribe", "ListModels",    "ReloadModels"};
+    static const char *methods[] = {"GetStatus", "ListProcesses", "GetProcess", "GetHistory",
+                                    "Subscribe", "ListJobs",      "ListModels", "ReloadModels"};
     rpc_idl idl;
     char err[UTIL_ERRLEN];
 
     assert_int_equal(rpc_idl_scan(rpc_monitor_interface, &idl, err, sizeof(err)), 0);
     assert_string_equal(idl.name, "io.wattprof.Monitor");
-    assert_int_equal(idl.n_methods, 7);
-    for (size_t i = 0; i < 7; i++)
+    assert_int_equal(idl.n_methods, 8);
+    for (size_t i = 0; i < 8; i++)
         assert_string_equal(idl.methods[i], methods[i]);
     assert_true(strstr(idl.text, "error NoSuchProcess (pid: int)") != NULL);
     rpc_idl_free(&idl);

@@ -1,0 +1,102 @@
+/* methods-internal.h: what the files of io.wattprof.Monitor's methods share
+ * (methods*.c): parameter checks, the JSON of the interface's types, the
+ * store's reader, the subscribers' list.  Only daemon/methods*.c include it. */
+#ifndef WATTPROFD_METHODS_INTERNAL_H
+#define WATTPROFD_METHODS_INTERNAL_H
+
+#include "daemon.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct subscriber {
+    rpc_call *call;
+    rpc_peer peer;
+    double interval_s;
+    int64_t next_ns;
+    size_t limit;
+    int64_t uid; /* filter, -1 = all visible */
+    subscriber *next;
+};
+
+#define USER_CACHE_SLOTS 8
+typedef struct user_cache {
+    size_t n;
+    uid_t uid[USER_CACHE_SLOTS];
+    char name[USER_CACHE_SLOTS][64];
+} user_cache;
+
+/* Every method's parameters as the interface declares them: a wrong type or
+ * an unknown field is InvalidParameter naming it, before any handler reads
+ * a value (json-c would otherwise turn "1" or {} into a number). */
+#define CHECK_PARAMS(call, params, ...)                                                            \
+    do {                                                                                           \
+        static const rpc_param_spec spec_[] = {__VA_ARGS__};                                       \
+        if (rpc_params_check(call, params, spec_, sizeof(spec_) / sizeof(spec_[0])) < 0)           \
+            return 0;                                                                              \
+    } while (0)
+#define OPT(name_, type_)                                                                          \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .optional = true                                     \
+    }
+#define REQ(name_, type_)                                                                          \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_                                                       \
+    }
+/* A number in [lo, hi], optional or required. */
+#define OPT_IN(name_, type_, lo, hi)                                                               \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .optional = true, .ranged = true, .min = lo,         \
+        .max = hi                                                                                  \
+    }
+#define REQ_IN(name_, type_, lo, hi)                                                               \
+    {                                                                                              \
+        .name = name_, .type = RPC_T_##type_, .ranged = true, .min = lo, .max = hi                 \
+    }
+
+/* The ranges of the interface's numbers: what lies outside is a mistake
+ * (or an attack), refused with InvalidParameter naming the field. */
+#define P_UID_MAX 4294967294.0 /* (uid_t)-1 is no one */
+#define P_PID_MAX 4194304.0    /* the kernel's PID_MAX_LIMIT */
+#define P_TIME_MAX 1e10        /* seconds since the epoch: the year 2286 */
+#define P_SPAN_MAX 1e9         /* seconds: 31 years */
+#define P_LIMIT_MAX 100000.0   /* processes in one Subscribe reply (from memory) */
+/* Stored processes in one ListProcesses reply: a page; the rest by offset.
+ * A page of 1000 is about 0.3 MB of JSON (4 MB with the longest command
+ * lines), where all of them could be tens of MB and seconds of the server
+ * thread. */
+#define P_PAGE_MAX 1000.0
+
+int64_t now_s(void);
+int64_t data_now_s(daemon_ctx *ctx);
+json_object *num_or_null(double v);
+const char *class_name(const model *m, int k);
+json_object *model_json(const model *m, bool in_use, double loaded);
+const char *cached_user(user_cache *c, uid_t uid);
+json_object *host_json(const daemon_status *st);
+json_object *live_json(const live_proc *p, const model *m, user_cache *users);
+json_object *stored_json(const store_process *p, const model *m, double window_s, bool windowed,
+                         user_cache *users);
+void sync_store(daemon_ctx *ctx);
+int invalid_regex(rpc_call *call, const char *pattern);
+int storage_unavailable(rpc_call *call, const char *why);
+int reader(daemon_ctx *ctx, rpc_call *call);
+double param_double(json_object *params, const char *key, double dflt);
+const char *param_string(json_object *params, const char *key);
+bool other_uid(json_object *params, const rpc_peer *peer);
+bool param_present(json_object *params, const char *key);
+
+/* The methods, one file per concern. */
+int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
+/* Whether `peer` may see job `job`'s energy: privileged, or the job is its
+ * own (or unknown: then there is nothing to see). Needs ctx->reader. */
+bool methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer);
+
+#endif

@@ -1,0 +1,115 @@
+/* methods_models: ListModels, ReloadModels and the model loading they and
+ * the daemon's start share. */
+#include "methods-internal.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
+{
+    daemon_ctx *ctx = u;
+    store_model_row *rows;
+    size_t n;
+    char err[UTIL_ERRLEN];
+
+    if (rpc_params_check(call, params, NULL, 0) < 0)
+        return 0;
+    if (reader(ctx, call) < 0)
+        return 0;
+    sync_store(ctx);
+    if (store_list_models(ctx->reader, &rows, &n, err, sizeof(err)) < 0)
+        return -EIO;
+    json_object *a = json_object_new_array(), *reply = json_object_new_object();
+    double in_use_loaded = NAN; /* when the store last saw the model in use loaded */
+    pthread_mutex_lock(&ctx->lock);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].sha256, ctx->model->sha256) == 0)
+            in_use_loaded = (double)rows[i].last_loaded;
+    json_object_array_add(a, model_json(ctx->model, true, in_use_loaded));
+    for (size_t i = 0; i < n; i++) {
+        model *m;
+        if (strcmp(rows[i].sha256, ctx->model->sha256) == 0 ||
+            model_parse(rows[i].json, strlen(rows[i].json), rows[i].name, &m, err, sizeof(err)) < 0)
+            continue;
+        json_object_array_add(a, model_json(m, false, (double)rows[i].last_loaded));
+        model_free(m);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    store_models_free(rows, n);
+    json_object_object_add(reply, "models", a);
+    return rpc_reply(call, reply);
+}
+
+int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, int32_t *model_id,
+                       char *err, size_t errlen)
+{
+    const char *origin = path ? path : "built-in cputime.json";
+    model *m = NULL, *desc = NULL;
+    char *json;
+    size_t len;
+    int r;
+
+    /* Parse from the bytes we keep, so the hash names exactly what the store
+     * records. */
+    if (path && (r = util_read_file(path, &json, &len)) < 0)
+        return util_err(err, errlen, r, "%s: cannot read model: %s", path, strerror(-r));
+    if (!path && !(json = strdup(model_default_text())))
+        return -ENOMEM;
+    r = model_parse(json, strlen(json), origin, &m, err, errlen);
+    if (r == 0)
+        r = model_parse(json, strlen(json), origin, &desc, err, errlen);
+    if (r == 0)
+        r = store_model_add(ctx->st, m->sha256, m->name, m->engine, json, model_id, err, errlen);
+    if (r == 0 && ctx->smp)
+        r = sampler_set_model(ctx->smp, m, *model_id, err, errlen);
+    if (r < 0) {
+        free(json);
+        model_free(m);
+        model_free(desc);
+        return r;
+    }
+    /* The server keeps its own description; the sampler owns `m`. */
+    pthread_mutex_lock(&ctx->lock);
+    model_free(ctx->model);
+    ctx->model = desc;
+    free(ctx->model_json);
+    ctx->model_json = json;
+    pthread_mutex_unlock(&ctx->lock);
+    if (for_sampler)
+        *for_sampler = m;
+    return 0;
+}
+
+int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
+{
+    daemon_ctx *ctx = u;
+    const char *path = param_string(params, "path");
+    char err[UTIL_ERRLEN];
+    int32_t id;
+
+    CHECK_PARAMS(call, params, OPT("path", STRING));
+    /* An unprivileged wattprofd serves its owner's processes only; its owner
+     * may choose its model. */
+    if (!peer->privileged && peer->uid != geteuid())
+        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
+    if (!path)
+        path = ctx->cfg->model_path;
+    if (methods_load_model(ctx, path, NULL, &id, err, sizeof(err)) < 0) {
+        json_object *e = json_object_new_object();
+        json_object_object_add(e, "path", json_object_new_string(path ? path : "built-in"));
+        json_object_object_add(e, "reason", json_object_new_string(err));
+        log_warning("ReloadModels refused: %s", err);
+        return rpc_error(call, "io.wattprof.Monitor.ModelLoadFailed", e);
+    }
+    json_object *reply = json_object_new_object();
+    pthread_mutex_lock(&ctx->lock);
+    log_info("model %s (sha256 %.12s) loaded", ctx->model->name, ctx->model->sha256);
+    json_object_object_add(reply, "model", model_json(ctx->model, true, (double)now_s()));
+    pthread_mutex_unlock(&ctx->lock);
+    return rpc_reply(call, reply);
+}
