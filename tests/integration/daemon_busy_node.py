@@ -34,13 +34,10 @@ SRCDIR = os.environ["SRCDIR"]
 BUILDDIR = os.environ["BUILDDIR"]
 IDLE_W, PER_CPU_W = 20.0, 30.0
 
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
-    sys.stdout.flush()
-    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__, subzones="")
+
 from daemon_harness import CgroupMeter, Daemon, check, fake_meter_model, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-busy-")
