@@ -31,6 +31,7 @@ _wattprof() {
     --user) COMPREPLY=($(compgen -u -- "$cur")); return ;;
     --pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
     --since | --until) COMPREPLY=($(compgen -W "now 10m 1h 1d" -- "$cur")); return ;;
+    --meter-cgroup) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --socket | --out | --plot | --output | --model | --config | --db | --data | --predict)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
