@@ -147,12 +147,32 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
     return 0;
 }
 
+/* The host's bucket: the calibration its last second was attributed
+ * under, where idle came from ("fitted", "percentile"; "+N" when its
+ * seconds had N others) and when that fit was made. */
+static int calibration_cell(fmt_table *t, json_object *s)
+{
+    const char *src = query_str(s, "idle_source");
+    int64_t more = query_int(s, "calibrations", 1) - 1;
+    char cell[FMT_LEN], when[FMT_LEN] = "", raw[FMT_LEN];
+
+    if (!isnan(query_num(s, "fitted")))
+        fmt_iso8601(when, query_num(s, "fitted"));
+    snprintf(raw, sizeof(raw), "%s", src ? src : "");
+    snprintf(cell, sizeof(cell), "%s", src ? src : "-");
+    if (more > 0)
+        snprintf(cell + strlen(cell), sizeof(cell) - strlen(cell), " +%lld", (long long)more);
+    int r = fmt_table_add(t, cell, raw);
+    snprintf(raw, sizeof(raw), "%.0f", query_num(s, "fitted"));
+    return r ? r : fmt_table_add(t, *when ? when : "-", *when ? raw : "");
+}
+
 static int print_table(const struct history_opts *h, json_object *samples, bool host)
 {
-    static const char *head[] = {"TIME", "POWER", "ENERGY", "CPU%"};
-    static const char *csv[] = {"t", "power_w", "energy_j", "cpu"};
-    static const fmt_align al[] = {FMT_LEFT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT};
-    fmt_table *t = fmt_table_new(4, head, csv, al);
+    static const char *head[] = {"TIME", "POWER", "ENERGY", "CPU%", "IDLE FROM", "FITTED"};
+    static const char *csv[] = {"t", "power_w", "energy_j", "cpu", "idle_source", "fitted"};
+    static const fmt_align al[] = {FMT_LEFT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT, FMT_LEFT, FMT_LEFT};
+    fmt_table *t = fmt_table_new(host ? 6 : 4, head, csv, al);
     int r = t ? 0 : -ENOMEM;
 
     for (size_t i = 0; r == 0 && i < json_object_array_length(samples); i++) {
@@ -167,6 +187,8 @@ static int print_table(const struct history_opts *h, json_object *samples, bool 
                                 query_num(s, "energy_j"));
         snprintf(a, sizeof(a), host ? "-" : "%.1f", query_num(s, "cpu") * 100);
         r = r ? r : query_table_num(t, a, host ? NAN : query_num(s, "cpu"));
+        if (host && r == 0)
+            r = calibration_cell(t, s);
     }
     if (r == 0 && h->q.out == QUERY_CSV)
         fmt_table_print_csv(t, stdout);

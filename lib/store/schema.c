@@ -14,6 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
+/* 5: which calibration each second of the host's split was attributed
+ * under: where idle came from and the time of the fit (docs/storage.md).
+ * Rows from before say nothing (NULL). A minute row keeps its last
+ * second's. */
+static const char migrate_host_attribution_calibration[] =
+    "ALTER TABLE host_attribution ADD COLUMN idle_source TEXT;"
+    "ALTER TABLE host_attribution ADD COLUMN calib_t INTEGER;"
+    "ALTER TABLE host_attribution_minute ADD COLUMN idle_source TEXT;"
+    "ALTER TABLE host_attribution_minute ADD COLUMN calib_t INTEGER;";
+
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -95,6 +105,8 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     " FROM process_energy_settled UNION ALL"
     " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
     " FROM process_energy_recent;",
+
+    migrate_host_attribution_calibration,
 };
 
 int schema_errno(sqlite3 *db, int rc)
