@@ -253,7 +253,7 @@ static void run_print(const struct run_ctx *c, FILE *out)
                 mean(c, Q_HOST), c->idle_w, c->idle_source);
         pm(out, c, Q_HOST);
         if (c->idle_note[0])
-            fprintf(out, "  %14s      idle not from a calibration: %s\n", "-", c->idle_note);
+            fprintf(out, "  %14s      sources of idle tried first: %s\n", "-", c->idle_note);
         if (c->t.read_errors)
             fprintf(out,
                     "  %14u      RAPL reads failed (first: %s); their energy was counted at the "
