@@ -197,6 +197,26 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
     return 0;
 }
 
+/* The host's bucket: the calibration its last second was attributed
+ * under, where idle came from ("fitted", "percentile"; "+N" when its
+ * seconds had N others) and when that fit was made. */
+static int calibration_cell(fmt_table *t, json_object *s)
+{
+    const char *src = query_str(s, "idle_source");
+    int64_t more = query_int(s, "calibrations", 1) - 1;
+    char cell[FMT_LEN], when[FMT_LEN] = "", raw[FMT_LEN];
+
+    if (!isnan(query_num(s, "fitted")))
+        fmt_iso8601(when, query_num(s, "fitted"));
+    snprintf(raw, sizeof(raw), "%s", src ? src : "");
+    snprintf(cell, sizeof(cell), "%s", src ? src : "-");
+    if (more > 0)
+        snprintf(cell + strlen(cell), sizeof(cell) - strlen(cell), " +%lld", (long long)more);
+    int r = fmt_table_add(t, cell, raw);
+    snprintf(raw, sizeof(raw), "%.0f", query_num(s, "fitted"));
+    return r ? r : fmt_table_add(t, *when ? when : "-", *when ? raw : "");
+}
+
 enum bucket_kind { BUCKET_FULL, BUCKET_PARTIAL, BUCKET_FILLING };
 
 /* A bucket the daemon sampled for less than this share of its width is
@@ -221,7 +241,7 @@ static bool gap_before(double prev, double t, double step)
     return t - prev > 1.5 * step;
 }
 
-static int add_gap_row(fmt_table *t, double from, double to)
+static int add_gap_row(fmt_table *t, double from, double to, bool host)
 {
     char a[FMT_LEN], note[FMT_LEN + 16];
     int r = fmt_table_add(t, fmt_iso8601(a, from), NULL);
@@ -229,17 +249,22 @@ static int add_gap_row(fmt_table *t, double from, double to)
     snprintf(note, sizeof(note), "no data for %s", fmt_duration(a, to - from));
     for (int c = 0; r == 0 && c < 3; c++)
         r = fmt_table_add(t, "-", "");
-    return r ? r : fmt_table_add(t, note, "");
+    r = r ? r : fmt_table_add(t, note, "");
+    for (int c = 0; r == 0 && host && c < 2; c++) /* IDLE FROM, FITTED */
+        r = fmt_table_add(t, "-", "");
+    return r;
 }
 
 static int print_table(const struct history_opts *h, json_object *samples, bool host, double step,
                        double now)
 {
-    static const char *head[] = {"TIME", "POWER", "ENERGY", "CPU%", "NOTE"};
-    static const char *csv[] = {"t", "power_w", "energy_j", "cpu", "covered_s"};
-    static const fmt_align al[] = {FMT_LEFT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT, FMT_LEFT};
+    static const char *head[] = {"TIME", "POWER", "ENERGY", "CPU%", "NOTE", "IDLE FROM", "FITTED"};
+    static const char *csv[] = {"t",         "power_w",     "energy_j", "cpu",
+                                "covered_s", "idle_source", "fitted"};
+    static const fmt_align al[] = {FMT_LEFT, FMT_RIGHT, FMT_RIGHT, FMT_RIGHT,
+                                   FMT_LEFT, FMT_LEFT,  FMT_LEFT};
     static const char *kinds[] = {"", "partial", "filling"};
-    fmt_table *t = fmt_table_new(5, head, csv, al);
+    fmt_table *t = fmt_table_new(host ? 7 : 5, head, csv, al);
     bool notes = false;
     int r = t ? 0 : -ENOMEM;
 
@@ -251,7 +276,7 @@ static int print_table(const struct history_opts *h, json_object *samples, bool 
         if (i > 0 && h->q.out == QUERY_TEXT) {
             double prev = query_num(json_object_array_get_idx(samples, i - 1), "t");
             if (gap_before(prev, ts, step)) {
-                r = add_gap_row(t, prev + step, ts);
+                r = add_gap_row(t, prev + step, ts, host);
                 notes = true;
             }
         }
@@ -268,6 +293,8 @@ static int print_table(const struct history_opts *h, json_object *samples, bool 
             snprintf(note, sizeof(note), "%s: %.3g of %.3g s", kinds[k], covered, step);
         notes |= note[0] != '\0';
         r = r ? r : query_table_num(t, note, query_num(s, "covered_s"));
+        if (host && r == 0)
+            r = calibration_cell(t, s);
     }
     if (!notes)
         fmt_table_hide(t, 4);

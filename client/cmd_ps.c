@@ -173,6 +173,25 @@ static void show_usage(FILE *out)
             "  --series D       how much recent power to show (default 60s)\n" QUERY_COMMON_HELP);
 }
 
+/* Which calibrations its seconds were attributed under: where idle came
+ * from, each from its first second. */
+static void show_calibrations(json_object *cals)
+{
+    size_t n = json_object_array_length(cals);
+    char a[FMT_LEN], b[FMT_LEN];
+
+    printf("idle from ");
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_array_get_idx(cals, i);
+        const char *src = query_str(c, "idle_source");
+        printf("%s %s", i ? "," : "", src && *src ? src : "(not recorded)");
+        if (!isnan(query_num(c, "fitted")))
+            printf(" (fit of %s)", fmt_iso8601(b, query_num(c, "fitted")));
+        printf(" from %s", fmt_iso8601(a, query_num(c, "t")));
+    }
+    printf("%s\n", n ? "" : " -");
+}
+
 static void show_text(const query_opts *q, json_object *reply)
 {
     json_object *p = query_obj(reply, "process"), *m = query_obj(reply, "model");
@@ -199,6 +218,7 @@ static void show_text(const query_opts *q, json_object *reply)
                fmt_iso8601(a, query_num(k, "t")));
     }
     printf("%s\n", json_object_array_length(classes) ? "" : " -");
+    show_calibrations(query_obj(reply, "calibrations"));
     for (size_t i = 0; y && i < n; i++) {
         y[i] = query_num(json_object_array_get_idx(series, i), "power_w");
         sum += isfinite(y[i]) ? y[i] : 0;

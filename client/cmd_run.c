@@ -35,7 +35,8 @@
 static void run_usage(FILE *out)
 {
     fprintf(out, "usage: wattprof run [--model FILE] [--interval MS] [-r N] [-x SEP | --json]\n"
-                 "                    [--output FILE] -- CMD [ARGS]\n"
+                 "                    [--output FILE] [--socket PATH] [--db FILE]\n"
+                 "                    [--meter-cgroup DIR] -- CMD [ARGS]\n"
                  "Runs CMD and reports the energy it used, with its threads and children.\n"
                  "The report goes to stderr (or FILE), leaving CMD's stdout alone.\n\n"
                  "options:\n"
@@ -47,22 +48,45 @@ static void run_usage(FILE *out)
                  "                   one figure a line: value, unit, name, deviation %%,\n"
                  "                   counted %% (events), split by SEP\n"
                  "  --json           the report as JSON\n"
-                 "  --output FILE    write the report to FILE\n\n"
+                 "  --output FILE    write the report to FILE\n"
+                 "  --socket PATH    the daemon whose calibration (idle power) to use\n"
+                 "                   (default: $WATTPROF_SOCKET, else the daemon's default)\n"
+                 "  --db FILE        without a daemon, the database holding the node's\n"
+                 "                   stored calibration (default /var/lib/wattprof/wattprof.db)\n"
+                 "  --meter-cgroup DIR\n"
+                 "                   the meter sees only this cgroup's CPU (test rigs)\n\n"
                  "exit status: CMD's own (128 + the signal when a signal ended it); 127 when\n"
                  "CMD could not be started; 2 for a bad command line; 1 when measuring failed.\n");
 }
 
+static int run_path_arg(const char *opt, const char *arg, const char **out)
+{
+    if (!*arg) {
+        log_error("--%s '': expected a path", opt);
+        return -EINVAL;
+    }
+    *out = arg;
+    return 0;
+}
+
 static int run_parse(int argc, char **argv, struct run_opts *o)
 {
-    static const struct option longopts[] = {
-        {"model", required_argument, NULL, 'm'},  {"interval", required_argument, NULL, 'i'},
-        {"json", no_argument, NULL, 'j'},         {"output", required_argument, NULL, 'o'},
-        {"repeat", required_argument, NULL, 'r'}, {"field-separator", required_argument, NULL, 'x'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"model", required_argument, NULL, 'm'},
+                                             {"interval", required_argument, NULL, 'i'},
+                                             {"json", no_argument, NULL, 'j'},
+                                             {"output", required_argument, NULL, 'o'},
+                                             {"repeat", required_argument, NULL, 'r'},
+                                             {"field-separator", required_argument, NULL, 'x'},
+                                             {"socket", required_argument, NULL, 'S'},
+                                             {"db", required_argument, NULL, 'd'},
+                                             {"meter-cgroup", required_argument, NULL, 'g'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     int c;
 
     o->interval_ms = 20;
     o->repeat = 1;
+    o->db = "/var/lib/wattprof/wattprof.db";
     optind = 1;
     opterr = 0; /* our own one-line messages */
     while ((c = getopt_long(argc, argv, "+m:i:jo:r:x:h", longopts, NULL)) != -1) {
@@ -89,6 +113,18 @@ static int run_parse(int argc, char **argv, struct run_opts *o)
                 log_error("--interval '%s': expected milliseconds between 1 and 60000", optarg);
                 return -EINVAL;
             }
+            break;
+        case 'S':
+            if (run_path_arg("socket", optarg, &o->socket) < 0)
+                return -EINVAL;
+            break;
+        case 'd':
+            if (run_path_arg("db", optarg, &o->db) < 0)
+                return -EINVAL;
+            break;
+        case 'g':
+            if (run_path_arg("meter-cgroup", optarg, &o->meter_cgroup) < 0)
+                return -EINVAL;
             break;
         case 'j':
             o->json = true;
@@ -185,7 +221,7 @@ static int run_tick(struct run_ctx *c)
 {
     uint64_t now = util_now_ns(CLOCK_MONOTONIC);
     double dt = (double)(now - c->last_ns) / 1e9;
-    attrib_tick tick = {.dt_s = dt, .idle_w = c->idle_w};
+    attrib_tick tick = {.dt_s = dt, .idle_w = c->idle_w, .dynamic_scale = c->scale};
     attrib_proc proc = {.rates = c->rates};
     int r;
 
@@ -200,6 +236,7 @@ static int run_tick(struct run_ctx *c)
     if (c->m->class_mode == MODEL_CLASS_RATE)
         c->t.class_stat = stat;
     proc.klass = c->t.klass = model_classify(c->m, stat);
+    tick.untracked_dynamic_w = run_host_untracked_w(c, dt);
     if (c->power->n > 0) {
         /* A failed read is a gap, never a lost run: the zone's energy comes
          * with its next good read. */
@@ -229,13 +266,12 @@ static int run_tick(struct run_ctx *c)
     return 0;
 }
 
-/* An uncalibrated model's idle power is a guess; with RAPL present, measure
- * the host for a moment before the command starts instead. */
+/* Idle from the node's calibration (run_calib.c); failing that, with RAPL
+ * present and an uncalibrated model, the host measured for a moment before
+ * the command starts (idle only if the node is idle then). */
 static int run_baseline(struct run_ctx *c)
 {
-    c->idle_w = c->m->idle_power_w;
-    c->idle_source = c->m->training.present ? "model" : "model (uncalibrated)";
-    if (c->power->n == 0 || c->m->training.present)
+    if (run_calib_choose(c) == 0)
         return 0;
     uint64_t t0 = util_now_ns(CLOCK_MONOTONIC);
     int r = rapl_read(c->power, c->zone_delta);
@@ -253,7 +289,7 @@ static int run_baseline(struct run_ctx *c)
     c->idle_w = rapl_sum_domains(c->power, c->zone_delta, (const char *const *)c->m->target,
                                  c->m->n_target) /
                 dt;
-    c->idle_source = "measured before the run";
+    c->idle_source = "measured before the run: no calibration of this node";
     return 0;
 }
 
@@ -340,6 +376,7 @@ static int run_command(struct run_ctx *c)
     }
     if (c->power->n > 0)
         rapl_read(c->power, c->zone_delta);
+    run_host_start(c);
     c->start_ns = c->last_ns = util_now_ns(CLOCK_MONOTONIC);
     if (write(go[1], "x", 1) != 1 && r == 0)
         r = -errno;
@@ -369,6 +406,7 @@ static void run_free(struct run_ctx *c)
     rapl_close(c->power);
     model_free(c->m);
     free(c->rates);
+    free(c->urates);
     free(c->zone_delta);
     free(c->t.zone_j);
     free(c->st.sum);
@@ -391,6 +429,8 @@ static int run_prepare(struct run_ctx *c)
     if (!c->rates || !c->zone_delta || !c->t.zone_j || counters_delta_new(c->es, &c->d) < 0 ||
         run_stats_init(c) < 0)
         return -ENOMEM;
+    if ((r = run_host_open(c)) < 0)
+        return r;
     return run_baseline(c);
 }
 
@@ -403,6 +443,7 @@ static void run_reset(struct run_ctx *c)
     c->t.standalone_j = c->t.attributed_j = c->t.host_j = c->t.modeled_host_j = 0;
     c->t.idle_j = c->t.unattributed_j = c->t.class_stat = 0;
     c->t.ticks = 0;
+    c->t.untracked_cpu_s = 0;
     memset(c->t.zone_j, 0, (c->power->n + 1) * sizeof(double));
     c->waited = false;
 }

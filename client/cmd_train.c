@@ -71,7 +71,7 @@ static void usage(FILE *f)
         "  --per COLUMN          divide features by an interval column (counts -> rates)\n"
         "  --drop-invalid        skip rows with empty or non-numeric cells\n"
         "  --engine E            ols, ridge (default), lasso or forest\n"
-        "  --alpha A|auto        ridge/lasso penalty (default 1); auto: inner CV over a log grid\n"
+        "  --alpha A|auto        ridge/lasso penalty (default auto: inner CV over a log grid)\n"
         "  --trees N --max-features F --min-leaf N --threads N   forest settings\n"
         "  --seed S              folds, forest and inner CV randomness (default 0)\n"
         "  --classes COL:THR|none  one model per class (default cache-misses:2e7 if present)\n"
@@ -325,7 +325,7 @@ static int parse_args(struct train_args *a, int argc, char **argv, char *err, si
     int c, r, n_validation = 0;
 
     a->ro.engine = REGRESS_RIDGE;
-    a->ro.linear.alpha = 1.0;
+    a->ro.linear.alpha = -1; /* auto: chosen by inner cross-validation */
     a->cv = 5;
     optind = 1;
     opterr = 0;

@@ -14,7 +14,10 @@
 
 struct run_opts {
     const char *model_path;
-    const char *output; /* report file; stderr (like perf stat) when NULL */
+    const char *socket;       /* the daemon to take idle from; NULL: the default */
+    const char *db;           /* the daemon's database, for a stored calibration */
+    const char *meter_cgroup; /* the meter sees only this cgroup's CPU (test rigs) */
+    const char *output;       /* report file; stderr (like perf stat) when NULL */
     long interval_ms;
     long repeat;     /* -r N: runs (default 1) */
     const char *sep; /* -x SEP: one figure a line, fields split by SEP */
@@ -47,8 +50,9 @@ struct run_stats {
 /* What the sampling loop accumulates. */
 struct run_totals {
     double standalone_j, attributed_j, host_j, modeled_host_j, idle_j, unattributed_j;
-    double *zone_j;    /* per RAPL zone */
-    double class_stat; /* cumulative cache-misses, or last rate */
+    double *zone_j;         /* per RAPL zone */
+    double class_stat;      /* cumulative cache-misses, or last rate */
+    double untracked_cpu_s; /* host CPU the command did not use */
     int klass;
     unsigned ticks;
     /* Gaps: zone reads that failed (the energy shows up at the next good
@@ -67,7 +71,12 @@ struct run_ctx {
     counters_delta d;
     double *rates, *zone_delta;
     double idle_w;
-    const char *idle_source;
+    double scale;            /* measured W per model W, for ticks without a measurement */
+    const char *idle_source; /* where idle_w comes from (run_calib.c) */
+    char idle_buf[512];      /* idle_source, when composed */
+    char idle_note[1024];    /* why the sources before it were not used */
+    int task_clock;          /* the model's task-clock event, or -1 */
+    double busy_last, busy_carry, *urates;
     struct run_totals t;
     pid_t child;
     int status;
@@ -76,6 +85,16 @@ struct run_ctx {
     uint64_t start_ns, end_ns, last_ns;
     struct run_stats st;
 };
+
+/* Chooses idle_w and idle_source (run_calib.c): the daemon's, else the
+ * stored calibration, else a trained model's. Returns 1 when none applies
+ * and idle is to be measured before the command. */
+int run_calib_choose(struct run_ctx *c);
+/* The host CPU the command does not use, as untracked dynamic power:
+ * open (after the events), start (before each run), and each tick's watts. */
+int run_host_open(struct run_ctx *c);
+void run_host_start(struct run_ctx *c);
+double run_host_untracked_w(struct run_ctx *c, double dt);
 
 /* Sizes the figure sums for the model's events and the RAPL zones. */
 int run_stats_init(struct run_ctx *c);

@@ -151,6 +151,9 @@ static json_object *run_json(const struct run_ctx *c)
                            json_object_new_double(wall > 0 ? mean(c, Q_STANDALONE) / wall : 0));
     json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
     json_object_object_add(o, "idle_source", json_object_new_string(c->idle_source));
+    json_object_object_add(o, "idle_note",
+                           c->idle_note[0] ? json_object_new_string(c->idle_note) : NULL);
+    json_object_object_add(o, "untracked_cpu_s", json_object_new_double(c->t.untracked_cpu_s));
     json_object_object_add(o, "class", json_object_new_string(c->m->classes[c->t.klass].name));
     json_object_object_add(o, "ticks", json_object_new_int((int)c->t.ticks));
     json_object_object_add(rp, "present", json_object_new_boolean(c->power->n > 0));
@@ -249,6 +252,8 @@ static void run_print(const struct run_ctx *c, FILE *out)
         fprintf(out, "  %14.3f J    host energy of the model's domains, idle %.2f W (%s)",
                 mean(c, Q_HOST), c->idle_w, c->idle_source);
         pm(out, c, Q_HOST);
+        if (c->idle_note[0])
+            fprintf(out, "  %14s      sources of idle tried first: %s\n", "-", c->idle_note);
         if (c->t.read_errors)
             fprintf(out,
                     "  %14u      RAPL reads failed (first: %s); their energy was counted at the "

@@ -54,6 +54,7 @@ _wattprof() {
       COMPREPLY=($(compgen -W "$("$prog" jobs --csv 2>/dev/null | awk -F, 'NR > 1 {print $1}')" -- "$cur")); return ;;
     --pid) COMPREPLY=($(compgen -W "$(ls /proc | grep -E '^[0-9]+$')" -- "$cur")); return ;;
     --since | --until) COMPREPLY=($(compgen -W "now 10m 1h 1d" -- "$cur")); return ;;
+    --meter-cgroup) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --socket | --out | --plot | --output | --model | --config | --db | --data | --predict)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac

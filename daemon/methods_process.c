@@ -78,6 +78,35 @@ static int no_such_process(rpc_call *call, int pid)
     return rpc_error(call, "io.wattprof.Monitor.NoSuchProcess", e);
 }
 
+/* Which calibrations the host's seconds were attributed under while the
+ * process was seen; an empty list when they cannot be read (the rest of
+ * the reply stands). */
+static json_object *process_calibrations(daemon_ctx *ctx, const store_process *p)
+{
+    json_object *a = json_object_new_array();
+    int64_t end = (p->exit_time ? p->exit_time : p->last_seen) + 1;
+    store_calib_change *v;
+    char err[UTIL_ERRLEN];
+    size_t n;
+
+    if (store_calibration_changes(ctx->reader, p->first_seen, end, &v, &n, err, sizeof(err)) < 0) {
+        log_warning("GetProcess: %s", err);
+        return a;
+    }
+    for (size_t i = 0; i < n; i++) {
+        json_object *c = json_object_new_object();
+        json_object_object_add(c, "t", json_object_new_double((double)v[i].t));
+        json_object_object_add(c, "idle_source",
+                               v[i].idle_source[0] ? json_object_new_string(v[i].idle_source)
+                                                   : NULL);
+        json_object_object_add(c, "fitted",
+                               v[i].calib_t ? json_object_new_double((double)v[i].calib_t) : NULL);
+        json_object_array_add(a, c);
+    }
+    free(v);
+    return a;
+}
+
 int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
 {
     daemon_ctx *ctx = u;
@@ -128,12 +157,22 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     user_cache users = {0};
     json_object_object_add(reply, "process", stored_json(&p, ctx->model, 0, false, &users));
     json_object_object_add(reply, "classes", classes);
+    json_object_object_add(reply, "calibrations", process_calibrations(ctx, &p));
     json_object_object_add(reply, "series", series);
     json_object_object_add(reply, "model", model_json(ctx->model, true, NAN));
     pthread_mutex_unlock(&ctx->lock);
     store_process_free(&p);
     free(ser);
     return rpc_reply(call, reply);
+}
+
+static void history_calibration(json_object *s, const store_point *p)
+{
+    json_object_object_add(s, "idle_source",
+                           p->idle_source[0] ? json_object_new_string(p->idle_source) : NULL);
+    json_object_object_add(s, "fitted",
+                           p->calib_t ? json_object_new_double((double)p->calib_t) : NULL);
+    json_object_object_add(s, "calibrations", json_object_new_int(p->calibrations));
 }
 
 static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, const rpc_peer *peer,
@@ -279,6 +318,8 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
                                host && pts[i].measured ? json_object_new_double(pts[i].host_j)
                                                        : NULL);
         json_object_object_add(s, "covered_s", num_or_null(pts[i].covered_s));
+        if (host) /* the calibration of the bucket's last second */
+            history_calibration(s, &pts[i]);
         json_object_array_add(a, s);
     }
     free(pts);

@@ -28,9 +28,18 @@ void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at)
             cpu,  t->klass, s->model_id};
         store_push_proc(s->st, &pt);
     }
-    store_host_tick ht = {t_ns,       at->dt_s,         at->measured,       at->host_j,
-                          at->idle_j, at->attributed_j, at->unattributed_j, at->modeled_host_j,
-                          s->model_id};
+    bool fit = s->cal.source == DAEMON_IDLE_FITTED || s->cal.source == DAEMON_IDLE_STORED;
+    store_host_tick ht = {t_ns,
+                          at->dt_s,
+                          at->measured,
+                          at->host_j,
+                          at->idle_j,
+                          at->attributed_j,
+                          at->unattributed_j,
+                          at->modeled_host_j,
+                          s->model_id,
+                          daemon_idle_source_name(s->cal.source),
+                          fit ? s->cal.best.t : 0};
     store_push_host(s->st, &ht);
     for (size_t z = 0; z < s->power->n; z++)
         store_push_domain(s->st, t_ns, s->power->zone[z].domain,

@@ -26,6 +26,20 @@ def finish():
     sys.exit(0)
 
 
+def in_fake_powercap(script, subzones=None, args=()):
+    """Runs the test `script` (its __file__) again inside
+    tests/helpers/fake-powercap, unless it already is: a private
+    /sys/class/powercap of plain files (FAKE_POWERCAP names it) that the
+    test's energy-writer advances. subzones: the package zone's sub-zones,
+    comma-separated ("" for the package alone); None: the helper's default.
+    args: the script's own arguments. Returns only inside the fake tree."""
+    if "FAKE_POWERCAP" in os.environ:
+        return
+    fake = os.path.join(os.environ["SRCDIR"], "tests", "helpers", "fake-powercap")
+    sub = [] if subzones is None else ["--subzones", subzones]
+    sys.stdout.flush()
+    os.execv(fake, [fake, *sub, "--", sys.executable, os.path.abspath(script), *args])
+
 
 @contextlib.contextmanager
 def cleaned_up(daemon, *dirs):

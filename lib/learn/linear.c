@@ -350,7 +350,10 @@ int linear_fit(linear_model *m, const linear_opts *o, const scaler *sc, const do
     if (!m->coef)
         return -ENOMEM;
     m->alpha = o->kind == LINEAR_OLS ? 0 : o->alpha;
-    if (o->kind != LINEAR_OLS && o->alpha < 0) {
+    /* One row cannot be split to validate a penalty: it gets alpha 1. */
+    if (o->kind != LINEAR_OLS && o->alpha < 0 && n_rows < 2)
+        m->alpha = 1.0;
+    else if (o->kind != LINEAR_OLS && o->alpha < 0) {
         r = auto_alpha(o, x, y, p, rows, n_rows, &m->alpha, err, errlen);
         if (r < 0) {
             linear_done(m);

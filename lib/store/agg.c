@@ -173,6 +173,8 @@ static int add_host(agg *a, const store_item *it, int64_t t)
     h->modeled_j += it->u.host.modeled_j;
     h->measured = h->measured && it->measured;
     h->model_id = it->model_id;
+    h->idle_source = store_idle_sources[it->klass];
+    h->calib_t = it->pid >= 0 ? t - it->pid : 0;
     c = calib_get(a, t);
     if (!c)
         return -ENOMEM;

@@ -78,14 +78,15 @@ static const char *const statements[ST_COUNT] = {
         " excluded.measured_j), modeled_j = coalesce(modeled_j + excluded.modeled_j,"
         " modeled_j, excluded.modeled_j)",
     [ST_HOST] = "INSERT INTO host_attribution (t, duration_s, host_j, idle_j, attributed_j,"
-                " unattributed_j, modeled_j, measured, model_id)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                " unattributed_j, modeled_j, measured, model_id, idle_source, calib_t)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
                 " ON CONFLICT (t) DO UPDATE SET duration_s = duration_s + excluded.duration_s,"
                 " host_j = host_j + excluded.host_j, idle_j = idle_j + excluded.idle_j,"
                 " attributed_j = attributed_j + excluded.attributed_j,"
                 " unattributed_j = unattributed_j + excluded.unattributed_j,"
                 " modeled_j = modeled_j + excluded.modeled_j,"
-                " measured = min(measured, excluded.measured), model_id = excluded.model_id",
+                " measured = min(measured, excluded.measured), model_id = excluded.model_id,"
+                " idle_source = excluded.idle_source, calib_t = excluded.calib_t",
     [ST_CALIB] = "INSERT OR REPLACE INTO calibration (t, duration_s, model_id, power_w, rates)"
                  " VALUES (?1, ?2, ?3, ?4, ?5)",
     [ST_MODEL] = "INSERT INTO models (id, sha256, name, engine, json, first_loaded, last_loaded)"
@@ -447,6 +448,14 @@ static int write_host(store *s, int64_t until, uint64_t *rows)
         sqlite3_bind_double(st, 7, h->modeled_j);
         sqlite3_bind_int(st, 8, h->measured);
         bind_model(st, 9, h->model_id);
+        if (h->idle_source)
+            sqlite3_bind_text(st, 10, h->idle_source, -1, SQLITE_STATIC);
+        else
+            sqlite3_bind_null(st, 10);
+        if (h->calib_t > 0)
+            sqlite3_bind_int64(st, 11, h->calib_t);
+        else
+            sqlite3_bind_null(st, 11);
         rc = run(st);
         (*rows)++;
     }

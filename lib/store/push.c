@@ -76,11 +76,21 @@ int store_push_proc(store *s, const store_proc_tick *t)
     return 0;
 }
 
+const char *const store_idle_sources[STORE_IDLE_SOURCES] = {NULL, "fitted", "stored", "model",
+                                                            "percentile"};
+
 int store_push_host(store *s, const store_host_tick *t)
 {
     store_item *it;
+    size_t source = 0;
 
-    if (bad_time(t->t_ns) || !(t->dt_s >= 0))
+    if (t->idle_source)
+        for (source = 1; source < STORE_IDLE_SOURCES; source++)
+            if (strcmp(t->idle_source, store_idle_sources[source]) == 0)
+                break;
+    int64_t age = t->t_ns / 1000000000 - t->calib_t;
+
+    if (bad_time(t->t_ns) || !(t->dt_s >= 0) || source == STORE_IDLE_SOURCES)
         return -EINVAL;
     it = one(s, ITEM_HOST, t->t_ns);
     if (!it)
@@ -93,6 +103,10 @@ int store_push_host(store *s, const store_host_tick *t)
     it->u.host.attributed_j = t->attributed_j;
     it->u.host.unattributed_j = t->unattributed_j;
     it->u.host.modeled_j = t->modeled_j;
+    it->klass = (uint8_t)source;
+    /* A fit stamped after the tick (the clock stepped back) counts as of
+     * the tick; one older than a record can say is recorded as none. */
+    it->pid = t->calib_t <= 0 || age > INT32_MAX ? -1 : age < 0 ? 0 : (int32_t)age;
     publish(s, 1);
     return 0;
 }

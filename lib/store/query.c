@@ -548,6 +548,51 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
     return 0;
 }
 
+/* ---- Calibration changes ------------------------------------------------------ */
+
+int store_calibration_changes(store_reader *r, int64_t since, int64_t until,
+                              store_calib_change **out, size_t *n, char *err, size_t errlen)
+{
+    static const char sql[] =
+        "SELECT t, src, cal FROM ("
+        " SELECT t, src, cal, lag(src || '|' || cal) OVER (ORDER BY t) AS prev FROM ("
+        "  SELECT t, coalesce(idle_source, '') AS src, coalesce(calib_t, 0) AS cal"
+        "  FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
+        "  SELECT t, coalesce(idle_source, ''), coalesce(calib_t, 0)"
+        "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2))"
+        " WHERE prev IS NULL OR prev != src || '|' || cal ORDER BY t LIMIT ?3";
+    store_calib_change *v = calloc(STORE_MAX_CALIB_CHANGES, sizeof(*v));
+    sqlite3_stmt *st = NULL;
+    size_t count = 0;
+    int rc;
+
+    if (!v)
+        return util_err(err, errlen, -ENOMEM, "out of memory");
+    rc = sqlite3_prepare_v2(r->db, sql, -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, since);
+        sqlite3_bind_int64(st, 2, until);
+        sqlite3_bind_int(st, 3, STORE_MAX_CALIB_CHANGES);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            v[count].t = sqlite3_column_int64(st, 0);
+            snprintf(v[count].idle_source, sizeof(v[count].idle_source), "%s",
+                     (const char *)sqlite3_column_text(st, 1));
+            v[count].calib_t = sqlite3_column_int64(st, 2);
+            count++;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        int e = fail(r, rc, err, errlen, "reading which calibrations were used");
+        sqlite3_finalize(st);
+        free(v);
+        return e;
+    }
+    sqlite3_finalize(st);
+    *out = v;
+    *n = count;
+    return 0;
+}
+
 /* ---- History ---------------------------------------------------------------- */
 
 static const char *history_filter(store_history_by by)
@@ -582,11 +627,15 @@ static int prepare_history(store_reader *r, const store_history_query *q, sqlite
         snprintf(sql, sizeof(sql),
                  "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(host_j), sum(idle_j),"
                  " sum(attributed_j), sum(unattributed_j), sum(modeled_j), min(measured),"
-                 " sum(duration_s) FROM ("
+                 " sum(duration_s),"
+                 /* the last second's calibration, and how many there were */
+                 " substr(max(printf('%%020d|%%s', t, cal)), 22), count(DISTINCT cal) FROM ("
                  "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured,"
-                 "  duration_s FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
+                 "  duration_s, coalesce(idle_source, '') || '|' || coalesce(calib_t, 0) AS cal"
+                 "  FROM host_attribution WHERE t >= ?1 AND t < ?2 UNION ALL"
                  "  SELECT t, host_j, idle_j, attributed_j, unattributed_j, modeled_j, measured,"
-                 "  duration_s FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
+                 "  duration_s, coalesce(idle_source, '') || '|' || coalesce(calib_t, 0)"
+                 "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
                  " GROUP BY b ORDER BY b");
     // clang-format off
     else if (q->by == STORE_HISTORY_PID)
@@ -644,6 +693,15 @@ static void read_point(sqlite3_stmt *st, bool host, store_point *p)
         p->modeled_j = sqlite3_column_double(st, 5);
         p->measured = sqlite3_column_int(st, 6) != 0;
         p->covered_s = sqlite3_column_double(st, 7);
+        const char *cal = (const char *)sqlite3_column_text(st, 8);
+        const char *bar = cal ? strchr(cal, '|') : NULL;
+        p->idle_source[0] = '\0';
+        p->calib_t = 0;
+        if (bar) {
+            snprintf(p->idle_source, sizeof(p->idle_source), "%.*s", (int)(bar - cal), cal);
+            p->calib_t = strtoll(bar + 1, NULL, 10);
+        }
+        p->calibrations = sqlite3_column_int(st, 9);
     } else {
         p->attributed_j = sqlite3_column_double(st, 1);
         p->standalone_j = sqlite3_column_double(st, 2);

@@ -71,18 +71,20 @@ static const char *const steps[] = {
     "DELETE FROM host_energy WHERE t < ?1",
 
     "INSERT INTO host_attribution_minute (t, duration_s, host_j, idle_j, attributed_j,"
-    " unattributed_j, modeled_j, measured, model_id, seconds)"
-    " SELECT m, d, h, i, a, u, mo, me, model_id, n FROM ("
+    " unattributed_j, modeled_j, measured, model_id, seconds, idle_source, calib_t)"
+    " SELECT m, d, h, i, a, u, mo, me, model_id, n, idle_source, calib_t FROM ("
     "  SELECT (t / 60) * 60 AS m, sum(duration_s) AS d, sum(host_j) AS h, sum(idle_j) AS i,"
     "  sum(attributed_j) AS a, sum(unattributed_j) AS u, sum(modeled_j) AS mo,"
-    "  min(measured) AS me, count(*) AS n, max(t), model_id FROM host_attribution"
+    "  min(measured) AS me, count(*) AS n, max(t), model_id, idle_source, calib_t"
+    "  FROM host_attribution"
     "  WHERE t < ?1 AND t >= ?2 GROUP BY m) WHERE true"
     " ON CONFLICT (t) DO UPDATE SET duration_s = duration_s + excluded.duration_s,"
     " host_j = host_j + excluded.host_j, idle_j = idle_j + excluded.idle_j,"
     " attributed_j = attributed_j + excluded.attributed_j,"
     " unattributed_j = unattributed_j + excluded.unattributed_j,"
     " modeled_j = modeled_j + excluded.modeled_j, measured = min(measured, excluded.measured),"
-    " model_id = excluded.model_id, seconds = seconds + excluded.seconds",
+    " model_id = excluded.model_id, seconds = seconds + excluded.seconds,"
+    " idle_source = excluded.idle_source, calib_t = excluded.calib_t",
     "DELETE FROM host_attribution WHERE t < ?1",
 
     "DELETE FROM process_energy_minute WHERE t < ?2",

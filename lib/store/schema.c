@@ -21,6 +21,16 @@ static const char migration_process_job[] =
     "ALTER TABLE processes ADD COLUMN job TEXT;"
     "CREATE INDEX processes_job ON processes(job) WHERE job IS NOT NULL;";
 
+/* 6: which calibration each second of the host's split was attributed
+ * under: where idle came from and the time of the fit (docs/storage.md).
+ * Rows from before say nothing (NULL). A minute row keeps its last
+ * second's. */
+static const char migrate_host_attribution_calibration[] =
+    "ALTER TABLE host_attribution ADD COLUMN idle_source TEXT;"
+    "ALTER TABLE host_attribution ADD COLUMN calib_t INTEGER;"
+    "ALTER TABLE host_attribution_minute ADD COLUMN idle_source TEXT;"
+    "ALTER TABLE host_attribution_minute ADD COLUMN calib_t INTEGER;";
+
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -105,6 +115,9 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
 
     /* 5: the job of each process */
     migration_process_job,
+
+    /* 6: which calibration each second was attributed under */
+    migrate_host_attribution_calibration,
 };
 
 int schema_errno(sqlite3 *db, int rc)

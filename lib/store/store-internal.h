@@ -42,15 +42,19 @@ struct proc_info_blob {
 };
 void proc_info_free(struct proc_info_blob *b);
 
+/* The idle sources a host tick may name, NULL first (not said). */
+extern const char *const store_idle_sources[];
+#define STORE_IDLE_SOURCES 5
+
 typedef struct store_item {
     uint8_t kind;
-    uint8_t klass;
+    uint8_t klass;     /* ITEM_HOST: the index of its idle source in store_idle_sources */
     uint8_t measured;  /* ITEM_HOST */
     uint8_t n;         /* ITEM_CALIB: rates in this record */
     uint16_t off;      /* ITEM_CALIB: index of the first rate */
     uint16_t n_events; /* ITEM_CALIB: rates in the whole tick */
     int32_t model_id;
-    int32_t pid;
+    int32_t pid; /* ITEM_HOST: the age of its fit in seconds, -1 for none */
     int64_t t_ns;
     union {
         struct {
@@ -135,6 +139,8 @@ typedef struct agg_host {
     double dt_s, host_j, idle_j, attributed_j, unattributed_j, modeled_j;
     bool measured;
     int32_t model_id;
+    const char *idle_source; /* the second's last tick's */
+    int64_t calib_t;
 } agg_host;
 
 typedef struct agg_calib {

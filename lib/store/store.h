@@ -88,7 +88,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 5
+#define STORE_SCHEMA_VERSION 6
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
@@ -259,6 +259,13 @@ typedef struct store_host_tick {
     bool measured; /* host_j from RAPL (else from the model) */
     double host_j, idle_j, attributed_j, unattributed_j, modeled_j;
     int32_t model_id;
+    /* The calibration the tick was attributed under: where idle came from
+     * ("fitted", "stored", "model", "percentile"; NULL: not said; any
+     * other is -EINVAL) and the Unix second of the fit (0: no fit; one
+     * after the tick is taken as of the tick). A second keeps its last
+     * tick's. */
+    const char *idle_source;
+    int64_t calib_t;
 } store_host_tick;
 int store_push_host(store *s, const store_host_tick *t);
 
@@ -403,7 +410,26 @@ typedef struct store_point {
     bool measured;    /* host: every second of the bucket measured by RAPL */
     double covered_s; /* host: the seconds of the bucket the daemon sampled (the
                          step when it ran throughout) */
+    /* host: the calibration of the bucket's last second (idle_source "" and
+     * calib_t 0 where not recorded), and how many different ones its
+     * seconds were attributed under */
+    char idle_source[16];
+    int64_t calib_t;
+    int calibrations;
 } store_point;
+
+/* The calibrations the host's seconds in [since, until) were attributed
+ * under, each from the first second it was in use: where idle came from
+ * ("" where not recorded) and the fit's Unix second (0: none). At most
+ * STORE_MAX_CALIB_CHANGES, the earliest; *out is the caller's to free. */
+#define STORE_MAX_CALIB_CHANGES 64
+typedef struct store_calib_change {
+    int64_t t;
+    char idle_source[16];
+    int64_t calib_t;
+} store_calib_change;
+int store_calibration_changes(store_reader *r, int64_t since, int64_t until,
+                              store_calib_change **out, size_t *n, char *err, size_t errlen);
 
 /* Buckets with data, in time order (empty buckets are left out). */
 int store_history(store_reader *r, const store_history_query *q, store_point **out, size_t *n,

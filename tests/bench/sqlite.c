@@ -317,7 +317,7 @@ static int peer_second(sqlite3_stmt **st, int n, int64_t t, const char *rates_js
 static const char *const peer_sql[4] = {
     "INSERT INTO process_energy_recent VALUES (?2, ?1, ?3, ?4, ?5, ?6, 1)",
     "INSERT INTO host_energy VALUES (?1, ?2, ?3, ?4)",
-    "INSERT INTO host_attribution VALUES (?1, 1, 100, 50, 45, 5, 98, 1, 1)",
+    "INSERT INTO host_attribution VALUES (?1, 1, 100, 50, 45, 5, 98, 1, 1, 'fitted', ?1 - 60)",
     "INSERT INTO calibration VALUES (?1, 1, 1, '{\"package\": 90, \"dram\": 10}', ?2)",
 };
 

@@ -14,7 +14,7 @@ trap 'rm -rf "$T"' EXIT
 
 # ---- The registry -----------------------------------------------------------
 "$RUN" --list >"$T/list"
-check "run --list names 14 benchmarks" [ "$(wc -l <"$T/list")" = 14 ]
+check "run --list names 15 benchmarks" [ "$(wc -l <"$T/list")" = 15 ]
 while IFS=$'\t' read -r name script; do
   check "$name: $script is an executable script" [ -x "$SRCDIR/$script" ]
 done <"$T/list"

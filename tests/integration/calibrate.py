@@ -19,12 +19,10 @@ SRCDIR = os.environ["SRCDIR"]
 WATTPROF = os.environ["WATTPROF"]
 IDLE_W, PER_CPU_W = 20.0, 30.0
 
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
-    sys.stdout.flush()
-    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
+import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__, subzones="")
+
 from daemon_harness import CgroupMeter, Daemon, check, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprof-calibrate-")
@@ -111,7 +109,7 @@ try:
           f"{c['source']} {c['idle_w']}")
     check("SIGTERM exits 0", d.stop() == 0)
 
-    p = calibrate("--cpus", "1", "--step", "2", "--no-store", db=db)
+    p = calibrate("--cpus", "1", "--step", "3", "--no-store", db=db)
     check("--no-store: a text report, and the stored row left alone",
           p.returncode == 0 and "per busy CPU" in p.stdout and "stored in" not in p.stdout
           and stored_rows(db) == rows, p.stdout + p.stderr)

@@ -34,13 +34,10 @@ SRCDIR = os.environ["SRCDIR"]
 BUILDDIR = os.environ["BUILDDIR"]
 IDLE_W, PER_CPU_W = 20.0, 30.0
 
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
-    sys.stdout.flush()
-    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__, subzones="")
+
 from daemon_harness import CgroupMeter, Daemon, check, fake_meter_model, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-busy-")
@@ -200,6 +197,9 @@ try:
     print(f"after the burners: {calib_line(st['calibration'])}")
     fitted_idle = st["calibration"]["idle_w"]
     conserved(d, "busy node")
+    used = d.sql("SELECT DISTINCT idle_source, calib_t IS NOT NULL FROM host_attribution")
+    check("busy node: the history says the seconds were attributed under the percentile, then"
+          " a fit", ("percentile", 0) in used and ("fitted", 1) in used, str(used))
     check("busy node: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
     background.kill()
     background.wait()
@@ -219,6 +219,10 @@ try:
           c["source"] == "stored" and abs(c["idle_w"] - stored[0][1]) < 1e-9, calib_line(c))
     burners(d, [2.0], 0.03, "steady node, stored")
     conserved(d, "steady node, stored")
+    used = d.sql("SELECT DISTINCT idle_source, calib_t FROM host_attribution WHERE idle_source"
+                 " = 'stored'")
+    check("restarted: the history names the stored fit its seconds were attributed under",
+          used and all(u[1] is not None for u in used), str(used))
     check("restarted: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
     # ---- percentile: the same steady load, a fresh database ---------------

@@ -6,12 +6,10 @@ a model that predicts the meter is loaded the flag and the file go away."""
 import json, os, subprocess, sys, tempfile, time
 
 SRC = os.environ["SRCDIR"]
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRC, "tests", "helpers", "fake-powercap")
-    os.environ["FAKE_POWERCAP"] = "1"
-    os.execv(fake, [fake, "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRC, "tests"))
+import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__)
+
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-drift-")

@@ -22,12 +22,10 @@ BUILDDIR = os.environ["BUILDDIR"]
 IDLE_W, PER_CPU_W = 10.0, 15.0
 
 # Everything runs inside the fake tree: re-run this script there.
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
-    sys.stdout.flush()
-    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
+import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__, subzones="")
+
 import varlink_peer  # noqa: E402
 from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
 
@@ -398,7 +396,6 @@ for t in TABLES:
 rep_host = sum(r[2] for r in one["host_attribution"] if r[7])
 check("the replay's host energy is the live run's", abs(rep_host - total_host) <= 1e-6 * total_host,
       f"{rep_host} vs {total_host}")
-import daemon_harness  # noqa: E402
 if not daemon_harness.failures:  # kept for a look when something failed
     shutil.rmtree(work, ignore_errors=True)
 shutil.rmtree(peer_dir, ignore_errors=True) if unpriv else None

@@ -33,13 +33,10 @@ BUILDDIR = os.environ["BUILDDIR"]
 IDLE_W, PER_CPU_W, POWER_W = 10.0, 15.0, 30.0
 PHASE_S = 4.3
 
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRCDIR, "tests", "helpers", "fake-powercap")
-    sys.stdout.flush()
-    os.execv(fake, [fake, "--subzones", "", "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__, subzones="")
+
 from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-rapl-fault-")

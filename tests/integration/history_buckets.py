@@ -68,11 +68,11 @@ def body(d, burn_pid, stopped):
         check("the gap starts where the daemon stopped", abs(t_gap - stopped) <= 2.5,
               f"{gap_t} vs stopped {stopped:.1f}")
     check("the newest bucket is marked as still filling",
-          re.search(r"filling: [\d.]+ of 1 s$", lines[-1]) is not None, lines[-1])
-    check("the table's header has a NOTE column", lines[0].split()[-1] == "NOTE", lines[0])
+          re.search(r"filling: [\d.]+ of 1 s( |$)", lines[-1]) is not None, lines[-1])
+    check("the table's header has a NOTE column", "NOTE" in lines[0].split(), lines[0])
 
     csv = wp(d, "history", "--host", "--since", "30s", "--step", "1s", "--csv").splitlines()
-    check("CSV gives covered_s", csv[0] == "t,power_w,energy_j,cpu,covered_s", csv[0])
+    check("CSV gives covered_s", csv[0].startswith("t,power_w,energy_j,cpu,covered_s"), csv[0])
     rows = [r.split(",") for r in csv[1:]]
     check("CSV has no rows for the seconds without data",
           all(r[1] != "" and r[4] != "" for r in rows), str(rows[:3]))

@@ -117,6 +117,11 @@ fi
 expect_fail "bad interval" 2 "--interval '0': expected milliseconds between 1 and 60000" \
   "$WATTPROF" run --interval 0 -- true
 expect_fail "no command" 2 "run: no command given" "$WATTPROF" run
+expect_fail "empty --socket" 2 "--socket '': expected a path" "$WATTPROF" run --socket '' -- true
+expect_fail "empty --db" 2 "--db '': expected a path" "$WATTPROF" run --db '' -- true
+expect_fail "unreadable meter cgroup" 1 \
+  "--meter-cgroup $tmp/nocg: cannot read its CPU time (cpu.stat or cpuacct.usage): No such file" \
+  "$WATTPROF" run --meter-cgroup "$tmp/nocg" -- true
 expect_fail "-r 0" 2 "-r '0': expected a number of runs between 1 and 100000" "$WATTPROF" run -r 0 -- true
 expect_fail "-x with --json" 2 "-x and --json contradict each other" "$WATTPROF" run -x , --json -- true
 expect_fail "unknown option" 2 "unknown option or missing value '--frobnicate'" \

@@ -16,11 +16,10 @@ model: current.json, previous.json and the daemon's model unchanged."""
 import hashlib, json, os, subprocess, sys, tempfile, time
 
 SRC = os.environ["SRCDIR"]
-if "FAKE_POWERCAP" not in os.environ:
-    fake = os.path.join(SRC, "tests", "helpers", "fake-powercap")
-    os.execv(fake, [fake, "--", sys.executable, os.path.abspath(__file__)])
-
 sys.path.insert(0, os.path.join(SRC, "tests"))
+import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__)
+
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
 BUILD = os.environ["BUILDDIR"]

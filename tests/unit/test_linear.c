@@ -240,6 +240,25 @@ static void test_lasso_auto_follows_the_noise(void **state)
     auto_follows_the_noise(LINEAR_LASSO);
 }
 
+/* auto on a single row (a class a validation round left one row): nothing
+ * to validate, so alpha 1, and a fit rather than a folds error. */
+static void test_auto_on_one_row_is_alpha_one(void **state)
+{
+    struct data d;
+    linear_model m;
+    scaler s;
+    linear_opts o = {.kind = LINEAR_RIDGE, .alpha = -1, .seed = 1};
+    char err[UTIL_ERRLEN] = "";
+    size_t row = 3;
+
+    make_data(&d, 0, 4);
+    assert_int_equal(scaler_fit(&s, d.x, P, &row, 1), 0);
+    assert_int_equal(linear_fit(&m, &o, &s, d.x, d.y, P, &row, 1, err, sizeof(err)), 0);
+    assert_float_equal(m.alpha, 1.0, 0);
+    linear_done(&m);
+    scaler_done(&s);
+}
+
 static void test_ols_refuses_more_features_than_rows(void **state)
 {
     struct data d;
@@ -297,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_lasso_satisfies_kkt),
         cmocka_unit_test(test_ridge_auto_follows_the_noise),
         cmocka_unit_test(test_lasso_auto_follows_the_noise),
+        cmocka_unit_test(test_auto_on_one_row_is_alpha_one),
         cmocka_unit_test(test_ols_refuses_more_features_than_rows),
         cmocka_unit_test(test_ols_collinear_is_minimum_norm),
     };

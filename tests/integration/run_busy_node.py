@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""wattprof run on a node that never idles (docs/calibration.md).
+
+The fake RAPL meter of daemon_busy_node (20 W + 30 W per busy CPU of the
+test's own cgroup) and a background load in that cgroup stepping every 3 s
+through 20-90 % of a CPU. `wattprof run` takes idle from the node's
+calibration and books the host CPU its command did not use (through the
+model, --meter-cgroup) as unattributed. Checked:
+  daemon    with a daemon whose fit identified idle, three runs of a burner
+            of 1 CPU s each get 30 W x their CPU time within 2 %, and agree
+            with each other within 2 %; the report says the idle is the
+            daemon's, fitted;
+  stored    without a daemon, idle is the fit stored in its database, and
+            the burner is within 3 %;
+  measured  with neither, idle is measured before the run, and the report
+            says that no calibration was found and why.
+The host's load average is printed with the figures."""
+import json, os, shutil, subprocess, sys, tempfile, time
+
+SRCDIR = os.environ["SRCDIR"]
+WATTPROF = os.environ["WATTPROF"]
+IDLE_W, PER_CPU_W = 20.0, 30.0
+
+sys.path.insert(0, os.path.join(SRCDIR, "tests"))
+import daemon_harness  # noqa: E402
+daemon_harness.in_fake_powercap(__file__, subzones="")
+
+from daemon_harness import CgroupMeter, Daemon, check, finish  # noqa: E402
+
+work = tempfile.mkdtemp(prefix="wattprof-run-busy-")
+meter = CgroupMeter("wattprof-run-busy", IDLE_W, PER_CPU_W, work)
+bg = os.path.join(work, f"wprb{os.getpid()}"[:15])
+shutil.copy(os.environ["BURN"], bg)
+conf = os.path.join(work, "wattprofd.conf")
+with open(conf, "w") as f:
+    f.write(f"[track]\ncomm = ^{os.path.basename(bg)}$\n[sampler]\nmeter_cgroup = {meter.cgroup}\n")
+loads = []
+
+
+def run(tag, *opts):
+    """One `wattprof run` of a 1 CPU-second burner, started inside the
+    meter's cgroup; its JSON report."""
+    out = os.path.join(work, f"{tag}.json")
+    p = subprocess.run(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', meter.cgroup,
+                        WATTPROF, "run", "--json", "--output", out, "--meter-cgroup",
+                        meter.cgroup, *opts, "--", os.environ["BURN"], "1.0"],
+                       capture_output=True, text=True)
+    loads.append(os.getloadavg()[0])
+    check(f"{tag}: wattprof run exits 0", p.returncode == 0, p.stderr[-400:])
+    with open(out) as f:
+        return json.load(f)
+
+
+def accurate(tag, rep, tol):
+    want = PER_CPU_W * rep["cpu_s"]
+    err = rep["energy_j"] / want - 1
+    check(f"{tag}: the burner gets {PER_CPU_W:g} W per CPU within {tol:.0%}", abs(err) <= tol,
+          f"{rep['energy_j']:.2f} J against {want:.2f} J ({err:+.2%}); idle {rep['idle_w']:.2f} W"
+          f" ({rep['idle_source']}); untracked {rep['untracked_cpu_s']:.2f} CPU s;"
+          f" load {os.getloadavg()[0]:.1f}")
+    return err
+
+
+background = subprocess.Popen([bg, "--vary", "3", "300", "0.2,0.9,0.5,0.3,0.8,0.6"])
+meter.add(background.pid)
+d = None
+try:
+    d = Daemon("--config", conf, state=os.path.join(work, "state"))
+    t0 = time.monotonic()
+    c = None
+    while time.monotonic() - t0 < 90:
+        c = d.call("io.wattprof.Monitor.GetStatus")["status"]["calibration"]
+        if c and c["source"] == "fitted":
+            break
+        time.sleep(1)
+    print(f"daemon: source {c and c['source']}, idle {c and c['idle_w']:.2f} W after"
+          f" {time.monotonic() - t0:.0f} s")
+    check("the daemon identifies idle", c and c["source"] == "fitted", str(c))
+
+    errs = []
+    for k in range(3):
+        rep = run(f"daemon, run {k + 1}", "--socket", d.sock)
+        check(f"daemon, run {k + 1}: idle is the daemon's fitted one",
+              rep["idle_source"].startswith("the daemon's, fitted") and rep["idle_note"] is None,
+              f"{rep['idle_source']}; {rep['idle_note']}")
+        errs.append(accurate(f"daemon, run {k + 1}", rep, 0.02))
+    check("the repeats agree within 2 %", max(errs) - min(errs) <= 0.02,
+          ", ".join(f"{e:+.2%}" for e in errs))
+    check("the daemon exits 0", d.stop() == 0, d.read_log()[-300:])
+
+    rep = run("stored", "--socket", os.path.join(work, "none"), "--db", d.db)
+    check("stored: idle is the database's, and the report says the daemon was not there",
+          rep["idle_source"].startswith("stored in ") and "no daemon at" in rep["idle_note"],
+          f"{rep['idle_source']}; {rep['idle_note']}")
+    accurate("stored", rep, 0.03)
+
+    rep = run("measured", "--socket", os.path.join(work, "none"), "--db",
+              os.path.join(work, "none.db"))
+    check("neither: idle is measured before the run, and the report says why",
+          rep["idle_source"].startswith("measured before the run")
+          and "no database at" in rep["idle_note"], f"{rep['idle_source']}; {rep['idle_note']}")
+    print(f"note - idle measured before the run on the busy node: {rep['idle_w']:.1f} W"
+          f" (truth {IDLE_W:g} W); the burner {rep['energy_j']:.2f} J against"
+          f" {PER_CPU_W * rep['cpu_s']:.2f} J")
+finally:
+    if d and d.proc.poll() is None:
+        d.stop()
+    background.kill()
+    background.wait()
+    meter.close()
+print(f"host load average during the test: {min(loads, default=0):.1f} to"
+      f" {max(loads, default=0):.1f} on {os.cpu_count()} CPUs")
+if not daemon_harness.failures:
+    shutil.rmtree(work, ignore_errors=True)
+finish()
