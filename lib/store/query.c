@@ -28,6 +28,8 @@ struct store_reader {
     /* a process's rows (PROCESS_ROWS), for its series and its classes:
      * prepared once too, being the longest statements here */
     sqlite3_stmt *series, *classes;
+    /* a process's rows not folded into its processes row (UNSETTLED) */
+    sqlite3_stmt *unsettled;
 };
 
 /* regexp(pattern, text): util_regex (PCRE2), for comm filters. The compiled
@@ -121,6 +123,7 @@ void store_reader_close(store_reader *r)
         sqlite3_finalize(r->list[i]);
     sqlite3_finalize(r->series);
     sqlite3_finalize(r->classes);
+    sqlite3_finalize(r->unsettled);
     sqlite3_close(r->db);
     free(r->path);
     free(r);
@@ -221,6 +224,15 @@ static int process_rows(store_reader *r, sqlite3_stmt **st, const char *what, in
     "p.id, p.boot_id, p.pid, p.start_time, p.comm, p.cmdline, p.cgroup, p.uid, p.first_seen,"      \
     " p.last_seen, p.exit_time, p.class, p.attributed_j, p.standalone_j, p.cpu_s"
 #define N_PROCESS_COLS 15
+/* PROCESS_COLS with the rows of process_energy_recent from the fold
+ * watermark on ("u": their last second t, its class and their sums) added:
+ * what the processes row does not count yet (conn.c) */
+#define LIVE_PROCESS_COLS                                                                          \
+    "p.id, p.boot_id, p.pid, p.start_time, p.comm, p.cmdline, p.cgroup, p.uid, p.first_seen,"      \
+    " max(p.last_seen, coalesce(u.t, 0)), p.exit_time,"                                            \
+    " CASE WHEN u.t IS NULL THEN p.class ELSE u.class END,"                                        \
+    " p.attributed_j + coalesce(u.a, 0), p.standalone_j + coalesce(u.sa, 0),"                      \
+    " p.cpu_s + coalesce(u.c, 0)"
 
 static int read_process(sqlite3_stmt *st, store_process *p)
 {
@@ -314,10 +326,15 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
                  SETTLED_IN("?1", "?2") " UNION ALL"
                  "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy_minute"
                  "  WHERE t >= ?1 AND t < ?2) GROUP BY process_id)"
-                 " SELECT " PROCESS_COLS ", w.a, w.sa, w.c,"
-                 " w.a / max(1, min(?2, coalesce(p.exit_time, p.last_seen) + 1)"
-                 " - max(?1, p.first_seen)) AS power, w.n"
+                 ", u AS (SELECT process_id, max(t) AS t, sum(attributed_j) AS a,"
+                 " sum(standalone_j) AS sa, sum(cpu_s) AS c, class"
+                 " FROM process_energy_recent WHERE t >= (SELECT t FROM process_fold)"
+                 " GROUP BY process_id)"
+                 " SELECT " LIVE_PROCESS_COLS ", w.a, w.sa, w.c,"
+                 " w.a / max(1, min(?2, coalesce(p.exit_time, max(p.last_seen, coalesce(u.t, 0)))"
+                 " + 1) - max(?1, p.first_seen)) AS power, w.n"
                  " FROM w JOIN processes p ON p.id = w.process_id"
+                 " LEFT JOIN u ON u.process_id = p.id"
                  " WHERE (?3 < 0 OR p.uid = ?3) AND (?4 IS NULL OR regexp(?4, p.comm))"
                  " AND (?6 = 0 OR p.exit_time IS NULL)"
                  " ORDER BY %s DESC, p.id LIMIT ?5 OFFSET ?7",
@@ -464,22 +481,71 @@ static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_
     return 0;
 }
 
+/* Adds to *p its rows of process_energy_recent from the fold watermark on,
+ * which its processes row does not count yet: one seek per second there
+ * (a few). */
+// clang-format off
+#define UNSETTLED                                                                                  \
+    "WITH RECURSIVE" RECENT_SECONDS("(SELECT t FROM process_fold)", "?2")                           \
+    " SELECT count(*), max(e.t), sum(e.attributed_j), sum(e.standalone_j), sum(e.cpu_s), e.class"  \
+    " FROM recent CROSS JOIN process_energy_recent e ON e.t = recent.t AND e.process_id = ?1"
+// clang-format on
+
+static int add_unsettled(store_reader *r, store_process *p)
+{
+    sqlite3_stmt *st;
+    int rc = SQLITE_OK;
+
+    if (!r->unsettled)
+        rc = sqlite3_prepare_v3(r->db, UNSETTLED, -1, SQLITE_PREPARE_PERSISTENT, &r->unsettled,
+                                NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    st = r->unsettled;
+    sqlite3_bind_int64(st, 1, p->id);
+    sqlite3_bind_int64(st, 2, INT64_MAX);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) {
+        int64_t t = sqlite3_column_int64(st, 1);
+        p->last_seen = t > p->last_seen ? t : p->last_seen;
+        p->total_attributed_j += sqlite3_column_double(st, 2);
+        p->total_standalone_j += sqlite3_column_double(st, 3);
+        p->total_cpu_s += sqlite3_column_double(st, 4);
+        p->klass = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 5);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
 int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t recent_s,
                       store_process *out, store_second **series, size_t *n_series, char *err,
                       size_t errlen)
 {
-    int ret;
+    int ret, rc;
 
     if (recent_s < 0)
         return util_err(err, errlen, -EINVAL, "recent: %lld seconds is negative",
                         (long long)recent_s);
+    /* one read transaction: a move between the reads would count rows
+     * twice or not at all */
+    rc = sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return fail(r, rc, err, errlen, "reading a process");
     ret = find_process(r, pid, start_time, out, err, errlen);
     if (ret < 0)
-        return ret;
+        goto out;
+    rc = add_unsettled(r, out);
+    if (rc != SQLITE_OK) {
+        ret = fail(r, rc, err, errlen, "reading a process's unfolded rows");
+        store_process_free(out);
+        goto out;
+    }
     ret = read_series(r, out->id, out->last_seen - recent_s, out->last_seen, 0, series, n_series,
                       err, errlen);
     if (ret < 0)
         store_process_free(out);
+out:
+    sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
     return ret;
 }
 

@@ -20,7 +20,8 @@
  *
  * fill PROCESSES HOURS DB: HOURS of seconds of the same records on the data
  * clock as fast as the writer takes them, maintenance asked every simulated
- * minute as the live writer runs it, ending at T_END.
+ * minute as the live writer runs it, ending at T_END; it flushes and exits
+ * without closing, leaving the file as a running writer has it.
  * query PROCESSES HOURS DB REPEATS [rollup]: times the queries of the
  * commands on a filled database (median ms of REPEATS after one unmeasured
  * call): show (the last 60 s of a process, and its class changes), a
@@ -39,6 +40,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NS 1000000000LL
 #define TICK_NS 20000000LL
@@ -271,8 +273,15 @@ static int fill(int n, int hours, const char *path)
             return 1;
         }
     }
-    r = store_close(s);
-    return r < 0;
+    /* Left as a live writer has it: flushed, not closed, since a close
+     * moves the recent rows (the last seconds) too, which the queries of a
+     * running daemon find in process_energy_recent. */
+    r = store_flush(s);
+    if (r < 0) {
+        fprintf(stderr, "%s: flush failed: %s\n", path, strerror(-r));
+        return 1;
+    }
+    _exit(0);
 }
 
 /* One query, REPEATS times after an unmeasured one: the median ms. */
