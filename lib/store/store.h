@@ -118,7 +118,8 @@ typedef struct store_config {
                                         rest follow right after); 600 */
     size_t max_pending_rows;         /* rows held in memory while the database
                                         cannot be written; beyond this they are
-                                        discarded and counted; 1000000 */
+                                        discarded and counted; 131072
+                                        (about 8 MiB) */
     int64_t max_db_bytes;            /* cap on the database size (SQLite's
                                         max_page_count); 0 = none */
     store_clock clock;               /* STORE_CLOCK_WALL */
