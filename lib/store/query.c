@@ -8,8 +8,9 @@
  * by second, read for one process by one seek per second it spans (a
  * minute or two); the others in process_energy_settled, keyed by batch and
  * process, read for one process by one seek per batch that overlaps the
- * window, and for a window by scanning the batches that overlap it. */
-#include "store/store-internal.h"
+ * window, and for a window by scanning the batches that overlap it. The
+ * models and calibration reads are in query_models.c. */
+#include "store/query-internal.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -17,20 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct store_reader {
-    sqlite3 *db;
-    char *path;
-    /* store_list_processes' statement per sort order, prepared once: the
-     * daemon lists on every ListProcesses, and parsing the query was a sixth
-     * of that call's time in the query-load profile */
-    sqlite3_stmt *list[3];
-    /* a process's rows (PROCESS_ROWS), for its series and its classes:
-     * prepared once too, being the longest statements here */
-    sqlite3_stmt *series, *classes;
-    /* a process's rows not folded into its processes row (UNSETTLED) */
-    sqlite3_stmt *unsettled;
-};
 
 /* regexp(pattern, text): util_regex (PCRE2), for comm filters. The compiled
  * pattern is cached per statement by SQLite's auxdata. */
@@ -62,7 +49,7 @@ static void regexp_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_set_auxdata(ctx, 0, re, free_regex);
 }
 
-static int fail(store_reader *r, int rc, char *err, size_t errlen, const char *what)
+int query_fail(store_reader *r, int rc, char *err, size_t errlen, const char *what)
 {
     return util_err(err, errlen, schema_errno(r->db, rc), "%s: %s: %s", r->path, what,
                     sqlite3_errmsg(r->db));
@@ -79,7 +66,7 @@ static int check_version(store_reader *r, char *err, size_t errlen)
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading the schema version");
+        return query_fail(r, rc, err, errlen, "reading the schema version");
     if (v != STORE_SCHEMA_VERSION)
         return util_err(err, errlen, -EPROTO,
                         "%s: schema version %d, this wattprof reads %d (wattprofd migrates on"
@@ -99,7 +86,7 @@ int store_reader_open(const char *path, store_reader **out, char *err, size_t er
     }
     rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        ret = fail(r, rc, err, errlen, "cannot open the database");
+        ret = query_fail(r, rc, err, errlen, "cannot open the database");
         store_reader_close(r);
         return ret;
     }
@@ -130,7 +117,7 @@ void store_reader_close(store_reader *r)
 }
 
 /* Appends one zeroed element to *v (n elements of `size`); NULL on ENOMEM. */
-static void *push(void **v, size_t *n, size_t *cap, size_t size)
+void *query_push(void **v, size_t *n, size_t *cap, size_t size)
 {
     if (*n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 32;
@@ -144,7 +131,7 @@ static void *push(void **v, size_t *n, size_t *cap, size_t size)
     return (char *)*v + (*n)++ * size;
 }
 
-static char *dup_col(sqlite3_stmt *st, int i)
+char *query_dup_col(sqlite3_stmt *st, int i)
 {
     const char *v = (const char *)sqlite3_column_text(st, i);
 
@@ -157,12 +144,12 @@ int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
     int rc = sqlite3_prepare_v2(r->db, "SELECT max(t) FROM host_attribution", -1, &st, NULL);
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading the newest second");
+        return query_fail(r, rc, err, errlen, "reading the newest second");
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the newest second");
+    return rc == SQLITE_ROW ? 0 : query_fail(r, rc, err, errlen, "reading the newest second");
 }
 
 /* ---- Per-second rows ---------------------------------------------------------- */
@@ -240,9 +227,9 @@ static int read_process(sqlite3_stmt *st, store_process *p)
     snprintf(p->boot_id, sizeof(p->boot_id), "%s", sqlite3_column_text(st, 1));
     p->pid = sqlite3_column_int(st, 2);
     p->start_time = (uint64_t)sqlite3_column_int64(st, 3);
-    p->comm = dup_col(st, 4);
-    p->cmdline = dup_col(st, 5);
-    p->cgroup = dup_col(st, 6);
+    p->comm = query_dup_col(st, 4);
+    p->cmdline = query_dup_col(st, 5);
+    p->cgroup = query_dup_col(st, 6);
     p->uid = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 7);
     p->first_seen = sqlite3_column_int64(st, 8);
     p->last_seen = sqlite3_column_int64(st, 9);
@@ -363,7 +350,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
         return ret;
     rc = list_statement(r, q->sort, &st);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "listing processes");
+        return query_fail(r, rc, err, errlen, "listing processes");
     sqlite3_bind_int64(st, 1, q->since);
     sqlite3_bind_int64(st, 2, q->until);
     sqlite3_bind_int64(st, 3, q->uid);
@@ -374,7 +361,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
     sqlite3_bind_int64(st, 7, (int64_t)q->offset);
     ret = 0;
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_process *p = push((void **)&v, &count, &cap, sizeof(*v));
+        store_process *p = query_push((void **)&v, &count, &cap, sizeof(*v));
         if (!p || read_process(st, p) < 0) {
             ret = -ENOMEM;
             break;
@@ -386,7 +373,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
         p->seconds = sqlite3_column_int64(st, N_PROCESS_COLS + 4);
     }
     if (ret == 0 && rc != SQLITE_DONE)
-        ret = fail(r, rc, err, errlen, "listing processes");
+        ret = query_fail(r, rc, err, errlen, "listing processes");
     else if (ret < 0)
         util_err(err, errlen, ret, "%s: listing processes: out of memory", r->path);
     /* kept for the next call: reset ends its read transaction (else the WAL
@@ -414,7 +401,7 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
     int ret = 0;
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "finding a process");
+        return query_fail(r, rc, err, errlen, "finding a process");
     sqlite3_bind_int(st, 1, pid);
     sqlite3_bind_int64(st, 2, (int64_t)start_time);
     rc = sqlite3_step(st);
@@ -425,7 +412,7 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
         ret = util_err(err, errlen, -ENOENT, "no process with pid %d%s", (int)pid,
                        start_time ? " and that start time" : "");
     else
-        ret = fail(r, rc, err, errlen, "finding a process");
+        ret = query_fail(r, rc, err, errlen, "finding a process");
     sqlite3_finalize(st);
     if (ret < 0)
         store_process_free(out);
@@ -450,10 +437,10 @@ static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_
     int rc = process_rows(r, &r->series, "SELECT " ROW_COLS " FROM rows", id, after, last_seen);
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading a process's series");
+        return query_fail(r, rc, err, errlen, "reading a process's series");
     st = r->series;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_second *e = push((void **)&v, &count, &cap, sizeof(*v));
+        store_second *e = query_push((void **)&v, &count, &cap, sizeof(*v));
         if (!e) {
             rc = SQLITE_NOMEM;
             break;
@@ -469,7 +456,7 @@ static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_
     if (rc != SQLITE_DONE) {
         free(v);
         return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                  : fail(r, rc, err, errlen, "reading a process's series");
+                                  : query_fail(r, rc, err, errlen, "reading a process's series");
     }
     for (size_t i = 1; i < count; i++)
         if (v[i].t < v[i - 1].t) {
@@ -530,13 +517,13 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
      * twice or not at all */
     rc = sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading a process");
+        return query_fail(r, rc, err, errlen, "reading a process");
     ret = find_process(r, pid, start_time, out, err, errlen);
     if (ret < 0)
         goto out;
     rc = add_unsettled(r, out);
     if (rc != SQLITE_OK) {
-        ret = fail(r, rc, err, errlen, "reading a process's unfolded rows");
+        ret = query_fail(r, rc, err, errlen, "reading a process's unfolded rows");
         store_process_free(out);
         goto out;
     }
@@ -556,7 +543,7 @@ static int add_change(store_class_change **v, size_t *n, size_t *cap, int64_t t,
 
     if (*n > 0 && (*v)[*n - 1].klass == klass)
         return 0;
-    c = push((void **)v, n, cap, sizeof(**v));
+    c = query_push((void **)v, n, cap, sizeof(**v));
     if (!c)
         return -ENOMEM;
     *c = (store_class_change){.t = t, .klass = klass};
@@ -597,7 +584,7 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
                                    INT64_MIN, INT64_MAX);
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading a process's classes");
+        return query_fail(r, rc, err, errlen, "reading a process's classes");
     st = r->classes;
     while (ordered && ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t t = sqlite3_column_int64(st, 0);
@@ -615,7 +602,7 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
     if (ret < 0)
         return util_err(err, errlen, ret, "out of memory");
     if (rc != SQLITE_DONE)
-        return fail(r, rc, err, errlen, "reading a process's classes");
+        return query_fail(r, rc, err, errlen, "reading a process's classes");
     *out = v;
     *n = count;
     return 0;
@@ -739,9 +726,9 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
         return ret;
     rc = prepare_history(r, q, &st);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading history");
+        return query_fail(r, rc, err, errlen, "reading history");
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_point *p = push((void **)&v, &count, &cap, sizeof(*v));
+        store_point *p = query_push((void **)&v, &count, &cap, sizeof(*v));
         if (!p) {
             rc = SQLITE_NOMEM;
             break;
@@ -750,7 +737,7 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
     }
     if (rc != SQLITE_DONE) {
         ret = rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                 : fail(r, rc, err, errlen, "reading history");
+                                 : query_fail(r, rc, err, errlen, "reading history");
         sqlite3_finalize(st);
         free(v);
         return ret;
@@ -759,148 +746,4 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
     *out = v;
     *n = count;
     return 0;
-}
-
-/* ---- Models and calibration -------------------------------------------------- */
-
-void store_models_free(store_model_row *m, size_t n)
-{
-    for (size_t i = 0; m && i < n; i++) {
-        free(m[i].name);
-        free(m[i].engine);
-        free(m[i].json);
-    }
-    free(m);
-}
-
-int store_list_models(store_reader *r, store_model_row **out, size_t *n, char *err, size_t errlen)
-{
-    sqlite3_stmt *st;
-    store_model_row *v = NULL;
-    size_t count = 0, cap = 0;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT id, sha256, name, engine, json, first_loaded, last_loaded"
-                                " FROM models ORDER BY id",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "listing models");
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_model_row *m = push((void **)&v, &count, &cap, sizeof(*v));
-        if (!m) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        m->id = sqlite3_column_int(st, 0);
-        snprintf(m->sha256, sizeof(m->sha256), "%s", sqlite3_column_text(st, 1));
-        m->name = dup_col(st, 2);
-        m->engine = dup_col(st, 3);
-        m->json = dup_col(st, 4);
-        m->first_loaded = sqlite3_column_int64(st, 5);
-        m->last_loaded = sqlite3_column_int64(st, 6);
-        if (!m->json) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        store_models_free(v, count);
-        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                  : fail(r, rc, err, errlen, "listing models");
-    }
-    *out = v;
-    *n = count;
-    return 0;
-}
-
-void store_calibration_free(store_calibration_row *c, size_t n)
-{
-    for (size_t i = 0; c && i < n; i++) {
-        free(c[i].domain);
-        free(c[i].power_w);
-        free(c[i].rates);
-    }
-    free(c);
-}
-
-int store_calibration_since(store_reader *r, int64_t since, size_t limit,
-                            store_calibration_row **out, size_t *n, char *err, size_t errlen)
-{
-    sqlite3_stmt *st;
-    store_calibration_row *v = NULL;
-    size_t count = 0, cap = 0;
-    int ret = 0, rc = sqlite3_prepare_v2(r->db,
-                                         "SELECT t, duration_s, model_id, power_w, rates"
-                                         " FROM calibration WHERE t >= ?1 ORDER BY t LIMIT ?2",
-                                         -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading calibration rows");
-    sqlite3_bind_int64(st, 1, since);
-    sqlite3_bind_int64(st, 2, limit ? (int64_t)limit : -1);
-    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_calibration_row *c = push((void **)&v, &count, &cap, sizeof(*v));
-        if (!c) {
-            ret = util_err(err, errlen, -ENOMEM, "out of memory");
-            break;
-        }
-        c->t = sqlite3_column_int64(st, 0);
-        c->duration_s = sqlite3_column_double(st, 1);
-        c->model_id = sqlite3_column_int(st, 2);
-        ret = calib_parse((const char *)sqlite3_column_text(st, 3),
-                          (const char *)sqlite3_column_text(st, 4), c);
-        if (ret < 0)
-            util_err(err, errlen, ret, "%s: calibration row t=%lld: %s", r->path, (long long)c->t,
-                     ret == -ENOMEM ? "out of memory" : "malformed JSON");
-    }
-    if (ret == 0 && rc != SQLITE_DONE)
-        ret = fail(r, rc, err, errlen, "reading calibration rows");
-    sqlite3_finalize(st);
-    if (ret < 0) {
-        store_calibration_free(v, count);
-        return ret;
-    }
-    *out = v;
-    *n = count;
-    return 0;
-}
-
-/* ---- The node's calibration ------------------------------------------------ */
-
-static double column_or_nan(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
-}
-
-int store_node_calib_get(store_reader *r, const char *target, store_node_calib *out, char *err,
-                         size_t errlen)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT t, idle_w, idle_se_w, scale, r2, spread_w, rows,"
-                                " model_sha256 FROM node_calibration WHERE target = ?1",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading the node calibration");
-    sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        const unsigned char *sha = sqlite3_column_text(st, 7);
-        memset(out, 0, sizeof(*out));
-        snprintf(out->target, sizeof(out->target), "%s", target);
-        out->t = sqlite3_column_int64(st, 0);
-        out->idle_w = sqlite3_column_double(st, 1);
-        out->idle_se_w = sqlite3_column_double(st, 2);
-        out->scale = column_or_nan(st, 3);
-        out->r2 = column_or_nan(st, 4);
-        out->spread_w = column_or_nan(st, 5);
-        out->rows = sqlite3_column_int64(st, 6);
-        snprintf(out->model_sha256, sizeof(out->model_sha256), "%s", sha ? (const char *)sha : "");
-    }
-    sqlite3_finalize(st);
-    if (rc == SQLITE_DONE)
-        return util_err(err, errlen, -ENOENT, "%s: no node calibration for %s", r->path, target);
-    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the node calibration");
 }
