@@ -17,7 +17,12 @@
 
 enum {
     ST_PROC,
-    ST_PROC_UPDATE,
+    ST_PROC_CHECK,
+    ST_FOLD,
+    ST_FOLD_ROW,
+    ST_FOLD_SET,
+    ST_FOLD_MARK,
+    ST_FOLD_GET,
     ST_PROC_ID,
     ST_ENERGY,
     ST_INFO,
@@ -31,23 +36,33 @@ enum {
 };
 
 static const char *const statements[ST_COUNT] = {
-    [ST_PROC] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, class,"
-                " attributed_j, standalone_j, cpu_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+    /* A process's row is written when it is first seen, not every second:
+     * its lifetime totals, last second and class are those of the seconds
+     * before the fold watermark (process_fold.t), folded in every
+     * FOLD_INTERVAL_S seconds (ST_FOLD); readers add the rows of
+     * process_energy_recent from the watermark on. An update every second
+     * rewrote the page of every running process's row, most of what a
+     * commit wrote. */
+    [ST_PROC] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, class)"
+                " VALUES (?1, ?2, ?3, ?4, ?4, ?5)"
                 " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
-                " first_seen = min(first_seen, excluded.first_seen),"
-                " last_seen = max(last_seen, excluded.last_seen), class = excluded.class,"
-                " attributed_j = attributed_j + excluded.attributed_j,"
-                " standalone_j = standalone_j + excluded.standalone_j,"
-                " cpu_s = cpu_s + excluded.cpu_s",
+                " first_seen = min(first_seen, excluded.first_seen)",
     /* A process already written: its row by id, checked against its key
      * (the id is the writer's hint, and a rolled-back or deleted row's id
-     * can come back for another process). Cheaper than the upsert's probe
-     * of the unique index. */
-    [ST_PROC_UPDATE] = "UPDATE processes SET first_seen = min(first_seen, ?4),"
-                       " last_seen = max(last_seen, ?5), class = ?6,"
-                       " attributed_j = attributed_j + ?7, standalone_j = standalone_j + ?8,"
-                       " cpu_s = cpu_s + ?9"
-                       " WHERE id = ?10 AND pid = ?2 AND start_time = ?3 AND boot_id = ?1",
+     * can come back for another process). A read: it changes no page. */
+    [ST_PROC_CHECK] = "SELECT 1 FROM processes"
+                      " WHERE id = ?4 AND pid = ?2 AND start_time = ?3 AND boot_id = ?1",
+    /* The fold (conn_fold): the rows of seconds [?1, ?2) by process, each
+     * process's in time order, added to its row one by one as they used to
+     * be, so the totals' rounding does not depend on when folds ran. */
+    [ST_FOLD] = "SELECT process_id, t, attributed_j, standalone_j, cpu_s, class"
+                " FROM process_energy_recent WHERE t >= ?1 AND t < ?2 ORDER BY process_id, t",
+    [ST_FOLD_ROW] = "SELECT attributed_j, standalone_j, cpu_s, last_seen, class FROM processes"
+                    " WHERE id = ?1",
+    [ST_FOLD_SET] = "UPDATE processes SET attributed_j = ?2, standalone_j = ?3, cpu_s = ?4,"
+                    " last_seen = ?5, class = ?6 WHERE id = ?1",
+    [ST_FOLD_MARK] = "UPDATE process_fold SET t = ?1",
+    [ST_FOLD_GET] = "SELECT t FROM process_fold",
     /* Not RETURNING on ST_PROC: that opens a temporary b-tree (a pager and a
      * 64 KiB page, malloc'ed and freed) on every step. */
     [ST_PROC_ID] = "SELECT id FROM processes WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
@@ -127,6 +142,16 @@ int conn_open(store *s, char *err, size_t errlen)
             return r;
         }
     }
+    rc = sqlite3_step(s->stmt[ST_FOLD_GET]);
+    s->fold_t = rc == SQLITE_ROW ? sqlite3_column_int64(s->stmt[ST_FOLD_GET], 0) : 0;
+    sqlite3_reset(s->stmt[ST_FOLD_GET]);
+    if (rc != SQLITE_ROW) {
+        r = util_err(err, errlen, schema_errno(s->db, rc), "%s: reading the fold watermark: %s",
+                     s->path, rc == SQLITE_DONE ? "no row" : sqlite3_errmsg(s->db));
+        conn_close(s);
+        return r;
+    }
+    s->fold_txn = 0;
     if (stat(s->path, &st) < 0) {
         r = util_err(err, errlen, -errno, "%s: %s", s->path, strerror(errno));
         conn_close(s);
@@ -294,39 +319,31 @@ static int write_events(store *s)
     return rc;
 }
 
-static void bind_second(sqlite3_stmt *st, const agg_sec *e)
+/* True when row `p->row_id` is still process p's. */
+static int check_row(store *s, const agg_proc *p, bool *ok)
 {
-    sqlite3_bind_int64(st, 4, e->t);
-    sqlite3_bind_int64(st, 5, e->t);
-    sqlite3_bind_int(st, 6, e->klass);
-    sqlite3_bind_double(st, 7, e->attributed_j);
-    sqlite3_bind_double(st, 8, e->standalone_j);
-    sqlite3_bind_double(st, 9, e->cpu_s);
-}
-
-/* Adds one second to the process row by its known id; *done is false when
- * that id is not (or no longer) this process's row. */
-static int update_process(store *s, const agg_proc *p, const agg_sec *e, bool *done)
-{
-    sqlite3_stmt *st = s->stmt[ST_PROC_UPDATE];
+    sqlite3_stmt *st = s->stmt[ST_PROC_CHECK];
     int rc;
 
     bind_identity(s, st, p->pid, p->start_time);
-    bind_second(st, e);
-    sqlite3_bind_int64(st, 10, p->row_id);
-    rc = run(st);
-    *done = rc == SQLITE_OK && sqlite3_changes(s->db) == 1;
-    return rc;
+    sqlite3_bind_int64(st, 4, p->row_id);
+    rc = sqlite3_step(st);
+    *ok = rc == SQLITE_ROW;
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* Adds one second to the process row, created when new, and learns its id. */
-static int upsert_process(store *s, agg_proc *p, const agg_sec *e)
+/* Creates the process row when new, from its first second written, and
+ * learns its id. */
+static int insert_process(store *s, agg_proc *p, const agg_sec *e)
 {
     sqlite3_stmt *st = s->stmt[ST_PROC];
     int rc;
 
     bind_identity(s, st, p->pid, p->start_time);
-    bind_second(st, e);
+    sqlite3_bind_int64(st, 4, e->t);
+    sqlite3_bind_int(st, 5, e->klass);
     rc = run(st);
     if (rc != SQLITE_OK)
         return rc;
@@ -341,22 +358,23 @@ static int upsert_process(store *s, agg_proc *p, const agg_sec *e)
     return rc;
 }
 
-/* Adds one second to the process row and learns the row's id. Seconds are
- * added one by one, in time order, so the totals' rounding is the same
- * however seconds were grouped into commits. */
-static int add_second(store *s, agg_proc *p, const agg_sec *e)
+/* Makes sure process p has its row, given its first second of this commit,
+ * and knows the row's id. */
+static int ensure_process(store *s, agg_proc *p, const agg_sec *e)
 {
-    bool done = false;
+    bool ok = false;
     int rc = SQLITE_OK;
 
     if (p->row_id > 0)
-        rc = update_process(s, p, e, &done);
-    if (rc == SQLITE_OK && !done)
-        rc = upsert_process(s, p, e);
+        rc = check_row(s, p, &ok);
+    if (rc == SQLITE_OK && !ok)
+        rc = insert_process(s, p, e);
     if (rc != SQLITE_OK)
         p->row_id = 0;
     return rc;
 }
+
+static int add_late(store *s, const agg_proc *p, const agg_sec *e);
 
 static int write_second(store *s, const conn_row *r)
 {
@@ -381,7 +399,7 @@ static int by_key(const void *a, const void *b)
     return (x->process_id > y->process_id) - (x->process_id < y->process_id);
 }
 
-/* Adds each second to its process's row, then writes the per-second rows
+/* Makes sure each process has its row, then writes the per-second rows
  * sorted by their key (t, process_id): every insert lands at the end of the
  * b-tree, which fills its pages whole instead of splitting them. */
 static int write_procs(store *s, int64_t until, uint64_t *rows)
@@ -391,6 +409,7 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
 
     for (size_t i = 0; i < s->acc.n_proc && rc == SQLITE_OK; i++) {
         agg_proc *p = &s->acc.proc[i];
+        bool known = false;
 
         for (size_t k = 0; k < p->n_sec && rc == SQLITE_OK; k++) {
             if (p->sec[k].t >= until)
@@ -403,7 +422,11 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
                 s->order = v;
                 s->cap_order = cap;
             }
-            rc = add_second(s, p, &p->sec[k]);
+            if (!known)
+                rc = ensure_process(s, p, &p->sec[k]);
+            known = true;
+            if (rc == SQLITE_OK && p->sec[k].t < s->fold_t)
+                rc = add_late(s, p, &p->sec[k]);
             s->order[n++] = (conn_row){.process_id = p->row_id, .sec = &p->sec[k]};
         }
     }
@@ -514,4 +537,120 @@ bool conn_models_pending(store *s)
         pending = pending || !s->model[i].written;
     pthread_mutex_unlock(&s->lock);
     return pending || node_calib_pending(s);
+}
+
+/* A process's row as a fold adds to it. */
+typedef struct fold_row {
+    int64_t id, last_seen;
+    double a, sa, c;
+    int klass;
+    bool has_class;
+} fold_row;
+
+static int fold_read(store *s, int64_t id, fold_row *f)
+{
+    sqlite3_stmt *st = s->stmt[ST_FOLD_ROW];
+    int rc;
+
+    sqlite3_bind_int64(st, 1, id);
+    rc = sqlite3_step(st);
+    memset(f, 0, sizeof(*f));
+    f->id = id;
+    if (rc == SQLITE_ROW) {
+        f->a = sqlite3_column_double(st, 0);
+        f->sa = sqlite3_column_double(st, 1);
+        f->c = sqlite3_column_double(st, 2);
+        f->last_seen = sqlite3_column_int64(st, 3);
+        f->has_class = sqlite3_column_type(st, 4) != SQLITE_NULL;
+        f->klass = sqlite3_column_int(st, 4);
+    }
+    sqlite3_reset(st);
+    /* a row deleted meanwhile (by hand): its seconds have no row to join */
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int fold_write(store *s, const fold_row *f)
+{
+    sqlite3_stmt *st = s->stmt[ST_FOLD_SET];
+
+    sqlite3_bind_int64(st, 1, f->id);
+    sqlite3_bind_double(st, 2, f->a);
+    sqlite3_bind_double(st, 3, f->sa);
+    sqlite3_bind_double(st, 4, f->c);
+    sqlite3_bind_int64(st, 5, f->last_seen);
+    if (f->has_class)
+        sqlite3_bind_int(st, 6, f->klass);
+    else
+        sqlite3_bind_null(st, 6);
+    return run(st);
+}
+
+/* Adds one second's row to f, in time order. */
+static void fold_add(fold_row *f, int64_t t, double a, double sa, double c, bool has_class,
+                     int klass)
+{
+    f->a += a;
+    f->sa += sa;
+    f->c += c;
+    if (t >= f->last_seen) {
+        f->last_seen = t;
+        f->has_class = has_class;
+        f->klass = klass;
+    }
+}
+
+/* A second before the fold watermark (a late one, or one that a restart
+ * split) goes to its process's row directly, as no fold will take it. */
+static int add_late(store *s, const agg_proc *p, const agg_sec *e)
+{
+    fold_row f;
+    int rc = fold_read(s, p->row_id, &f);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    fold_add(&f, e->t, e->attributed_j, e->standalone_j, e->cpu_s, true, e->klass);
+    return fold_write(s, &f);
+}
+
+int conn_fold(store *s, int64_t cut)
+{
+    sqlite3_stmt *st = s->stmt[ST_FOLD];
+    fold_row f = {.id = -1};
+    int rc = SQLITE_OK, step;
+
+    if (cut <= s->fold_t)
+        return SQLITE_OK;
+    sqlite3_bind_int64(st, 1, s->fold_t);
+    sqlite3_bind_int64(st, 2, cut);
+    while (rc == SQLITE_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0), t = sqlite3_column_int64(st, 1);
+
+        if (id != f.id && f.id >= 0)
+            rc = fold_write(s, &f);
+        if (rc == SQLITE_OK && id != f.id)
+            rc = fold_read(s, id, &f);
+        fold_add(&f, t, sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
+                 sqlite3_column_double(st, 4), sqlite3_column_type(st, 5) != SQLITE_NULL,
+                 sqlite3_column_int(st, 5));
+    }
+    if (rc == SQLITE_OK && step != SQLITE_DONE)
+        rc = step;
+    sqlite3_reset(st);
+    if (rc == SQLITE_OK && f.id >= 0)
+        rc = fold_write(s, &f);
+    if (rc != SQLITE_OK)
+        return rc;
+    st = s->stmt[ST_FOLD_MARK];
+    sqlite3_bind_int64(st, 1, cut);
+    rc = run(st);
+    if (rc == SQLITE_OK)
+        s->fold_txn = cut;
+    return rc;
+}
+
+void conn_fold_end_txn(store *s, bool committed)
+{
+    if (committed && s->fold_txn > s->fold_t)
+        s->fold_t = s->fold_txn;
+    s->fold_txn = 0;
 }

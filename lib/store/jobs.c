@@ -2,7 +2,7 @@
  * set of processes whose `job` column names it (schema version 5); its
  * energy is the sum of their rows, per second and per minute, so a job
  * costs no rows of its own and keeps every resolution its processes have. */
-#include "store/store-internal.h"
+#include "store/query-internal.h"
 #include "util/util.h"
 
 #include <errno.h>

@@ -8,8 +8,9 @@
  * by second, read for one process by one seek per second it spans (a
  * minute or two); the others in process_energy_settled, keyed by batch and
  * process, read for one process by one seek per batch that overlaps the
- * window, and for a window by scanning the batches that overlap it. */
-#include "store/store-internal.h"
+ * window, and for a window by scanning the batches that overlap it. The
+ * models and calibration reads are in query_models.c. */
+#include "store/query-internal.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -48,7 +49,7 @@ static void regexp_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         sqlite3_set_auxdata(ctx, 0, re, free_regex);
 }
 
-static int fail(store_reader *r, int rc, char *err, size_t errlen, const char *what)
+int query_fail(store_reader *r, int rc, char *err, size_t errlen, const char *what)
 {
     return util_err(err, errlen, schema_errno(r->db, rc), "%s: %s: %s", r->path, what,
                     sqlite3_errmsg(r->db));
@@ -65,7 +66,7 @@ static int check_version(store_reader *r, char *err, size_t errlen)
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading the schema version");
+        return query_fail(r, rc, err, errlen, "reading the schema version");
     if (v != STORE_SCHEMA_VERSION)
         return util_err(err, errlen, -EPROTO,
                         "%s: schema version %d, this wattprof reads %d (wattprofd migrates on"
@@ -85,7 +86,7 @@ int store_reader_open(const char *path, store_reader **out, char *err, size_t er
     }
     rc = sqlite3_open_v2(path, &r->db, SQLITE_OPEN_READONLY, NULL);
     if (rc != SQLITE_OK) {
-        ret = fail(r, rc, err, errlen, "cannot open the database");
+        ret = query_fail(r, rc, err, errlen, "cannot open the database");
         store_reader_close(r);
         return ret;
     }
@@ -109,13 +110,14 @@ void store_reader_close(store_reader *r)
         sqlite3_finalize(r->list[i]);
     sqlite3_finalize(r->series);
     sqlite3_finalize(r->classes);
+    sqlite3_finalize(r->unsettled);
     sqlite3_close(r->db);
     free(r->path);
     free(r);
 }
 
 /* Appends one zeroed element to *v (n elements of `size`); NULL on ENOMEM. */
-static void *push(void **v, size_t *n, size_t *cap, size_t size)
+void *query_push(void **v, size_t *n, size_t *cap, size_t size)
 {
     if (*n == *cap) {
         size_t ncap = *cap ? *cap * 2 : 32;
@@ -129,7 +131,7 @@ static void *push(void **v, size_t *n, size_t *cap, size_t size)
     return (char *)*v + (*n)++ * size;
 }
 
-static char *dup_col(sqlite3_stmt *st, int i)
+char *query_dup_col(sqlite3_stmt *st, int i)
 {
     const char *v = (const char *)sqlite3_column_text(st, i);
 
@@ -142,12 +144,12 @@ int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
     int rc = sqlite3_prepare_v2(r->db, "SELECT max(t) FROM host_attribution", -1, &st, NULL);
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading the newest second");
+        return query_fail(r, rc, err, errlen, "reading the newest second");
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW)
         *t = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the newest second");
+    return rc == SQLITE_ROW ? 0 : query_fail(r, rc, err, errlen, "reading the newest second");
 }
 
 /* ---- Per-second rows ---------------------------------------------------------- */
@@ -209,6 +211,15 @@ static int process_rows(store_reader *r, sqlite3_stmt **st, const char *what, in
     "p.id, p.boot_id, p.pid, p.start_time, p.comm, p.cmdline, p.cgroup, p.uid, p.first_seen,"      \
     " p.last_seen, p.exit_time, p.class, p.attributed_j, p.standalone_j, p.cpu_s, p.job"
 #define N_PROCESS_COLS 16
+/* PROCESS_COLS with the rows of process_energy_recent from the fold
+ * watermark on ("u": their last second t, its class and their sums) added:
+ * what the processes row does not count yet (conn.c) */
+#define LIVE_PROCESS_COLS                                                                          \
+    "p.id, p.boot_id, p.pid, p.start_time, p.comm, p.cmdline, p.cgroup, p.uid, p.first_seen,"      \
+    " max(p.last_seen, coalesce(u.t, 0)), p.exit_time,"                                            \
+    " CASE WHEN u.t IS NULL THEN p.class ELSE u.class END,"                                        \
+    " p.attributed_j + coalesce(u.a, 0), p.standalone_j + coalesce(u.sa, 0),"                      \
+    " p.cpu_s + coalesce(u.c, 0), p.job"
 
 static int read_process(sqlite3_stmt *st, store_process *p)
 {
@@ -216,9 +227,9 @@ static int read_process(sqlite3_stmt *st, store_process *p)
     snprintf(p->boot_id, sizeof(p->boot_id), "%s", sqlite3_column_text(st, 1));
     p->pid = sqlite3_column_int(st, 2);
     p->start_time = (uint64_t)sqlite3_column_int64(st, 3);
-    p->comm = dup_col(st, 4);
-    p->cmdline = dup_col(st, 5);
-    p->cgroup = dup_col(st, 6);
+    p->comm = query_dup_col(st, 4);
+    p->cmdline = query_dup_col(st, 5);
+    p->cgroup = query_dup_col(st, 6);
     p->uid = sqlite3_column_type(st, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 7);
     p->first_seen = sqlite3_column_int64(st, 8);
     p->last_seen = sqlite3_column_int64(st, 9);
@@ -227,7 +238,7 @@ static int read_process(sqlite3_stmt *st, store_process *p)
     p->total_attributed_j = sqlite3_column_double(st, 12);
     p->total_standalone_j = sqlite3_column_double(st, 13);
     p->total_cpu_s = sqlite3_column_double(st, 14);
-    p->job = dup_col(st, 15);
+    p->job = query_dup_col(st, 15);
     if ((sqlite3_column_type(st, 15) != SQLITE_NULL && !p->job) ||
         (sqlite3_column_type(st, 4) != SQLITE_NULL && !p->comm) ||
         (sqlite3_column_type(st, 5) != SQLITE_NULL && !p->cmdline) ||
@@ -305,10 +316,15 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
                  SETTLED_IN("?1", "?2") " UNION ALL"
                  "  SELECT process_id, attributed_j, standalone_j, cpu_s FROM process_energy_minute"
                  "  WHERE t >= ?1 AND t < ?2) GROUP BY process_id)"
-                 " SELECT " PROCESS_COLS ", w.a, w.sa, w.c,"
-                 " w.a / max(1, min(?2, coalesce(p.exit_time, p.last_seen) + 1)"
-                 " - max(?1, p.first_seen)) AS power, w.n"
+                 ", u AS (SELECT process_id, max(t) AS t, sum(attributed_j) AS a,"
+                 " sum(standalone_j) AS sa, sum(cpu_s) AS c, class"
+                 " FROM process_energy_recent WHERE t >= (SELECT t FROM process_fold)"
+                 " GROUP BY process_id)"
+                 " SELECT " LIVE_PROCESS_COLS ", w.a, w.sa, w.c,"
+                 " w.a / max(1, min(?2, coalesce(p.exit_time, max(p.last_seen, coalesce(u.t, 0)))"
+                 " + 1) - max(?1, p.first_seen)) AS power, w.n"
                  " FROM w JOIN processes p ON p.id = w.process_id"
+                 " LEFT JOIN u ON u.process_id = p.id"
                  " WHERE (?3 < 0 OR p.uid = ?3) AND (?4 IS NULL OR regexp(?4, p.comm))"
                  " AND (?6 = 0 OR p.exit_time IS NULL) AND (?8 IS NULL OR p.job = ?8)"
                  " ORDER BY %s DESC, p.id LIMIT ?5 OFFSET ?7",
@@ -337,7 +353,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
         return ret;
     rc = list_statement(r, q->sort, &st);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "listing processes");
+        return query_fail(r, rc, err, errlen, "listing processes");
     sqlite3_bind_int64(st, 1, q->since);
     sqlite3_bind_int64(st, 2, q->until);
     sqlite3_bind_int64(st, 3, q->uid);
@@ -350,7 +366,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
         sqlite3_bind_text(st, 8, q->job, -1, SQLITE_STATIC);
     ret = 0;
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_process *p = push((void **)&v, &count, &cap, sizeof(*v));
+        store_process *p = query_push((void **)&v, &count, &cap, sizeof(*v));
         if (!p || read_process(st, p) < 0) {
             ret = -ENOMEM;
             break;
@@ -362,7 +378,7 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
         p->seconds = sqlite3_column_int64(st, N_PROCESS_COLS + 4);
     }
     if (ret == 0 && rc != SQLITE_DONE)
-        ret = fail(r, rc, err, errlen, "listing processes");
+        ret = query_fail(r, rc, err, errlen, "listing processes");
     else if (ret < 0)
         util_err(err, errlen, ret, "%s: listing processes: out of memory", r->path);
     /* kept for the next call: reset ends its read transaction (else the WAL
@@ -390,7 +406,7 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
     int ret = 0;
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "finding a process");
+        return query_fail(r, rc, err, errlen, "finding a process");
     sqlite3_bind_int(st, 1, pid);
     sqlite3_bind_int64(st, 2, (int64_t)start_time);
     rc = sqlite3_step(st);
@@ -401,7 +417,7 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
         ret = util_err(err, errlen, -ENOENT, "no process with pid %d%s", (int)pid,
                        start_time ? " and that start time" : "");
     else
-        ret = fail(r, rc, err, errlen, "finding a process");
+        ret = query_fail(r, rc, err, errlen, "finding a process");
     sqlite3_finalize(st);
     if (ret < 0)
         store_process_free(out);
@@ -426,10 +442,10 @@ static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_
     int rc = process_rows(r, &r->series, "SELECT " ROW_COLS " FROM rows", id, after, last_seen);
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading a process's series");
+        return query_fail(r, rc, err, errlen, "reading a process's series");
     st = r->series;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_second *e = push((void **)&v, &count, &cap, sizeof(*v));
+        store_second *e = query_push((void **)&v, &count, &cap, sizeof(*v));
         if (!e) {
             rc = SQLITE_NOMEM;
             break;
@@ -445,7 +461,7 @@ static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_
     if (rc != SQLITE_DONE) {
         free(v);
         return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                  : fail(r, rc, err, errlen, "reading a process's series");
+                                  : query_fail(r, rc, err, errlen, "reading a process's series");
     }
     for (size_t i = 1; i < count; i++)
         if (v[i].t < v[i - 1].t) {
@@ -457,22 +473,71 @@ static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_
     return 0;
 }
 
+/* Adds to *p its rows of process_energy_recent from the fold watermark on,
+ * which its processes row does not count yet: one seek per second there
+ * (a few). */
+// clang-format off
+#define UNSETTLED                                                                                  \
+    "WITH RECURSIVE" RECENT_SECONDS("(SELECT t FROM process_fold)", "?2")                           \
+    " SELECT count(*), max(e.t), sum(e.attributed_j), sum(e.standalone_j), sum(e.cpu_s), e.class"  \
+    " FROM recent CROSS JOIN process_energy_recent e ON e.t = recent.t AND e.process_id = ?1"
+// clang-format on
+
+static int add_unsettled(store_reader *r, store_process *p)
+{
+    sqlite3_stmt *st;
+    int rc = SQLITE_OK;
+
+    if (!r->unsettled)
+        rc = sqlite3_prepare_v3(r->db, UNSETTLED, -1, SQLITE_PREPARE_PERSISTENT, &r->unsettled,
+                                NULL);
+    if (rc != SQLITE_OK)
+        return rc;
+    st = r->unsettled;
+    sqlite3_bind_int64(st, 1, p->id);
+    sqlite3_bind_int64(st, 2, INT64_MAX);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_int64(st, 0) > 0) {
+        int64_t t = sqlite3_column_int64(st, 1);
+        p->last_seen = t > p->last_seen ? t : p->last_seen;
+        p->total_attributed_j += sqlite3_column_double(st, 2);
+        p->total_standalone_j += sqlite3_column_double(st, 3);
+        p->total_cpu_s += sqlite3_column_double(st, 4);
+        p->klass = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 5);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? SQLITE_OK : rc;
+}
+
 int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t recent_s,
                       store_process *out, store_second **series, size_t *n_series, char *err,
                       size_t errlen)
 {
-    int ret;
+    int ret, rc;
 
     if (recent_s < 0)
         return util_err(err, errlen, -EINVAL, "recent: %lld seconds is negative",
                         (long long)recent_s);
+    /* one read transaction: a move between the reads would count rows
+     * twice or not at all */
+    rc = sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL);
+    if (rc != SQLITE_OK)
+        return query_fail(r, rc, err, errlen, "reading a process");
     ret = find_process(r, pid, start_time, out, err, errlen);
     if (ret < 0)
-        return ret;
+        goto out;
+    rc = add_unsettled(r, out);
+    if (rc != SQLITE_OK) {
+        ret = query_fail(r, rc, err, errlen, "reading a process's unfolded rows");
+        store_process_free(out);
+        goto out;
+    }
     ret = read_series(r, out->id, out->last_seen - recent_s, out->last_seen, 0, series, n_series,
                       err, errlen);
     if (ret < 0)
         store_process_free(out);
+out:
+    sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
     return ret;
 }
 
@@ -483,7 +548,7 @@ static int add_change(store_class_change **v, size_t *n, size_t *cap, int64_t t,
 
     if (*n > 0 && (*v)[*n - 1].klass == klass)
         return 0;
-    c = push((void **)v, n, cap, sizeof(**v));
+    c = query_push((void **)v, n, cap, sizeof(**v));
     if (!c)
         return -ENOMEM;
     *c = (store_class_change){.t = t, .klass = klass};
@@ -524,7 +589,7 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
                                    INT64_MIN, INT64_MAX);
 
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading a process's classes");
+        return query_fail(r, rc, err, errlen, "reading a process's classes");
     st = r->classes;
     while (ordered && ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t t = sqlite3_column_int64(st, 0);
@@ -542,7 +607,7 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
     if (ret < 0)
         return util_err(err, errlen, ret, "out of memory");
     if (rc != SQLITE_DONE)
-        return fail(r, rc, err, errlen, "reading a process's classes");
+        return query_fail(r, rc, err, errlen, "reading a process's classes");
     *out = v;
     *n = count;
     return 0;
@@ -582,7 +647,7 @@ int store_calibration_changes(store_reader *r, int64_t since, int64_t until,
         }
     }
     if (rc != SQLITE_DONE) {
-        int e = fail(r, rc, err, errlen, "reading which calibrations were used");
+        int e = query_fail(r, rc, err, errlen, "reading which calibrations were used");
         sqlite3_finalize(st);
         free(v);
         return e;
@@ -732,9 +797,9 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
         return ret;
     rc = prepare_history(r, q, &st);
     if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading history");
+        return query_fail(r, rc, err, errlen, "reading history");
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_point *p = push((void **)&v, &count, &cap, sizeof(*v));
+        store_point *p = query_push((void **)&v, &count, &cap, sizeof(*v));
         if (!p) {
             rc = SQLITE_NOMEM;
             break;
@@ -743,7 +808,7 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
     }
     if (rc != SQLITE_DONE) {
         ret = rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                 : fail(r, rc, err, errlen, "reading history");
+                                 : query_fail(r, rc, err, errlen, "reading history");
         sqlite3_finalize(st);
         free(v);
         return ret;
@@ -752,148 +817,4 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
     *out = v;
     *n = count;
     return 0;
-}
-
-/* ---- Models and calibration -------------------------------------------------- */
-
-void store_models_free(store_model_row *m, size_t n)
-{
-    for (size_t i = 0; m && i < n; i++) {
-        free(m[i].name);
-        free(m[i].engine);
-        free(m[i].json);
-    }
-    free(m);
-}
-
-int store_list_models(store_reader *r, store_model_row **out, size_t *n, char *err, size_t errlen)
-{
-    sqlite3_stmt *st;
-    store_model_row *v = NULL;
-    size_t count = 0, cap = 0;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT id, sha256, name, engine, json, first_loaded, last_loaded"
-                                " FROM models ORDER BY id",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "listing models");
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_model_row *m = push((void **)&v, &count, &cap, sizeof(*v));
-        if (!m) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        m->id = sqlite3_column_int(st, 0);
-        snprintf(m->sha256, sizeof(m->sha256), "%s", sqlite3_column_text(st, 1));
-        m->name = dup_col(st, 2);
-        m->engine = dup_col(st, 3);
-        m->json = dup_col(st, 4);
-        m->first_loaded = sqlite3_column_int64(st, 5);
-        m->last_loaded = sqlite3_column_int64(st, 6);
-        if (!m->json) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        store_models_free(v, count);
-        return rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")
-                                  : fail(r, rc, err, errlen, "listing models");
-    }
-    *out = v;
-    *n = count;
-    return 0;
-}
-
-void store_calibration_free(store_calibration_row *c, size_t n)
-{
-    for (size_t i = 0; c && i < n; i++) {
-        free(c[i].domain);
-        free(c[i].power_w);
-        free(c[i].rates);
-    }
-    free(c);
-}
-
-int store_calibration_since(store_reader *r, int64_t since, size_t limit,
-                            store_calibration_row **out, size_t *n, char *err, size_t errlen)
-{
-    sqlite3_stmt *st;
-    store_calibration_row *v = NULL;
-    size_t count = 0, cap = 0;
-    int ret = 0, rc = sqlite3_prepare_v2(r->db,
-                                         "SELECT t, duration_s, model_id, power_w, rates"
-                                         " FROM calibration WHERE t >= ?1 ORDER BY t LIMIT ?2",
-                                         -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading calibration rows");
-    sqlite3_bind_int64(st, 1, since);
-    sqlite3_bind_int64(st, 2, limit ? (int64_t)limit : -1);
-    while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_calibration_row *c = push((void **)&v, &count, &cap, sizeof(*v));
-        if (!c) {
-            ret = util_err(err, errlen, -ENOMEM, "out of memory");
-            break;
-        }
-        c->t = sqlite3_column_int64(st, 0);
-        c->duration_s = sqlite3_column_double(st, 1);
-        c->model_id = sqlite3_column_int(st, 2);
-        ret = calib_parse((const char *)sqlite3_column_text(st, 3),
-                          (const char *)sqlite3_column_text(st, 4), c);
-        if (ret < 0)
-            util_err(err, errlen, ret, "%s: calibration row t=%lld: %s", r->path, (long long)c->t,
-                     ret == -ENOMEM ? "out of memory" : "malformed JSON");
-    }
-    if (ret == 0 && rc != SQLITE_DONE)
-        ret = fail(r, rc, err, errlen, "reading calibration rows");
-    sqlite3_finalize(st);
-    if (ret < 0) {
-        store_calibration_free(v, count);
-        return ret;
-    }
-    *out = v;
-    *n = count;
-    return 0;
-}
-
-/* ---- The node's calibration ------------------------------------------------ */
-
-static double column_or_nan(sqlite3_stmt *st, int i)
-{
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? NAN : sqlite3_column_double(st, i);
-}
-
-int store_node_calib_get(store_reader *r, const char *target, store_node_calib *out, char *err,
-                         size_t errlen)
-{
-    sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT t, idle_w, idle_se_w, scale, r2, spread_w, rows,"
-                                " model_sha256 FROM node_calibration WHERE target = ?1",
-                                -1, &st, NULL);
-
-    if (rc != SQLITE_OK)
-        return fail(r, rc, err, errlen, "reading the node calibration");
-    sqlite3_bind_text(st, 1, target, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        const unsigned char *sha = sqlite3_column_text(st, 7);
-        memset(out, 0, sizeof(*out));
-        snprintf(out->target, sizeof(out->target), "%s", target);
-        out->t = sqlite3_column_int64(st, 0);
-        out->idle_w = sqlite3_column_double(st, 1);
-        out->idle_se_w = sqlite3_column_double(st, 2);
-        out->scale = column_or_nan(st, 3);
-        out->r2 = column_or_nan(st, 4);
-        out->spread_w = column_or_nan(st, 5);
-        out->rows = sqlite3_column_int64(st, 6);
-        snprintf(out->model_sha256, sizeof(out->model_sha256), "%s", sha ? (const char *)sha : "");
-    }
-    sqlite3_finalize(st);
-    if (rc == SQLITE_DONE)
-        return util_err(err, errlen, -ENOENT, "%s: no node calibration for %s", r->path, target);
-    return rc == SQLITE_ROW ? 0 : fail(r, rc, err, errlen, "reading the node calibration");
 }

@@ -91,10 +91,10 @@ static const char *const steps[] = {
     "DELETE FROM host_energy_minute WHERE t < ?2",
     "DELETE FROM host_attribution_minute WHERE t < ?2",
     "DELETE FROM calibration WHERE t < ?3",
-    /* a process's rows are of seconds up to its last_seen */
+    /* a process's folded rows are of seconds up to its last_seen; its
+     * recent rows can be later */
     "DELETE FROM processes WHERE last_seen < ?2"
-    " AND NOT EXISTS (SELECT 1 FROM process_energy_recent"
-    "  WHERE t <= processes.last_seen AND process_id = processes.id)"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_recent WHERE process_id = processes.id)"
     " AND NOT EXISTS (SELECT 1 FROM process_energy_batch b"
     "  CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = processes.id"
     "  WHERE b.t_min <= processes.last_seen)"

@@ -31,6 +31,14 @@ static const char migrate_host_attribution_calibration[] =
     "ALTER TABLE host_attribution_minute ADD COLUMN idle_source TEXT;"
     "ALTER TABLE host_attribution_minute ADD COLUMN calib_t INTEGER;";
 
+/* 6 -> 7, the fold watermark: a process's row no longer takes each second
+ * as it is written, but every few seconds all the rows of
+ * process_energy_recent from process_fold.t up to a new one (fold.c). A
+ * version 6 row counted every second written, so all are folded. */
+#define MIGRATE_FOLD_WATERMARK                                                                     \
+    "CREATE TABLE process_fold (t INTEGER NOT NULL);"                                              \
+    "INSERT INTO process_fold SELECT coalesce(max(t) + 1, 0) FROM process_energy_recent;"
+
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -118,6 +126,9 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
 
     /* 6: which calibration each second was attributed under */
     migrate_host_attribution_calibration,
+
+    /* 7: processes' totals folded every few seconds, not every second */
+    MIGRATE_FOLD_WATERMARK,
 };
 
 int schema_errno(sqlite3 *db, int rc)
@@ -250,6 +261,12 @@ static int pragmas(sqlite3 *db, int64_t max_db_bytes)
     if (rc != SQLITE_OK)
         return rc;
     rc = sqlite3_exec(db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL);
+    /* Some builds (Debian's) default to secure_delete=ON, which overwrites
+     * every freed page with zeros: each move out of process_energy_recent
+     * then wrote all its pages once more, as much as the move itself. FAST
+     * still clears deleted rows from the pages a change writes anyway. */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "PRAGMA secure_delete=FAST", NULL, NULL, NULL);
     if (rc == SQLITE_OK && max_db_bytes > 0)
         rc = schema_int(db, "PRAGMA page_size", 0, &page);
     if (rc == SQLITE_OK && max_db_bytes > 0) {

@@ -23,19 +23,6 @@ enum item_kind {
 
 #define CALIB_PER_ITEM 5 /* rates carried by one ITEM_CALIB record */
 
-/* A reader's connection (query.c, jobs.c). */
-struct store_reader {
-    sqlite3 *db;
-    char *path;
-    /* store_list_processes' statement per sort order, prepared once: the
-     * daemon lists on every ListProcesses, and parsing the query was a sixth
-     * of that call's time in the query-load profile */
-    sqlite3_stmt *list[3];
-    /* a process's rows (PROCESS_ROWS), for its series and its classes:
-     * prepared once too, being the longest statements here */
-    sqlite3_stmt *series, *classes;
-};
-
 struct proc_info_blob {
     char *comm, *cmdline, *cgroup, *job;
     int64_t uid;
@@ -236,13 +223,16 @@ struct store {
 
     /* writer thread only */
     sqlite3 *db;
-    sqlite3_stmt *stmt[16];
+    sqlite3_stmt *stmt[24];
     agg acc;
     conn_row *order; /* a commit's per-second rows, sorted (conn.c) */
     size_t cap_order;
     int64_t partial_from; /* the oldest second in process_energy_recent that
                              later ticks may add to (a flush committed it
                              in progress); INT64_MAX: none */
+    int64_t fold_t;       /* process_fold.t: the processes rows count every
+                             second before it (conn.c) */
+    int64_t fold_txn;     /* the fold the transaction under way wrote, 0: none */
     dev_t db_dev;
     ino_t db_ino;
     int64_t last_error_logged;
@@ -296,6 +286,14 @@ int conn_load_models(store *s, char *err, size_t errlen);
  * before `calib_until`); *rows counts them. Returns an SQLite code. */
 int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows);
 bool conn_models_pending(store *s);
+/* Every FOLD_INTERVAL_S seconds of data (and at close), inside the caller's
+ * transaction: adds the rows of process_energy_recent of seconds from
+ * fold_t up to `cut` to their processes' rows and moves the watermark
+ * there. Returns an SQLite code. */
+#define FOLD_INTERVAL_S 5
+int conn_fold(store *s, int64_t cut);
+/* After the transaction: the fold it wrote holds if it committed. */
+void conn_fold_end_txn(store *s, bool committed);
 /* After the transaction: the models it wrote are written if it committed. */
 void conn_models_end_txn(store *s, bool committed);
 /* A new file has none of the models. */
@@ -317,5 +315,9 @@ int calib_parse(const char *power, const char *rates, store_calibration_row *row
  * rows are due (run it again soon), or -errno. */
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t move_before, char *err,
                   size_t errlen);
+/* Moves every row of process_energy_recent, adding them to their processes'
+ * rows, in one transaction (at close, so that the processes table alone
+ * has the totals): 0 or -errno. */
+int retention_settle(sqlite3 *db, char *err, size_t errlen);
 
 #endif

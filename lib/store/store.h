@@ -88,7 +88,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 6
+#define STORE_SCHEMA_VERSION 7
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
@@ -118,7 +118,8 @@ typedef struct store_config {
                                         rest follow right after); 600 */
     size_t max_pending_rows;         /* rows held in memory while the database
                                         cannot be written; beyond this they are
-                                        discarded and counted; 1000000 */
+                                        discarded and counted; 131072
+                                        (about 8 MiB) */
     int64_t max_db_bytes;            /* cap on the database size (SQLite's
                                         max_page_count); 0 = none */
     store_clock clock;               /* STORE_CLOCK_WALL */

@@ -123,7 +123,21 @@ static commit_scope scope(store *s, bool flush, bool all)
 static bool has_work(store *s, commit_scope c)
 {
     return s->acc.n_event > 0 || s->acc.oldest < c.until ||
+           (c.calib_until == INT64_MAX && s->acc.watermark + 1 > s->fold_t) ||
            (c.calib_until == INT64_MAX && s->acc.rows > 0) || conn_models_pending(s);
+}
+
+/* Folds the recent rows into their processes' rows every FOLD_INTERVAL_S
+ * seconds of data: those of complete seconds (before the watermark, the
+ * second in progress), and at close all. A second that a flush wrote in
+ * progress is never complete before the watermark passes it. */
+static int fold(store *s, commit_scope c)
+{
+    int64_t cut = c.calib_until == INT64_MAX ? s->acc.watermark + 1 : s->acc.watermark;
+
+    if (c.calib_until != INT64_MAX && cut - s->fold_t < FOLD_INTERVAL_S)
+        return SQLITE_OK;
+    return conn_fold(s, cut);
 }
 
 /* One transaction with what `c` covers. */
@@ -143,6 +157,8 @@ static int commit(store *s, commit_scope c)
     if (rc == SQLITE_OK)
         rc = conn_write_rows(s, c.until, c.calib_until, &rows);
     if (rc == SQLITE_OK)
+        rc = fold(s, c);
+    if (rc == SQLITE_OK)
         rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         r = util_err(err, sizeof(err), schema_errno(s->db, rc), "%s: commit failed: %s", s->path,
@@ -152,6 +168,7 @@ static int commit(store *s, commit_scope c)
         goto fail;
     }
     conn_models_end_txn(s, true);
+    conn_fold_end_txn(s, true);
     /* Every second before c.until is whole in the database now, but a
      * flush also writes the second in progress, which later ticks add to. */
     if (c.until > s->acc.watermark)
@@ -164,9 +181,34 @@ static int commit(store *s, commit_scope c)
     return 0;
 fail:
     conn_models_end_txn(s, false);
+    conn_fold_end_txn(s, false);
     commit_failed(s);
     set_error(s, r, err);
     return r;
+}
+
+/* Folds every complete second before a move, which takes folded rows
+ * only: a second committed later than its fold is added to its process's
+ * row directly (conn.c). */
+static int fold_for_move(store *s, char *err, size_t errlen)
+{
+    int64_t cut = s->acc.watermark < s->partial_from ? s->acc.watermark : s->partial_from;
+    int rc;
+
+    if (cut <= s->fold_t)
+        return 0;
+    rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = conn_fold(s, cut);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    conn_fold_end_txn(s, rc == SQLITE_OK);
+    if (rc != SQLITE_OK)
+        return util_err(err, errlen, schema_errno(s->db, rc), "%s: folding process totals: %s",
+                        s->path, sqlite3_errmsg(s->db));
+    return 0;
 }
 
 static int maintain(store *s, int64_t now_s)
@@ -178,7 +220,12 @@ static int maintain(store *s, int64_t now_s)
         return 0;
     r = ensure_connected(s, err, sizeof(err));
     if (r == 0)
-        r = retention_run(s->db, &s->cfg, now_s, s->partial_from, err, sizeof(err));
+        r = fold_for_move(s, err, sizeof(err));
+    if (r == 0)
+        /* only folded rows move: the readers add the others to the totals */
+        r = retention_run(s->db, &s->cfg, now_s,
+                          s->partial_from < s->fold_t ? s->partial_from : s->fold_t, err,
+                          sizeof(err));
     if (r < 0) {
         set_error(s, r, err);
         return r;

@@ -20,13 +20,16 @@
  *
  * fill PROCESSES HOURS DB: HOURS of seconds of the same records on the data
  * clock as fast as the writer takes them, maintenance asked every simulated
- * minute as the live writer runs it, ending at T_END.
+ * minute as the live writer runs it, ending at T_END; it flushes and exits
+ * without closing, leaving the file as a running writer has it.
  * query PROCESSES HOURS DB REPEATS [rollup]: times the queries of the
  * commands on a filled database (median ms of REPEATS after one unmeasured
  * call): show (the last 60 s of a process, and its class changes), a
  * process's whole series and its history over HOURS in one-minute steps,
  * ps over 10 s and 1 min; with `rollup`, then one rollup step of 10
- * minutes of seconds (which changes the file). */
+ * minutes of seconds (which changes the file).
+ * pending PROCESSES SECONDS DIR: the memory of the rows the writer holds
+ * while its database cannot be written (pending() says how). */
 #include "store/store.h"
 #include "util/util.h"
 
@@ -39,6 +42,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NS 1000000000LL
 #define TICK_NS 20000000LL
@@ -271,8 +275,15 @@ static int fill(int n, int hours, const char *path)
             return 1;
         }
     }
-    r = store_close(s);
-    return r < 0;
+    /* Left as a live writer has it: flushed, not closed, since a close
+     * moves the recent rows (the last seconds) too, which the queries of a
+     * running daemon find in process_energy_recent. */
+    r = store_flush(s);
+    if (r < 0) {
+        fprintf(stderr, "%s: flush failed: %s\n", path, strerror(-r));
+        return 1;
+    }
+    _exit(0);
 }
 
 /* One query, REPEATS times after an unmeasured one: the median ms. */
@@ -413,6 +424,64 @@ static int query(int n, int hours, const char *path, int repeats, bool rollup)
     return store_close(s) < 0 || m < 0;
 }
 
+/* Resident memory of this process, KiB. */
+static long rss_kib(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+
+    if (f && fscanf(f, "%ld %ld", &pages, &resident) != 2)
+        resident = 0;
+    if (f)
+        fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* pending PROCESSES SECONDS DIR: what rows held for a database that cannot
+ * be written cost in memory. Opens DIR/db, removes DIR (the writer then
+ * keeps every row, retrying), pushes SECONDS seconds of the live records
+ * on the data clock, one tick a second, and prints the rows held and the
+ * resident memory they added. */
+static int pending(int n, int seconds, const char *dir)
+{
+    char err[UTIL_ERRLEN], path[512], cmd[600];
+    double rates[N_EVENTS];
+    store_stats st = {0};
+    store_config c;
+    long rss0;
+    store *s;
+
+    for (int j = 0; j < N_EVENTS; j++)
+        rates[j] = 1e6 * (j + 1);
+    snprintf(path, sizeof(path), "%s/db", dir);
+    store_config_default(&c);
+    c.clock = STORE_CLOCK_DATA;
+    c.queue_capacity = 1 << 17;
+    c.max_pending_rows = SIZE_MAX;
+    if (mkdir(dir, 0700) < 0 || store_open(path, &c, &s, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s: cannot open: %s\n", path, err);
+        return 1;
+    }
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        return 1;
+    rss0 = rss_kib();
+    for (int64_t t = T_END - seconds; t < T_END; t++) {
+        while (store_push_room(s) < (size_t)n + 16)
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        tick_store(s, n, t * NS + NS / 2, rates);
+    }
+    while (store_get_stats(s, &st),
+           st.pending_rows + st.rows_lost < (uint64_t)seconds * (n + 4) - n)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    printf("{\"processes\": %d, \"seconds\": %d, \"pending_rows\": %llu, \"rss_added_kib\": %ld,"
+           " \"bytes_per_row\": %.1f}\n",
+           n, seconds, (unsigned long long)st.pending_rows, rss_kib() - rss0,
+           (double)(rss_kib() - rss0) * 1024 / (double)st.pending_rows);
+    fflush(stdout);
+    _exit(0); /* a close would retry the commit for ever */
+}
+
 int main(int argc, char **argv)
 {
     char err[UTIL_ERRLEN];
@@ -425,6 +494,8 @@ int main(int argc, char **argv)
     peer p;
     struct timespec next;
 
+    if (argc == 5 && strcmp(argv[1], "pending") == 0)
+        return pending(atoi(argv[2]), atoi(argv[3]), argv[4]);
     if (argc == 5 && strcmp(argv[1], "fill") == 0)
         return fill(atoi(argv[2]), atoi(argv[3]), argv[4]);
     if ((argc == 6 || argc == 7) && strcmp(argv[1], "query") == 0)
@@ -434,8 +505,9 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: %s store|per-tick PROCESSES SECONDS DB [SAMPLE_S]\n"
                 "       %s fill PROCESSES HOURS DB\n"
-                "       %s query PROCESSES HOURS DB REPEATS [rollup]\n",
-                argv[0], argv[0], argv[0]);
+                "       %s query PROCESSES HOURS DB REPEATS [rollup]\n"
+                "       %s pending PROCESSES SECONDS DIR\n",
+                argv[0], argv[0], argv[0], argv[0]);
         return 2;
     }
     int sample_s = argc == 6 ? atoi(argv[5]) : 0;

@@ -32,7 +32,8 @@ static int push_cal(store *s, int64_t t_ns, const char *source, int64_t calib_t)
     return store_push_host(s, &h);
 }
 
-/* A database of the step before: today's tables without the columns. */
+/* A version 5 database: today's tables without the calibration columns
+ * (version 6) and the fold watermark (version 7). */
 static void make_previous(fixture *f, int64_t t)
 {
     store_config c;
@@ -45,11 +46,12 @@ static void make_previous(fixture *f, int64_t t)
     raw_exec(db, "ALTER TABLE host_attribution DROP COLUMN idle_source;"
                  "ALTER TABLE host_attribution DROP COLUMN calib_t;"
                  "ALTER TABLE host_attribution_minute DROP COLUMN idle_source;"
-                 "ALTER TABLE host_attribution_minute DROP COLUMN calib_t;");
+                 "ALTER TABLE host_attribution_minute DROP COLUMN calib_t;"
+                 "DROP TABLE process_fold;");
     snprintf(sql, sizeof(sql),
              "INSERT INTO host_attribution VALUES (%lld, 1, 10, 4, 5, 1, 9, 1, 1);"
              "PRAGMA user_version = %d;",
-             (long long)t, STORE_SCHEMA_VERSION - 1);
+             (long long)t, 5);
     raw_exec(db, sql);
     sqlite3_close(db);
 }

@@ -1,7 +1,7 @@
 /* Unit tests for lib/store under faults: a child process killed mid-write,
  * the state folder removed, the pending queue full, a full database, a
- * stale row-id hint. Real SQLite files in a temporary directory, as in
- * test_store.c. */
+ * stale row-id hint, a page of the file overwritten. Real SQLite files in a temporary directory, as
+ * in test_store.c. */
 /* cmocka needs these three before it */
 // clang-format off
 #include <setjmp.h>
@@ -317,6 +317,63 @@ static void test_full_database_resumes(void **state)
     assert_int_equal(file_num(f->path, "SELECT min(pid) FROM processes"), 5000);
 }
 
+/* A page of the file overwritten (a bad sector, a stray write): the commit
+ * fails with -EBADMSG and an error naming the file and the corruption, the
+ * rows wait in memory as for a full disk, and the rest of the file still
+ * reads. Once the damaged file is moved away, the held rows go to a fresh
+ * file at the same path: nothing but the damaged page is lost. */
+static void test_corrupt_page_reported(void **state)
+{
+    fixture *f = *state;
+    char moved[200], junk[65536];
+    store_config c;
+    store_stats st;
+    sqlite3 *db;
+    int64_t page, size;
+    store *s;
+    int fd;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    push_many_at(s, T0, 1, 1500);
+    for (int64_t t = T0; t < T0 + 3; t++)
+        assert_int_equal(push_host(s, t * NS, 1.0, 3.0, 1.0, 1.5), 0);
+    assert_int_equal(store_close(s), 0);
+    page =
+        (int64_t)file_num(f->path, "SELECT rootpage FROM sqlite_master WHERE name = 'processes'");
+    size = (int64_t)file_num(f->path, "PRAGMA page_size");
+    assert_true(page > 1 && file_num(f->path, "SELECT count(*) FROM processes") == 1500);
+    assert_true(size <= (int64_t)sizeof(junk));
+    memset(junk, 0xA5, sizeof(junk));
+    fd = open(f->path, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, junk, (size_t)size, (page - 1) * size), size);
+    close(fd);
+
+    s = open_store(f->path, &c);
+    push_many_at(s, T0 + 5, 1, 10);
+    assert_int_equal(store_flush(s), -EBADMSG);
+    store_get_stats(s, &st);
+    assert_int_equal(st.error, -EBADMSG);
+    assert_non_null(strstr(st.error_text, f->path));
+    assert_non_null(strstr(st.error_text, "malformed"));
+    assert_true(st.pending_rows >= 10);
+    assert_int_equal(st.rows_lost, 0);
+    /* the other tables read as before */
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM host_attribution"), 3);
+    assert_float_equal(raw_num(db, "SELECT sum(host_j) FROM host_attribution"), 9.0, 1e-12);
+    sqlite3_close(db);
+
+    snprintf(moved, sizeof(moved), "%s.corrupt", f->path);
+    assert_int_equal(rename(f->path, moved), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 10);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM processes"), 10);
+    unlink(moved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -325,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pending_rows_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_database_resumes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_row_id_hint_checked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_page_reported, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,7 +56,7 @@ static void test_migration_process_job(void **state)
                  "ALTER TABLE host_attribution DROP COLUMN calib_t;"
                  "ALTER TABLE host_attribution_minute DROP COLUMN idle_source;"
                  "ALTER TABLE host_attribution_minute DROP COLUMN calib_t;"
-                 "PRAGMA user_version = 4");
+                 "DROP TABLE process_fold; PRAGMA user_version = 4");
     assert_int_equal((int)raw_num(db, "SELECT count(*) FROM pragma_table_info('processes')"
                                       " WHERE name = 'job'"),
                      0);

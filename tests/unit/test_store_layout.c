@@ -1,9 +1,11 @@
-/* Unit tests for the layout of per-second process rows (schema version 4):
+/* Unit tests for the layout of per-second process rows (schema versions 4
+ * and 7):
  * a database written by the version 3 code (tests/data/store-v3.db, made by
  * tests/data/make-store-v3.c) migrates with its rows and answers as before;
  * rows arrive in process_energy_recent, move to process_energy_settled, and
  * read the same from either; a second that a flush wrote in progress stays
- * until it is whole. */
+ * until it is whole; process rows take their totals in folds every few
+ * seconds (version 7), and a version 6 file migrates to that. */
 /* cmocka needs these three before it */
 // clang-format off
 #include <setjmp.h>
@@ -15,6 +17,8 @@
 #include "store-fixture.h"
 
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* All rows of process 1 of the fixture, per second and per minute. */
 #define FIXTURE_ROWS                                                                               \
@@ -345,12 +349,158 @@ static void test_late_seconds_read_in_order(void **state)
     store_reader_close(r);
 }
 
+/* The totals, last second and class a reader gets for process pid, from
+ * store_get_process and from store_list_processes over [since, until). */
+typedef struct seen {
+    double get_j, list_j, list_power;
+    int64_t get_last, list_last;
+    int get_class, list_class;
+} seen;
+
+static seen read_totals(const char *path, pid_t pid, int64_t since, int64_t until)
+{
+    store_process_query q = {.since = since, .until = until, .uid = -1};
+    char err[UTIL_ERRLEN];
+    store_process p, *list;
+    store_second *v;
+    store_reader *r;
+    seen o = {0};
+    size_t n;
+
+    if (store_reader_open(path, &r, err, sizeof(err)) < 0)
+        fail_msg("store_reader_open: %s", err);
+    if (store_get_process(r, pid, 0, 60, &p, &v, &n, err, sizeof(err)) < 0)
+        fail_msg("store_get_process: %s", err);
+    o.get_j = p.total_attributed_j;
+    o.get_last = p.last_seen;
+    o.get_class = p.klass;
+    free(v);
+    store_process_free(&p);
+    if (store_list_processes(r, &q, &list, &n, err, sizeof(err)) < 0)
+        fail_msg("store_list_processes: %s", err);
+    for (size_t i = 0; i < n; i++)
+        if (list[i].pid == pid) {
+            o.list_j = list[i].total_attributed_j;
+            o.list_last = list[i].last_seen;
+            o.list_class = list[i].klass;
+            o.list_power = list[i].power_w;
+        }
+    store_processes_free(list, n);
+    store_reader_close(r);
+    return o;
+}
+
+static void check_totals(const char *path, double j, int64_t last, int klass)
+{
+    seen o = read_totals(path, 1, T0, last + 1);
+
+    assert_float_equal(o.get_j, j, 1e-12);
+    assert_float_equal(o.list_j, j, 1e-12);
+    assert_int_equal(o.get_last, last);
+    assert_int_equal(o.list_last, last);
+    assert_int_equal(o.get_class, klass);
+    assert_int_equal(o.list_class, klass);
+    /* its energy over its seconds from T0 to `last` */
+    assert_float_equal(o.list_power, j / (double)(last + 1 - T0), 1e-12);
+}
+
+/* A process's row is written when it is first seen, and then takes its
+ * totals, last second and class every FOLD_INTERVAL_S seconds (and at
+ * close), not every second: readers add the rows after the fold watermark,
+ * so they answer the same whenever the folds ran. A second that comes
+ * after its fold is added to the row directly. */
+static void count_process_updates(const char *path, const store_config *c)
+{
+    sqlite3 *db;
+
+    assert_int_equal(store_close(open_store(path, c)), 0);
+    db = raw_open(path);
+    raw_exec(db, "CREATE TABLE updates (n INTEGER);"
+                 " CREATE TRIGGER counted AFTER UPDATE ON processes"
+                 " BEGIN INSERT INTO updates VALUES (1); END");
+    sqlite3_close(db);
+}
+
+static void test_process_row_folded(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    store *s;
+
+    config(&c);
+    count_process_updates(f->path, &c);
+    s = open_store(f->path, &c);
+    for (int64_t t = T0; t < T0 + 20; t++) {
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 1.0, 2.0, 0.5, t < T0 + 17 ? 0 : 1, 0), 0);
+        assert_int_equal(store_flush(s), 0); /* a commit a second, as live */
+        check_totals(f->path, (double)(t - T0 + 1), t, t < T0 + 17 ? 0 : 1);
+    }
+    /* a fold every five seconds of the twenty, not an update each */
+    assert_true(file_num(f->path, "SELECT count(*) FROM updates") <= 4);
+    assert_true(file_num(f->path, "SELECT attributed_j FROM processes") <= 15.0);
+    assert_int_equal(store_close(s), 0);
+    /* closed: the row alone has it all */
+    assert_float_equal(file_num(f->path, "SELECT attributed_j FROM processes"), 20.0, 1e-12);
+    assert_int_equal(file_num(f->path, "SELECT last_seen FROM processes"), T0 + 19);
+    assert_int_equal(file_num(f->path, "SELECT class FROM processes"), 1);
+    assert_int_equal(file_num(f->path, "SELECT t FROM process_fold"), T0 + 20);
+    check_totals(f->path, 20.0, T0 + 19, 1);
+
+    /* a second before the watermark, as after a restart within a second */
+    s = open_store(f->path, &c);
+    assert_int_equal(push_proc(s, (T0 + 19) * NS + NS / 2, 1, 1, 0.5, 0.5, 0.1, 1, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    check_totals(f->path, 20.5, T0 + 19, 1);
+    assert_int_equal(store_close(s), 0);
+    check_totals(f->path, 20.5, T0 + 19, 1);
+}
+
+/* A version 6 database, whose process rows counted every second written,
+ * migrates with its watermark after the last: nothing counts twice. */
+static void test_migrates_v6_fold_watermark(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    sqlite3 *db;
+    int status;
+    store *s;
+    pid_t pid;
+
+    config(&c);
+    /* a writer that stops without closing leaves rows after the watermark */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        s = open_store(f->path, &c);
+        for (int64_t t = T0; t < T0 + 8; t++)
+            push_proc(s, t * NS, 1, 1, 2.0, 2.0, 0.5, 0, 0);
+        _exit(store_flush(s) == 0 ? 0 : 1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* as version 6 left it: every second in the row */
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"), 8);
+    raw_exec(db, "UPDATE processes SET attributed_j = 16.0, cpu_s = 4.0, last_seen = 1700000007;"
+                 " DROP TABLE process_fold; PRAGMA user_version = 6");
+    sqlite3_close(db);
+
+    s = open_store(f->path, &c);
+    assert_int_equal(file_num(f->path, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    assert_int_equal(file_num(f->path, "SELECT t FROM process_fold"), T0 + 8);
+    check_totals(f->path, 16.0, T0 + 7, 0);
+    assert_int_equal(store_close(s), 0);
+    assert_float_equal(file_num(f->path, "SELECT attributed_j FROM processes"), 16.0, 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_migrates_v3_fixture, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rows_move_whole_seconds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_seconds_read_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_process_row_folded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_v6_fold_watermark, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
