@@ -210,7 +210,7 @@ static int track_untracked_pid(sampler *s, pid_t pid)
     if ((r = procs_read_info(pid, &info)) < 0)
         return r;
     if (proctable_wanted(s, &info)) {
-        r = s->be->open(s->es, pid, -1, &ch, err, sizeof(err));
+        r = s->be->open(s->es, pid, info.start_ticks, -1, &ch, err, sizeof(err));
         if (r == 0)
             warn_unskippable(s, pid, ch);
         if (r == 0 && (r = proctable_add(s, &info, ch)) < 0)
@@ -220,6 +220,29 @@ static int track_untracked_pid(sampler *s, pid_t pid)
     }
     procs_info_clear(&info);
     return r;
+}
+
+void proctable_adopt(sampler *s, const backend_orphan *o)
+{
+    procs_info info = {.pid = o->pid, .start_ticks = o->start, .uid = o->uid};
+    backend_handle *ch = NULL;
+    char err[UTIL_ERRLEN];
+    struct tracked *t;
+
+    snprintf(info.comm, sizeof(info.comm), "%s", o->comm);
+    if (!proctable_wanted(s, &info))
+        return;
+    if (s->be->open(s->es, o->pid, o->start, -1, &ch, err, sizeof(err)) < 0) {
+        s->procs_missed++;
+        return;
+    }
+    if (proctable_add(s, &info, ch) < 0) {
+        s->be->close(ch);
+        s->procs_missed++;
+        return;
+    }
+    t = s->procs[s->n - 1];
+    t->gone = s->reap_pending = true;
 }
 
 /* 0 when the process is tracked or the config does not want it; else why
@@ -330,8 +353,9 @@ static void proc_event(sampler *s, const procs_event *ev)
     switch (ev->kind) {
     case PROCS_EV_FORK:
         /* Only a fork counts a miss: the other events of a process that
-         * was already missed would count it again. */
-        if (track_pid(s, ev->pid) < 0)
+         * was already missed would count it again. A backend that drains
+         * the kernel's counts adopts it when it has exited (proctable_adopt). */
+        if (track_pid(s, ev->pid) < 0 && !s->be->drain)
             s->procs_missed++;
         break;
     case PROCS_EV_EXEC:

@@ -87,6 +87,7 @@ struct sampler {
 
     sample_eventset *es;
     const backend *be; /* reads the counters of tracked processes */
+    bool drain_failed; /* its drain failed (logged once) */
     int task_clock;    /* index in es, or -1 */
     rapl *power;
     double *zone_delta;
@@ -110,7 +111,7 @@ struct sampler {
     struct quiet {
         const __u64 *word;
         __u64 value;
-    } *quiet;
+    } * quiet;
     struct tracked **active; /* the processes this tick has deltas for */
     size_t n_active, n_idle;
     bool reap_pending; /* some process is marked gone */
@@ -215,6 +216,9 @@ void proctable_free_tracked(sampler *s, struct tracked *t);
 struct tracked *proctable_find_start(sampler *s, pid_t pid, uint64_t start);
 /* The group (command, user, unit, job) t's energy goes to from now on. */
 void proctable_join_group(sampler *s, struct tracked *t);
+/* Tracks a process that exited before it was found, from what the counter
+ * backend recorded of it (backend.h drain), for its final read. */
+void proctable_adopt(sampler *s, const backend_orphan *o);
 /* Finds processes to track and exits missed, from a walk of /proc. */
 void proctable_rescan(sampler *s);
 /* Handles waiting proc connector events until none is left or until_ns. */
