@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -304,6 +305,10 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
         return util_err(err, errlen, -errno, "opening the BPF object: %s", strerror(errno));
     B.skel->rodata->nr_cpus = (__u32)B.n_cpus;
     B.skel->rodata->nr_events = (__u32)B.n_events;
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) < 0)
+        return util_err(err, errlen, -errno, "/proc/self/ns/pid: %s", strerror(errno));
+    B.skel->rodata->pidns_inum = (__u32)ns.st_ino;
     if ((r = wattprof_bpf__load(B.skel)) < 0)
         return util_err(err, errlen, r, "loading the BPF programs: %s%s", strerror(-r),
                         r == -EPERM ? " (needs CAP_BPF and CAP_PERFMON)" : "");
@@ -360,7 +365,18 @@ uint64_t backend_bpf_overflows(void)
 
 #else /* built without libbpf */
 
-const backend backend_bpf = {.name = "bpf"};
+static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
+                    backend_handle **out, char *err, size_t errlen)
+{
+    return util_err(err, errlen, -ENODEV, "bpf counter backend: pid %d: not loaded (not built)",
+                    (int)pid);
+}
+
+static void bpf_close(backend_handle *h)
+{
+}
+
+const backend backend_bpf = {.name = "bpf", .open = bpf_open, .close = bpf_close};
 
 int backend_bpf_load(const sample_eventset *es, uint64_t period_ns, char *err, size_t errlen)
 {

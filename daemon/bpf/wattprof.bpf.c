@@ -24,6 +24,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 nr_cpus = 1;
 const volatile __u32 nr_events = 0;
+/* The daemon's pid namespace (the inode of /proc/self/ns/pid): keys carry
+ * pids as the daemon sees them in /proc, and a process it cannot see has
+ * no entry. */
+const volatile __u32 pidns_inum = 0;
+
+#define MAX_PIDNS_LEVEL 8 /* nesting of pid namespaces looked through */
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
@@ -70,13 +76,32 @@ static void count_error(__u32 which)
         __sync_fetch_and_add(v, 1);
 }
 
+/* The thread group id of `leader` in the daemon's pid namespace; 0 when
+ * it is not visible there. */
+static __always_inline __u32 ns_tgid(struct task_struct *leader)
+{
+    struct pid *pid = BPF_CORE_READ(leader, thread_pid);
+    unsigned int level = BPF_CORE_READ(pid, level);
+
+    for (unsigned int i = 0; i < MAX_PIDNS_LEVEL; i++) {
+        if (i > level)
+            break;
+        struct upid u;
+        if (bpf_core_read(&u, sizeof(u), &pid->numbers[i]) < 0)
+            return 0;
+        if (BPF_CORE_READ(u.ns, ns.inum) == pidns_inum)
+            return (__u32)u.nr;
+    }
+    return 0;
+}
+
 static __always_inline bool make_key(struct task_struct *t, struct wattprof_key *k)
 {
     struct task_struct *leader = BPF_CORE_READ(t, group_leader);
 
     if (BPF_CORE_READ(t, flags) & PF_KTHREAD)
         return false;
-    k->tgid = BPF_CORE_READ(t, tgid);
+    k->tgid = ns_tgid(leader);
     k->pad = 0;
     k->start = BPF_CORE_READ(leader, start_boottime) / (1000000000ull / WATTPROF_BPF_TICKS_PER_S);
     return k->tgid != 0;
