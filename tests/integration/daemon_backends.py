@@ -2,7 +2,7 @@
 """wattprofd's two counter backends ([sampler] backend, --backend) in one
 run, one daemon after the other, on the same workload:
 
-- two burners of 0.5 s of CPU each: each backend stores each burner's CPU
+- two burners of 0.5 s of CPU each (after 0.3 s asleep): each backend stores each burner's CPU
   time within 1 % of what the kernel's rusage says, and within 1 % of the
   other backend's figure;
 - a process that burns 1 ms and exits: the bpf backend counts and stores it
@@ -58,7 +58,9 @@ def run(backend):
     st = wait_status(d)
     check(f"{backend}: GetStatus says backend {backend}", st.get("backend") == backend,
           str(st.get("backend")))
-    burners = [subprocess.Popen([burn, str(BURN_S)]) for _ in range(2)]
+    # They sleep 0.3 s first: the perf backend counts from the open of its
+    # counters, which follows the fork by a few ms (more under a sanitizer).
+    burners = [subprocess.Popen([burn, "--wait", "0.3", str(BURN_S)]) for _ in range(2)]
     rusage = {}
     for b in burners:
         _, _, ru = os.wait4(b.pid, 0)
