@@ -221,9 +221,12 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
 
     if (BPF_CORE_READ(t, signal, live.counter) != 0 || !make_key(t, &k))
         return 0;
-    /* The last thread: what it ran since its last switch, then the mark. */
+    /* The last thread: what it ran since its last switch, then the mark,
+     * with the name it ended with (PR_SET_NAME has no hook here). */
     account(t, true);
-    if ((p = bpf_map_lookup_elem(&procs, &k)))
+    if ((p = bpf_map_lookup_elem(&procs, &k))) {
+        bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->exited = 1;
+    }
     return 0;
 }
