@@ -23,6 +23,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <linux/perf_event.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,26 @@ static struct backend_handle **find(const struct wattprof_key *k)
     return p;
 }
 
+/* Whether /proc/PID/stat says the process has exited (a zombie its parent
+ * has not waited for yet, or gone). */
+static bool exited_already(pid_t pid)
+{
+    char path[64], buf[512], *p;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return true;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
                     backend_handle **out, char *err, size_t errlen)
 {
@@ -94,8 +115,13 @@ static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cp
         return -ENOMEM;
     h->key = k;
     /* What the kernel counted since the process started is its own: the
-     * first read gives it (the drain fills cur before the read). */
+     * first read gives it (the drain fills cur before the read). A process
+     * with no entry that has exited was taken already (adopted, then found
+     * again as a zombie by a /proc rescan): nothing is left to read. */
     h->gen = 1;
+    if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
+        exited_already(pid))
+        h->cur.exited = 1;
     h->next = B.bucket[bucket_of(&k)];
     B.bucket[bucket_of(&k)] = h;
     *out = h;
@@ -165,7 +191,8 @@ static void drain_one(const struct wattprof_key *k, const struct wattprof_proc *
         backend_orphan o = {.pid = (pid_t)k->tgid, .start = k->start, .uid = v->uid};
         memcpy(o.comm, v->comm, sizeof(o.comm));
         o.comm[sizeof(o.comm) - 1] = '\0';
-        adopt(ctx, &o);
+        if (adopt(ctx, &o) == -EAGAIN)
+            return; /* kept for a later drain */
         h = *find(k);
     }
     if (!h) {
@@ -305,6 +332,9 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
         return util_err(err, errlen, -errno, "opening the BPF object: %s", strerror(errno));
     B.skel->rodata->nr_cpus = (__u32)B.n_cpus;
     B.skel->rodata->nr_events = (__u32)B.n_events;
+    for (size_t e = 0; e < B.n_events; e++)
+        if (strcmp(es->ev[e].name, "perf::TASK-CLOCK") == 0)
+            B.skel->rodata->task_clock = (__u32)e;
     struct stat ns;
     if (stat("/proc/self/ns/pid", &ns) < 0)
         return util_err(err, errlen, -errno, "/proc/self/ns/pid: %s", strerror(errno));

@@ -45,7 +45,8 @@
  * drain    NULL, or once per tick before the reads: takes what the kernel
  *          counted since the previous drain. For each process that exited
  *          without a handle it calls `adopt`, which may open one (the next
- *          read gives its whole count); one not adopted is forgotten.
+ *          read gives its whole count); one not adopted is forgotten, unless
+ *          adopt returned -EAGAIN: then a later drain offers it again.
  *
  * Every call comes from the sampling thread, one at a time. */
 #ifndef WATTPROFD_BACKEND_H
@@ -67,7 +68,7 @@ typedef struct backend_orphan {
     char comm[16];
 } backend_orphan;
 
-typedef void (*backend_adopt_fn)(void *ctx, const backend_orphan *o);
+typedef int (*backend_adopt_fn)(void *ctx, const backend_orphan *o);
 
 typedef struct backend {
     const char *name; /* for logs: "perf" */

@@ -253,6 +253,9 @@ void sampler_free(sampler *s);
 snapshot *sampler_snapshot(sampler *s);
 void snapshot_unref(snapshot *snap);
 /* Sources for status: RAPL zones and the event set. */
+/* The counter backend in use and why it was chosen ("bpf (auto: it
+ * loaded)"), for the startup log. */
+const char *sampler_backend_why(const sampler *s);
 const rapl *sampler_rapl(const sampler *s);
 const sample_eventset *sampler_events(const sampler *s);
 /* True when a tick was stored since the previous call (for the watchdog:

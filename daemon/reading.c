@@ -55,9 +55,9 @@ static void read_proc(sampler *s, size_t i)
 }
 
 /* A process the backend counted that exited before it was tracked. */
-static void adopt(void *ctx, const backend_orphan *o)
+static int adopt(void *ctx, const backend_orphan *o)
 {
-    proctable_adopt(ctx, o);
+    return proctable_adopt(ctx, o);
 }
 
 /* Hardware: counters of every tracked process and the RAPL zones. A
@@ -66,6 +66,7 @@ int reading_hardware(sampler *s)
 {
     int r;
 
+    s->adopted = 0;
     if (s->be->drain && (r = s->be->drain(adopt, s)) < 0 && !s->drain_failed) {
         s->drain_failed = true;
         log_error("%s counter backend: draining its counts failed: %s", s->be->name, strerror(-r));

@@ -396,8 +396,9 @@ static int open_sources(sampler *s, char *err, size_t errlen)
     return 0;
 }
 
-/* [sampler] backend: bpf when asked, or for auto when it loads; the log
- * says which runs and why. Asked for and not loading is an error. */
+/* [sampler] backend: bpf when asked, or for auto when it loads; which runs
+ * and why goes to s->backend_why, for the log. Asked for and not loading
+ * is an error. */
 static int choose_backend(sampler *s, char *err, size_t errlen)
 {
     config_backend want = s->cfg->backend;
@@ -405,19 +406,24 @@ static int choose_backend(sampler *s, char *err, size_t errlen)
     int r;
 
     if (want == CONFIG_BACKEND_PERF) {
-        log_info("counter backend: perf ([sampler] backend = perf)");
+        snprintf(s->backend_why, sizeof(s->backend_why), "perf ([sampler] backend = perf)");
         return 0;
     }
     if ((r = backend_bpf_load(s->es, s->period_ns, why, sizeof(why))) == 0) {
         s->be = &backend_bpf;
-        log_info("counter backend: bpf (%s)",
+        snprintf(s->backend_why, sizeof(s->backend_why), "bpf (%s)",
                  want == CONFIG_BACKEND_BPF ? "[sampler] backend = bpf" : "auto: it loaded");
         return 0;
     }
     if (want == CONFIG_BACKEND_BPF)
         return util_err(err, errlen, r, "[sampler] backend = bpf: %s", why);
-    log_info("counter backend: perf (auto: %s)", why);
+    snprintf(s->backend_why, sizeof(s->backend_why), "perf (auto: %s)", why);
     return 0;
+}
+
+const char *sampler_backend_why(const sampler *s)
+{
+    return s->backend_why[0] ? s->backend_why : "none (a replay)";
 }
 
 static int alloc_scratch(sampler *s)

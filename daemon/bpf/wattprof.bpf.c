@@ -28,6 +28,11 @@ const volatile __u32 nr_events = 0;
  * pids as the daemon sees them in /proc, and a process it cannot see has
  * no entry. */
 const volatile __u32 pidns_inum = 0;
+/* The set's perf::TASK-CLOCK, counted from the scheduler's own run time of
+ * each thread (se.sum_exec_runtime, what rusage reports) rather than from
+ * the per-CPU clock event, which on a virtual machine also runs while the
+ * hypervisor has the CPU (steal); ~0: none. */
+const volatile __u32 task_clock = ~0u;
 
 #define MAX_PIDNS_LEVEL 8 /* nesting of pid namespaces looked through */
 
@@ -38,11 +43,14 @@ struct {
     __uint(max_entries, WATTPROF_BPF_MAX_CPUS *WATTPROF_BPF_MAX_EVENTS);
 } events SEC(".maps");
 
-/* Per CPU: the counters' values at the previous switch. */
+/* Per CPU: the counters' values at the previous switch, and the run time
+ * of the task that has run since. */
 struct last {
     __u64 counter[WATTPROF_BPF_MAX_EVENTS];
     __u64 enabled[WATTPROF_BPF_MAX_EVENTS];
     __u64 running[WATTPROF_BPF_MAX_EVENTS];
+    __u64 runtime;
+    __u64 task; /* whose run time that is (the first call on a CPU has none) */
 };
 
 struct {
@@ -125,12 +133,17 @@ static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct
 }
 
 /* Event e's change on this CPU since the previous call, scaled by its
- * enabled/running time; false when it cannot be read. */
-static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, __u64 *dc, __u64 *de,
-                                  __u64 *dr)
+ * enabled/running time; false when it cannot be read. `runtime`: the run
+ * time of the task that ran, for task-clock. */
+static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, void *runtime_of,
+                                  __u64 runtime, __u64 *dc, __u64 *de, __u64 *dr)
 {
     struct bpf_perf_event_value v;
 
+    if (e == task_clock) {
+        *dc = *de = *dr = l->task == (__u64)runtime_of ? runtime - l->runtime : 0;
+        return true;
+    }
     if (bpf_perf_event_read_value(&events, e * nr_cpus + cpu, &v, sizeof(v)) < 0) {
         count_error(1);
         return false;
@@ -147,15 +160,16 @@ static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, __u64 *dc,
 }
 
 /* The counters' change on this CPU since the previous call, added to t's
- * process (none for the idle task or a kernel thread). A task that has
- * exited only adds to an entry that is still there. */
-static __always_inline void account(struct task_struct *t, bool create)
+ * process (none for the idle task or a kernel thread); `next` runs from
+ * now on (t itself, but at a switch). A task that has exited only adds to
+ * an entry that is still there. */
+static __always_inline void account(struct task_struct *t, bool create, struct task_struct *next)
 {
     __u32 zero = 0, cpu = bpf_get_smp_processor_id();
     struct last *l = bpf_map_lookup_elem(&last, &zero);
+    __u64 dc, de, dr, runtime = BPF_CORE_READ(t, se.sum_exec_runtime);
     struct wattprof_proc *p = NULL;
     struct wattprof_key k;
-    __u64 dc, de, dr;
 
     if (!l)
         return;
@@ -163,24 +177,26 @@ static __always_inline void account(struct task_struct *t, bool create)
         p = entry(t, &k, create);
     if (!p) {
         for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++)
-            delta(l, e, cpu, &dc, &de, &dr);
-        return;
+            delta(l, e, cpu, t, runtime, &dc, &de, &dr);
+    } else {
+        for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
+            if (!delta(l, e, cpu, t, runtime, &dc, &de, &dr))
+                continue;
+            __sync_fetch_and_add(&p->count[e], dc);
+            __sync_fetch_and_add(&p->enabled[e], de);
+            __sync_fetch_and_add(&p->running[e], dr);
+        }
+        __sync_fetch_and_add(&p->updates, 1);
     }
-    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
-        if (!delta(l, e, cpu, &dc, &de, &dr))
-            continue;
-        __sync_fetch_and_add(&p->count[e], dc);
-        __sync_fetch_and_add(&p->enabled[e], de);
-        __sync_fetch_and_add(&p->running[e], dr);
-    }
-    __sync_fetch_and_add(&p->updates, 1);
+    l->runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
+    l->task = (__u64)next;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(wattprof_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
     /* A dead task's last switch must not bring back an entry already taken. */
-    account(prev, BPF_CORE_READ(prev, exit_state) == 0);
+    account(prev, BPF_CORE_READ(prev, exit_state) == 0, next);
     return 0;
 }
 
@@ -188,7 +204,9 @@ int BPF_PROG(wattprof_switch, bool preempt, struct task_struct *prev, struct tas
 SEC("perf_event")
 int wattprof_timer(void *ctx)
 {
-    account(bpf_get_current_task_btf(), true);
+    struct task_struct *t = bpf_get_current_task_btf();
+
+    account(t, true, t);
     return 0;
 }
 
@@ -223,7 +241,7 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
         return 0;
     /* The last thread: what it ran since its last switch, then the mark,
      * with the name it ended with (PR_SET_NAME has no hook here). */
-    account(t, true);
+    account(t, true, t);
     if ((p = bpf_map_lookup_elem(&procs, &k))) {
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->exited = 1;

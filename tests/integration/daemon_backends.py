@@ -2,9 +2,13 @@
 """wattprofd's two counter backends ([sampler] backend, --backend) in one
 run, one daemon after the other, on the same workload:
 
-- two burners of 0.5 s of CPU each (after 0.3 s asleep): each backend stores each burner's CPU
-  time within 1 % of what the kernel's rusage says, and within 1 % of the
-  other backend's figure;
+- two burners of 0.5 s of CPU each (after 0.3 s asleep): the bpf backend
+  stores each burner's CPU time within 1 % of what the kernel's rusage says
+  (it counts task-clock from the scheduler's run time, as rusage does); the
+  perf backend within 3 %, as daemon_live holds it (a per-task task-clock
+  event also counts the interrupts taken while the task ran, and on a
+  virtual machine the time the hypervisor took: 1.7 % over rusage seen at
+  load 9), and the two backends agree within 3 %;
 - a process that burns 1 ms and exits: the bpf backend counts and stores it
   (the kernel side kept its final count until a tick took it);
 - GetStatus says which backend runs;
@@ -72,9 +76,10 @@ def run(backend):
     for pid in list(rusage) + [short]:
         cpu[pid] = d.sql("SELECT sum(e.cpu_s) FROM process_energy e JOIN processes p"
                          " ON p.id = e.process_id WHERE p.pid = ?", pid)[0][0] or 0.0
+    tol = 0.01 if backend == "bpf" else 0.03
     for pid, ru in rusage.items():
         check(f"{backend}: burner {pid}: stored CPU {cpu[pid]:.4f} s is its rusage "
-              f"{ru:.4f} s within 1 %", abs(cpu[pid] - ru) <= 0.01 * ru)
+              f"{ru:.4f} s within {tol:.0%}", abs(cpu[pid] - ru) <= tol * ru)
     log = d.read_log()
     check(f"{backend}: the log says once which backend runs",
           log.count("counter backend:") == 1, log[-400:])
@@ -87,8 +92,8 @@ if bpf is None:
     print("skip: the bpf backend cannot load here: " + " ".join(extra.split())[-300:])
 else:
     for i, (a, b) in enumerate(zip(perf, bpf)):
-        check(f"burner {i}: bpf and perf agree within 1 % (stored/rusage {b:.4f} vs {a:.4f})",
-              abs(a - b) <= 0.01)
+        check(f"burner {i}: bpf and perf agree within 3 % (stored/rusage {b:.4f} vs {a:.4f})",
+              abs(a - b) <= 0.03)
     short, short_cpu, d = extra
     stored = d.sql("SELECT count(*) FROM processes WHERE pid = ?", short)[0][0]
     check(f"bpf: the 1 ms process {short} is stored", stored == 1, str(stored))

@@ -4,7 +4,8 @@
  * it sleeps, a final read after it exited, and a CPU target refused with a
  * line that names it. The bpf backend also: a process that lives a
  * millisecond is offered for adoption with its count and its command after
- * exec, and a reused pid (another start time) is another process. Its tests
+ * exec (again later when deferred, and as exited when found again as a
+ * zombie), and a reused pid (another start time) is another process. Its tests
  * skip, saying why, where BPF cannot load (not root, no BTF). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,19 +170,23 @@ struct offers {
     int n;
     const sample_eventset *es;
     backend_handle *h; /* opened for it when es is set */
+    bool defer;        /* answer -EAGAIN: offer it again later */
 };
 
-static void offer(void *ctx, const backend_orphan *o)
+static int offer(void *ctx, const backend_orphan *o)
 {
     struct offers *f = ctx;
     char err[UTIL_ERRLEN];
 
     if (o->pid != f->pid)
-        return;
+        return 0;
     f->got = *o;
     f->n++;
+    if (f->defer)
+        return -EAGAIN;
     if (f->es)
         assert_int_equal(backend_bpf.open(f->es, o->pid, o->start, -1, &f->h, err, sizeof(err)), 0);
+    return 1;
 }
 
 /* A child that burns 1 ms of CPU and exits before anyone looked at it is
@@ -204,8 +209,13 @@ static void test_bpf_short_process(void **state)
             ;
         _exit(0);
     }
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    struct offers f = {.pid = pid, .es = es};
+    siginfo_t si;
+    assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* a zombie */
+    /* Deferred, it is kept and offered again. */
+    struct offers f = {.pid = pid, .defer = true};
+    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(f.n, 1);
+    f = (struct offers){.pid = pid, .es = es};
     assert_int_equal(backend_bpf.drain(offer, &f), 0);
     assert_int_equal(f.n, 1);
     assert_non_null(f.h);
@@ -215,11 +225,18 @@ static void test_bpf_short_process(void **state)
     assert_int_equal(backend_bpf.read(f.h, &d), 0);
     assert_false(d.skipped);
     assert_true(d.scaled[0] >= 0.001e9 && d.scaled[0] <= 0.02e9);
+    uint64_t start = f.got.start;
     backend_bpf.close(f.h);
-    /* Taken: the next drain does not offer it again. */
+    /* Taken: the next drain does not offer it again, and the zombie found
+     * again (as a /proc rescan would) is no live process. */
     f = (struct offers){.pid = pid};
     assert_int_equal(backend_bpf.drain(offer, &f), 0);
     assert_int_equal(f.n, 0);
+    backend_handle *again;
+    assert_int_equal(backend_bpf.open(es, pid, start, -1, &again, err, sizeof(err)), 0);
+    assert_false(backend_bpf.alive(again));
+    backend_bpf.close(again);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
     counters_delta_free(&d);
     backend_bpf_unload();
     events_free(es);
