@@ -5,7 +5,8 @@
  * one map, keyed by thread group id and start time. Once a tick the daemon
  * drains the whole map in batches (drain), hands each handle its process's
  * counts, and offers the processes that exited unseen (a 1 ms child) to be
- * adopted. A read is a subtraction; the quiet word is the handle's count
+ * adopted (at most as many a tick as the sampler takes: the rest wait in
+ * the map). A read is a subtraction; the quiet word is the handle's count
  * of changes. The cost follows context switches, not process starts.
  *
  * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and

@@ -6,7 +6,9 @@
  * added to the outgoing task's process entry in `procs`, keyed by thread
  * group id and start time; a timer event per CPU (the daemon's tick
  * period) does the same for the task that is running, so a process that
- * never leaves its CPU is counted by tick time too. Fork, exec and exit
+ * never leaves its CPU is counted by tick time too. perf::TASK-CLOCK is
+ * taken from each thread's scheduler run time instead (what rusage gives).
+ * Keys carry pids as the daemon's pid namespace sees them. Fork, exec and exit
  * create, rename and close entries: a process that lives a millisecond
  * has one, and after its exit the entry keeps its final counts until the
  * daemon has taken them (it deletes the entry). */
