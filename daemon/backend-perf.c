@@ -8,8 +8,8 @@
 
 #include <errno.h>
 
-static int perf_open(const sample_eventset *es, pid_t pid, int cpu, backend_handle **out, char *err,
-                     size_t errlen)
+static int perf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
+                     backend_handle **out, char *err, size_t errlen)
 {
     counters_proc *cp;
     int r;

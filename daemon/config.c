@@ -92,6 +92,18 @@ struct load_ctx {
     size_t n_seen;
 };
 
+int config_parse_backend(const char *v, config_backend *out)
+{
+    static const char *const names[] = {"auto", "bpf", "perf"};
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = (config_backend)i;
+            return 0;
+        }
+    return -EINVAL;
+}
+
 int config_parse_rate(const char *v, double *out)
 {
     double d;
@@ -321,6 +333,10 @@ static int config_set(config *c, const char *section, const char *key, const cha
         long n;
         if (strcmp(key, "meter_cgroup") == 0)
             return set_str(&c->meter_cgroup, v);
+        if (strcmp(key, "backend") == 0)
+            return config_parse_backend(v, &c->backend) < 0
+                       ? util_err(why, whylen, -EINVAL, "'%s': expected auto, bpf or perf", v)
+                       : 0;
         if (strcmp(key, "priority") != 0)
             return -ENOENT;
         if (util_parse_long(v, &n) < 0 || n < 0 || n > 99)

@@ -26,6 +26,13 @@
 
 #define CONFIG_MAX_UIDS 64
 
+/* [sampler] backend: what reads the counters (backend.h). */
+typedef enum config_backend {
+    CONFIG_BACKEND_AUTO, /* bpf when it loads, else perf */
+    CONFIG_BACKEND_BPF,
+    CONFIG_BACKEND_PERF,
+} config_backend;
+
 typedef struct config {
     double rate_hz;                /* ticks per second; 50 */
     char *state_dir;               /* database and default socket */
@@ -44,6 +51,7 @@ typedef struct config {
     double rescan_s;               /* /proc rescan period; 5 (1 without the proc connector) */
     int sampler_priority;          /* [sampler] priority: SCHED_FIFO priority of the sampling
                                       thread, 1..99; 0 = normal scheduling (the default) */
+    config_backend backend;        /* [sampler] backend, --backend: auto (the default), bpf, perf */
     char *meter_cgroup;            /* [sampler] meter_cgroup: the power meter sees only this
                                       cgroup's processes (a folder); NULL: the whole host */
     /* [track]: which processes; all when none is set */
@@ -76,6 +84,8 @@ int config_init(config *c, bool as_root);
 #define CONFIG_MAX_RATE_HZ 1000.0
 /* Parses a rate in [CONFIG_MIN_RATE_HZ, CONFIG_MAX_RATE_HZ] (--rate, rate_hz). */
 int config_parse_rate(const char *v, double *out);
+/* Parses auto, bpf or perf ([sampler] backend, --backend). */
+int config_parse_backend(const char *v, config_backend *out);
 /* Reads an INI file over the current values. Errors name FILE:LINE. */
 int config_load(config *c, const char *path, char *err, size_t errlen);
 /* Derives what depends on other values (db and socket under state_dir). */
@@ -153,6 +163,7 @@ typedef struct daemon_status {
     double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
     size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
     bool proc_connector;
+    const char *backend; /* the counter backend in use: "bpf" or "perf" */
     /* With the proc connector, since start: processes that exited before
      * their counters could be opened (not stored), and times the kernel
      * dropped process events (each answered by a rescan). */
@@ -242,6 +253,9 @@ void sampler_free(sampler *s);
 snapshot *sampler_snapshot(sampler *s);
 void snapshot_unref(snapshot *snap);
 /* Sources for status: RAPL zones and the event set. */
+/* The counter backend in use and why it was chosen ("bpf (auto: it
+ * loaded)"), for the startup log. */
+const char *sampler_backend_why(const sampler *s);
 const rapl *sampler_rapl(const sampler *s);
 const sample_eventset *sampler_events(const sampler *s);
 /* True when a tick was stored since the previous call (for the watchdog:

@@ -45,7 +45,8 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: wattprofd [--config FILE] [--state-dir DIR] [--db PATH] [--socket PATH]\n"
                  "                 [--model FILE] [--rate HZ] [--record FILE]\n"
-                 "                 [--replay FILE [--speed X|max]] [--pid-file PATH]\n");
+                 "                 [--replay FILE [--speed X|max]] [--pid-file PATH]\n"
+                 "                 [--backend auto|bpf|perf]\n");
 }
 
 static int set(char **dst, const char *v)
@@ -70,6 +71,7 @@ static int parse_args(int argc, char **argv, config *c)
                                          {"help", no_argument, NULL, 'h'},
                                          {"version", no_argument, NULL, 'V'},
                                          {"pid-file", required_argument, NULL, 'p'},
+                                         {"backend", required_argument, NULL, 'b'},
                                          {NULL, 0, NULL, 0}};
     const char *config_path = NULL;
     char err[UTIL_ERRLEN];
@@ -125,6 +127,12 @@ static int parse_args(int argc, char **argv, config *c)
                 r = -EINVAL;
             } else
                 r = set(&c->pid_file, optarg);
+            break;
+        case 'b':
+            if (config_parse_backend(optarg, &c->backend) < 0) {
+                log_error("--backend '%s': expected auto, bpf or perf", optarg);
+                r = -EINVAL;
+            }
             break;
         case 'r':
             if (config_parse_rate(optarg, &c->rate_hz) < 0) {
@@ -441,6 +449,7 @@ static void log_start(const daemon_ctx *ctx)
              ctx->model->training.present ? "" : ", uncalibrated", es->n, power->state);
     log_info("database %s, socket %s%s", ctx->cfg->db_path, ctx->cfg->socket_path,
              watches_everyone() ? "" : "; no CAP_PERFMON: watching only this user's processes");
+    log_info("counter backend: %s", sampler_backend_why(ctx->smp));
 }
 
 static int run(config *cfg)

@@ -194,7 +194,9 @@ int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
     labels_unit(info->cgroup, t->unit);
     labels_job_cgroup(info->cgroup, t->job);
     t->job_in_cgroup = t->job[0] != '\0';
-    if (!t->job[0] && ch)
+    /* An adopted process (proctable_adopt) has exited, and has no cmdline:
+     * its pid may be another process's by now. */
+    if (!t->job[0] && ch && info->cmdline)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
     else if (!t->job[0]) /* a replay: the recording's */
         snprintf(t->job, sizeof(t->job), "%s", info->job);
@@ -243,7 +245,7 @@ static int track_untracked_pid(sampler *s, pid_t pid)
     if ((r = procs_read_info(pid, &info)) < 0)
         return r;
     if (proctable_wanted(s, &info)) {
-        r = s->be->open(s->es, pid, -1, &ch, err, sizeof(err));
+        r = s->be->open(s->es, pid, info.start_ticks, -1, &ch, err, sizeof(err));
         if (r == 0)
             warn_unskippable(s, pid, ch);
         if (r == 0 && (r = proctable_add(s, &info, ch)) < 0)
@@ -253,6 +255,33 @@ static int track_untracked_pid(sampler *s, pid_t pid)
     }
     procs_info_clear(&info);
     return r;
+}
+
+int proctable_adopt(sampler *s, const backend_orphan *o)
+{
+    procs_info info = {.pid = o->pid, .start_ticks = o->start, .uid = o->uid};
+    backend_handle *ch = NULL;
+    char err[UTIL_ERRLEN];
+    struct tracked *t;
+
+    snprintf(info.comm, sizeof(info.comm), "%s", o->comm);
+    if (!proctable_wanted(s, &info))
+        return 0;
+    if (s->adopted >= SAMPLER_MAX_ADOPT || store_push_room(s->st) < SAMPLER_ADOPT_ROOM)
+        return -EAGAIN;
+    if (s->be->open(s->es, o->pid, o->start, -1, &ch, err, sizeof(err)) < 0) {
+        s->procs_missed++;
+        return 0;
+    }
+    if (proctable_add(s, &info, ch) < 0) {
+        s->be->close(ch);
+        s->procs_missed++;
+        return 0;
+    }
+    s->adopted++;
+    t = s->procs[s->n - 1];
+    t->gone = s->reap_pending = true;
+    return 1;
 }
 
 /* 0 when the process is tracked or the config does not want it; else why
@@ -367,8 +396,9 @@ static void proc_event(sampler *s, const procs_event *ev)
     switch (ev->kind) {
     case PROCS_EV_FORK:
         /* Only a fork counts a miss: the other events of a process that
-         * was already missed would count it again. */
-        if (track_pid(s, ev->pid) < 0)
+         * was already missed would count it again. A backend that drains
+         * the kernel's counts adopts it when it has exited (proctable_adopt). */
+        if (track_pid(s, ev->pid) < 0 && !s->be->drain)
             s->procs_missed++;
         break;
     case PROCS_EV_EXEC:

@@ -139,7 +139,8 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     s->sec_reads = s->sec_skipped = 0;
     st->proc_connector = s->watch != NULL;
     power_fault(s, st->power_fault, sizeof(st->power_fault));
-    st->procs_missed = s->procs_missed;
+    st->procs_missed = s->procs_missed + (s->be == &backend_bpf ? backend_bpf_overflows() : 0);
+    st->backend = s->rep ? "replay" : s->be->name;
     st->connector_overruns = s->connector_overruns;
     st->calib = s->cal;
     for (size_t e = 0; st->event_ratio && e < s->es->n; e++)

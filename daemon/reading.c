@@ -54,11 +54,24 @@ static void read_proc(sampler *s, size_t i)
     s->active[s->n_active++] = t;
 }
 
-/* Hardware: counters of every tracked process and the RAPL zones. */
+/* A process the backend counted that exited before it was tracked. */
+static int adopt(void *ctx, const backend_orphan *o)
+{
+    return proctable_adopt(ctx, o);
+}
+
+/* Hardware: counters of every tracked process and the RAPL zones. A
+ * backend that counts in the kernel is drained first, in one batch. */
 int reading_hardware(sampler *s)
 {
-    bool check_gone = s->reap_pending;
+    int r;
 
+    s->adopted = 0;
+    if (s->be->drain && (r = s->be->drain(adopt, s)) < 0 && !s->drain_failed) {
+        s->drain_failed = true;
+        log_error("%s counter backend: draining its counts failed: %s", s->be->name, strerror(-r));
+    }
+    bool check_gone = s->reap_pending;
     if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
         memset(s->zone_delta, 0, s->power->n * sizeof(double));
     reading_clear_active(s);

@@ -29,6 +29,11 @@
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
 #define SAMPLER_UNTRACKED_S 5    /* time constant of the untracked CPU's mean */
 #define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
+/* Exited processes adopted from the counter backend per tick: 10 times 1,000
+ * starts a second at 50 Hz; a burst (a daemon that was stopped) is taken
+ * over the next ticks rather than in one that overflows the store's queue. */
+#define SAMPLER_MAX_ADOPT 200
+#define SAMPLER_ADOPT_ROOM 1024 /* records left in the store's queue to adopt more */
 
 /* A RAPL zone this long without advancing is no measurement (200 ms: real
  * RAPL counters advance every millisecond or so), nor is it for this long
@@ -86,8 +91,11 @@ struct sampler {
     int *pending_map;
 
     sample_eventset *es;
-    const backend *be; /* reads the counters of tracked processes */
-    int task_clock;    /* index in es, or -1 */
+    const backend *be;                  /* reads the counters of tracked processes */
+    bool drain_failed;                  /* its drain failed (logged once) */
+    unsigned adopted;                   /* this tick, by proctable_adopt */
+    char backend_why[UTIL_ERRLEN + 64]; /* which backend runs and why, for the log */
+    int task_clock;                     /* index in es, or -1 */
     rapl *power;
     double *zone_delta;
     double *zone_bad;         /* 1 for a zone whose delta this tick is no measurement */
@@ -110,7 +118,7 @@ struct sampler {
     struct quiet {
         const __u64 *word;
         __u64 value;
-    } *quiet;
+    } * quiet;
     struct tracked **active; /* the processes this tick has deltas for */
     size_t n_active, n_idle;
     bool reap_pending; /* some process is marked gone */
@@ -215,6 +223,11 @@ void proctable_free_tracked(sampler *s, struct tracked *t);
 struct tracked *proctable_find_start(sampler *s, pid_t pid, uint64_t start);
 /* The group (command, user, unit, job) t's energy goes to from now on. */
 void proctable_join_group(sampler *s, struct tracked *t);
+/* Tracks a process that exited before it was found, from what the counter
+ * backend recorded of it (backend.h drain), for its final read. -EAGAIN:
+ * not this tick (SAMPLER_MAX_ADOPT of them, or the store's queue is short
+ * of room), the backend keeps it. */
+int proctable_adopt(sampler *s, const backend_orphan *o);
 /* Finds processes to track and exits missed, from a walk of /proc. */
 void proctable_rescan(sampler *s);
 /* Handles waiting proc connector events until none is left or until_ns. */

@@ -396,6 +396,36 @@ static int open_sources(sampler *s, char *err, size_t errlen)
     return 0;
 }
 
+/* [sampler] backend: bpf when asked, or for auto when it loads; which runs
+ * and why goes to s->backend_why, for the log. Asked for and not loading
+ * is an error. */
+static int choose_backend(sampler *s, char *err, size_t errlen)
+{
+    config_backend want = s->cfg->backend;
+    char why[UTIL_ERRLEN];
+    int r;
+
+    if (want == CONFIG_BACKEND_PERF) {
+        snprintf(s->backend_why, sizeof(s->backend_why), "perf ([sampler] backend = perf)");
+        return 0;
+    }
+    if ((r = backend_bpf_load(s->es, s->period_ns, why, sizeof(why))) == 0) {
+        s->be = &backend_bpf;
+        snprintf(s->backend_why, sizeof(s->backend_why), "bpf (%s)",
+                 want == CONFIG_BACKEND_BPF ? "[sampler] backend = bpf" : "auto: it loaded");
+        return 0;
+    }
+    if (want == CONFIG_BACKEND_BPF)
+        return util_err(err, errlen, r, "[sampler] backend = bpf: %s", why);
+    snprintf(s->backend_why, sizeof(s->backend_why), "perf (auto: %s)", why);
+    return 0;
+}
+
+const char *sampler_backend_why(const sampler *s)
+{
+    return s->backend_why[0] ? s->backend_why : "none (a replay)";
+}
+
 static int alloc_scratch(sampler *s)
 {
     size_t ne = s->m->n_events;
@@ -457,6 +487,8 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
                  "[sampler] meter_cgroup: %s: cannot read its CPU time (cpu.stat or "
                  "cpuacct.usage): %s",
                  c->meter_cgroup, strerror(-r));
+    if (r == 0 && !s->rep)
+        r = choose_backend(s, err, errlen);
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
         account_zero_rates(s);
@@ -497,6 +529,8 @@ void sampler_free(sampler *s)
     sampler_stop(s);
     for (size_t i = 0; i < s->n; i++)
         proctable_free_tracked(s, s->procs[i]);
+    if (s->be == &backend_bpf)
+        backend_bpf_unload();
     free(s->procs);
     free(s->quiet);
     free(s->active);

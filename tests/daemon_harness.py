@@ -139,14 +139,14 @@ def energy_by_job(url, command):
 
 
 class Daemon:
-    def __init__(self, *args, state=None):
+    def __init__(self, *args, state=None, prefix=()):
         self.dir = state or tempfile.mkdtemp(prefix="wattprofd-test-")
         os.makedirs(self.dir, exist_ok=True)
         self.sock = os.path.join(self.dir, "sock")
         self.db = os.path.join(self.dir, "wattprof.db")
         self.log = open(os.path.join(self.dir, "daemon.log"), "w+")
         self.proc = subprocess.Popen(
-            [WATTPROFD, "--state-dir", self.dir, "--socket", self.sock, *args],
+            [*prefix, WATTPROFD, "--state-dir", self.dir, "--socket", self.sock, *args],
             stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:

@@ -48,6 +48,19 @@ for v in 0 1 99; do
     run_sampler priority "$v"
 done
 
+# [sampler] backend and --backend: auto, bpf or perf.
+for v in x BPF "" "perf bpf"; do
+  expect_fail "[sampler] backend = '$v'" 1 \
+    "c.conf:2: bad value for 'backend' in [sampler]: '$v': expected auto, bpf or perf" \
+    run_sampler backend "$v"
+  expect_fail "--backend '$v'" 1 "--backend '$v': expected auto, bpf or perf" \
+    "$wattprofd" --backend "$v" --state-dir "$tmp/state" --socket "$tmp/s.sock"
+done
+for v in auto bpf perf; do
+  expect_fail "[sampler] backend = $v loads" 1 "--record and --replay cannot be combined" \
+    run_sampler backend "$v"
+done
+
 # [sampler] meter_cgroup: a cgroup folder whose CPU time can be read; one
 # that cannot stops the daemon before it samples, naming the key and path.
 printf '[sampler]\nmeter_cgroup = %s\n' "$tmp/no-such-cgroup" >"$tmp/c.conf"

@@ -7,7 +7,7 @@
 # It must count a root process's CPU time and read the package power. Without
 # CAP_DAC_READ_SEARCH it says energy_uj is unreadable; without CAP_PERFMON it
 # watches only its own user's processes (in user mode only under
-# perf_event_paranoid >= 2). This is what docs/install.md's reasons
+# perf_event_paranoid >= 2); with CAP_BPF it counts with the bpf backend. This is what docs/install.md's reasons
 # for each capability rest on.
 set -uo pipefail
 . "$SRCDIR/tests/helpers/lib.sh"
@@ -203,6 +203,22 @@ if [ $rc = 0 ]; then
     check "the log says it once, with the reason" \
       test "$(grep -c "read every tick: no context-switch buffer (Operation not permitted: locked memory" \
         "$work/no-memlock/log")" = 1
+  fi
+fi
+
+# ---- With CAP_BPF too (the unit's full set): the bpf counter backend ----------
+# The runs above leave it out so that they test the perf backend's needs;
+# with it, auto takes bpf as nobody, and counts the root process.
+if check "as nobody with the unit's set, CAP_BPF included" \
+  hardened bpf +perfmon,+bpf,+dac_read_search,+net_admin; then
+  if grep -q "counter backend: perf (auto: bpf counter backend: wattprofd was built without" \
+    "$work/bpf/log"; then
+    skip_note "the bpf backend: this build has none (meson -Dbpf)"
+  else
+    check "its counter backend is bpf: $(q bpf 's.get("backend")')" \
+      test "$(q bpf 's.get("backend")')" = bpf
+    check "it counts the root process with it" \
+      test "$(q bpf 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
   fi
 fi
 

@@ -1,8 +1,12 @@
-/* The sampler's perf counter backend (daemon/backend-perf.c) keeps the
- * contract of daemon/backend.h, on real software perf events: a process's
- * task-clock over a burn it was told to do, a read skipped while it sleeps,
- * a final read after it exited, and a CPU target refused with a line that
- * names it. */
+/* The sampler's counter backends (daemon/backend-perf.c, backend-bpf.c)
+ * keep the contract of daemon/backend.h, on real software perf events: a
+ * process's task-clock over a burn it was told to do, a read skipped while
+ * it sleeps, a final read after it exited, and a CPU target refused with a
+ * line that names it. The bpf backend also: a process that lives a
+ * millisecond is offered for adoption with its count and its command after
+ * exec (again later when deferred, and as exited when found again as a
+ * zombie), and a reused pid (another start time) is another process. Its tests
+ * skip, saying why, where BPF cannot load (not root, no BTF). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,18 +48,45 @@ static void child_main(int go, int done)
     _exit(0);
 }
 
-static void test_process(void **state)
+/* The bpf backend loaded for `es`, or a skip that says why not. */
+static void load_bpf(const sample_eventset *es)
+{
+    char err[UTIL_ERRLEN];
+
+    if (backend_bpf_load(es, 20000000, err, sizeof(err)) < 0) {
+        print_message("bpf backend unavailable: %s\n", err);
+        skip();
+    }
+}
+
+/* What the kernel side counted so far, for the reads that follow. */
+static void drain(const backend *be)
+{
+    if (be->drain)
+        assert_int_equal(be->drain(NULL, NULL), 0);
+}
+
+static uint64_t start_of(pid_t pid)
+{
+    procs_info info = {0};
+
+    assert_int_equal(procs_read_stat(pid, &info), 0);
+    procs_info_clear(&info);
+    return info.start_ticks;
+}
+
+static void run_process(const backend *be)
 {
     const char *names[] = {"perf::TASK-CLOCK"};
-    const backend *be = &backend_perf;
     sample_eventset *es;
     backend_handle *h;
     counters_delta d;
     int go[2], done[2], status;
     char err[UTIL_ERRLEN], b;
 
-    (void)state;
     assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
+    if (be == &backend_bpf)
+        load_bpf(es);
     assert_int_equal(counters_delta_new(es, &d), 0);
     assert_int_equal(pipe(go), 0);
     assert_int_equal(pipe(done), 0);
@@ -67,18 +98,21 @@ static void test_process(void **state)
     }
     close(go[0]);
     close(done[1]);
-    int r = be->open(es, pid, -1, &h, err, sizeof(err));
+    int r = be->open(es, pid, start_of(pid), -1, &h, err, sizeof(err));
     if (r < 0) {
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         print_message("perf events unavailable: %s\n", err);
         skip();
     }
+    drain(be);
     assert_true(be->alive(h));
     assert_int_equal(be->read(h, &d), 0); /* from the open until now */
 
     assert_int_equal(write(go[1], "g", 1), 1);
     assert_int_equal(read(done[0], &b, 1), 1);
+    usleep(1000); /* off its CPU: the switch has counted it */
+    drain(be);
     assert_int_equal(be->read(h, &d), 0);
     assert_false(d.skipped);
     assert_true(d.scaled[0] >= 0.19e9 && d.scaled[0] <= 0.3e9); /* task-clock, ns */
@@ -87,11 +121,13 @@ static void test_process(void **state)
     /* Asleep in read(): once the backend knows it is off the CPU, the quiet
      * word holds still and the next read is skipped with nothing in it. */
     usleep(20000);
+    drain(be);
     assert_int_equal(be->read(h, &d), 0);
     __u64 value;
     const __u64 *word = be->quiet_word(h, &value);
     if (be->skip_error(h) == 0 && word) {
         usleep(20000);
+        drain(be);
         assert_true(__atomic_load_n(word, __ATOMIC_ACQUIRE) == value);
         assert_int_equal(be->read(h, &d), 0);
         assert_true(d.skipped);
@@ -103,6 +139,7 @@ static void test_process(void **state)
     assert_int_equal(read(done[0], &b, 1), 1);
     close(go[1]);
     assert_int_equal(waitpid(pid, &status, 0), pid);
+    drain(be);
     assert_false(be->alive(h));
     assert_int_equal(be->read(h, &d), 0);
     assert_false(d.skipped);
@@ -111,6 +148,145 @@ static void test_process(void **state)
     be->close(NULL);
     close(done[0]);
     counters_delta_free(&d);
+    if (be == &backend_bpf)
+        backend_bpf_unload();
+    events_free(es);
+}
+
+static void test_process_perf(void **state)
+{
+    run_process(&backend_perf);
+}
+
+static void test_process_bpf(void **state)
+{
+    run_process(&backend_bpf);
+}
+
+/* What the drain offered: the orphans of one pid. */
+struct offers {
+    pid_t pid;
+    backend_orphan got;
+    int n;
+    const sample_eventset *es;
+    backend_handle *h; /* opened for it when es is set */
+    bool defer;        /* answer -EAGAIN: offer it again later */
+};
+
+static int offer(void *ctx, const backend_orphan *o)
+{
+    struct offers *f = ctx;
+    char err[UTIL_ERRLEN];
+
+    if (o->pid != f->pid)
+        return 0;
+    f->got = *o;
+    f->n++;
+    if (f->defer)
+        return -EAGAIN;
+    if (f->es)
+        assert_int_equal(backend_bpf.open(f->es, o->pid, o->start, -1, &f->h, err, sizeof(err)), 0);
+    return 1;
+}
+
+/* A child that burns 1 ms of CPU and exits before anyone looked at it is
+ * offered with its count; not adopted, it is forgotten. */
+static void test_bpf_short_process(void **state)
+{
+    const char *names[] = {"perf::TASK-CLOCK"};
+    sample_eventset *es;
+    counters_delta d;
+    char err[UTIL_ERRLEN];
+    int status;
+
+    assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
+    load_bpf(es);
+    assert_int_equal(counters_delta_new(es, &d), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        double end = cpu_s() + 0.001;
+        while (cpu_s() < end)
+            ;
+        _exit(0);
+    }
+    siginfo_t si;
+    assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* a zombie */
+    /* Deferred, it is kept and offered again. */
+    struct offers f = {.pid = pid, .defer = true};
+    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(f.n, 1);
+    f = (struct offers){.pid = pid, .es = es};
+    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(f.n, 1);
+    assert_non_null(f.h);
+    assert_string_equal(f.got.comm, "test_backend");
+    assert_int_equal(f.got.uid, getuid());
+    assert_false(backend_bpf.alive(f.h));
+    assert_int_equal(backend_bpf.read(f.h, &d), 0);
+    assert_false(d.skipped);
+    assert_true(d.scaled[0] >= 0.001e9 && d.scaled[0] <= 0.02e9);
+    uint64_t start = f.got.start;
+    backend_bpf.close(f.h);
+    /* Taken: the next drain does not offer it again, and the zombie found
+     * again (as a /proc rescan would) is no live process. */
+    f = (struct offers){.pid = pid};
+    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(f.n, 0);
+    backend_handle *again;
+    assert_int_equal(backend_bpf.open(es, pid, start, -1, &again, err, sizeof(err)), 0);
+    assert_false(backend_bpf.alive(again));
+    backend_bpf.close(again);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    counters_delta_free(&d);
+    backend_bpf_unload();
+    events_free(es);
+}
+
+/* The key is the pid and the start time: a handle for the same pid with
+ * another start (a reused pid) sees nothing of this process, and an exec
+ * keeps the process (same key) under its new command. */
+static void test_bpf_reuse_exec(void **state)
+{
+    const char *names[] = {"perf::TASK-CLOCK"};
+    sample_eventset *es;
+    backend_handle *other;
+    counters_delta d;
+    char err[UTIL_ERRLEN];
+    int status, go[2];
+
+    assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
+    load_bpf(es);
+    assert_int_equal(counters_delta_new(es, &d), 0);
+    assert_int_equal(pipe(go), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char b;
+        close(go[1]);
+        if (read(go[0], &b, 1) == 1)
+            execl("/bin/sh", "sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done", NULL);
+        _exit(1);
+    }
+    close(go[0]);
+    uint64_t start = start_of(pid);
+    assert_int_equal(backend_bpf.open(es, pid, start + 1, -1, &other, err, sizeof(err)), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    struct offers f = {.pid = pid, .es = es};
+    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(f.n, 1);
+    assert_true(f.got.start == start);
+    assert_string_equal(f.got.comm, "sh");
+    assert_int_equal(backend_bpf.read(f.h, &d), 0);
+    assert_true(d.scaled[0] > 0.001e9);
+    assert_true(backend_bpf.alive(other));
+    assert_int_equal(backend_bpf.read(other, &d), 0);
+    assert_true(d.skipped || d.scaled[0] == 0);
+    backend_bpf.close(f.h);
+    backend_bpf.close(other);
+    counters_delta_free(&d);
+    backend_bpf_unload();
     events_free(es);
 }
 
@@ -123,18 +299,23 @@ static void test_cpu_refused(void **state)
 
     (void)state;
     assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
-    assert_int_equal(backend_perf.open(es, -1, 0, &h, err, sizeof(err)), -EOPNOTSUPP);
+    assert_int_equal(backend_perf.open(es, -1, 0, 0, &h, err, sizeof(err)), -EOPNOTSUPP);
     assert_null(h);
     assert_non_null(strstr(err, "CPU 0"));
-    assert_int_equal(backend_perf.open(es, 0, -1, &h, err, sizeof(err)), -EOPNOTSUPP);
+    assert_int_equal(backend_perf.open(es, 0, 0, -1, &h, err, sizeof(err)), -EOPNOTSUPP);
     assert_non_null(strstr(err, "pid 0"));
+    /* Not loaded: the bpf backend says so. */
+    assert_int_equal(backend_bpf.open(es, getpid(), 0, -1, &h, err, sizeof(err)), -ENODEV);
+    assert_null(h);
+    assert_non_null(strstr(err, "not loaded"));
     events_free(es);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_process),
+        cmocka_unit_test(test_process_perf),      cmocka_unit_test(test_process_bpf),
+        cmocka_unit_test(test_bpf_short_process), cmocka_unit_test(test_bpf_reuse_exec),
         cmocka_unit_test(test_cpu_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,427 @@
+/* backend-bpf: the sampler's counter backend on per-CPU counters and BPF
+ * programs (bpf/wattprof.bpf.c). Each event of the set is opened once per
+ * CPU; at every context switch, and on a per-CPU timer each tick period,
+ * the kernel adds the counters' change to the running process's entry in
+ * one map, keyed by thread group id and start time. Once a tick the daemon
+ * drains the whole map in batches (drain), hands each handle its process's
+ * counts, and offers the processes that exited unseen (a 1 ms child) to be
+ * adopted (at most as many a tick as the sampler takes: the rest wait in
+ * the map). A read is a subtraction; the quiet word is the handle's count
+ * of changes. The cost follows context switches, not process starts.
+ *
+ * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and
+ * the daemon counts with the perf backend. The contract is in backend.h. */
+#include "backend.h"
+#include "util/util.h"
+
+#include <errno.h>
+
+#ifdef WATTPROF_BPF
+
+#include "bpf/wattprof.h"
+#include "wattprof.skel.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define BUCKETS 4096 /* handles by key */
+#define CHUNK 1024   /* entries per batch lookup */
+
+struct backend_handle {
+    struct wattprof_key key;
+    struct backend_handle *next; /* in its bucket */
+    __u64 gen;                   /* bumped by each drain that found new counts */
+    __u64 read_gen;              /* gen at the previous read */
+    struct wattprof_proc cur;    /* as of the latest drain */
+    __u64 prev_count[WATTPROF_BPF_MAX_EVENTS], prev_enabled[WATTPROF_BPF_MAX_EVENTS],
+        prev_running[WATTPROF_BPF_MAX_EVENTS];
+};
+
+/* The one loaded instance: the daemon's, used by its sampling thread only. */
+static struct bpf_state {
+    struct wattprof_bpf *skel;
+    int *fds; /* n_cpus x (n_events + 1: the timer), -1 where not open */
+    struct bpf_link **timer_links;
+    size_t n_cpus, n_events;
+    struct backend_handle *bucket[BUCKETS];
+    struct wattprof_key *keys, *dead;
+    struct wattprof_proc *vals;
+    size_t n_dead, cap_dead;
+} B;
+
+static size_t bucket_of(const struct wattprof_key *k)
+{
+    return ((size_t)k->tgid * 2654435761u ^ (size_t)k->start) % BUCKETS;
+}
+
+static struct backend_handle **find(const struct wattprof_key *k)
+{
+    struct backend_handle **p = &B.bucket[bucket_of(k)];
+
+    while (*p && ((*p)->key.tgid != k->tgid || (*p)->key.start != k->start))
+        p = &(*p)->next;
+    return p;
+}
+
+/* Whether /proc/PID/stat says the process has exited (a zombie its parent
+ * has not waited for yet, or gone). */
+static bool exited_already(pid_t pid)
+{
+    char path[64], buf[512], *p;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return true;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return true;
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
+static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
+                    backend_handle **out, char *err, size_t errlen)
+{
+    struct wattprof_key k = {.tgid = (__u32)pid, .start = start};
+    struct backend_handle *h;
+
+    if (!B.skel)
+        return util_err(err, errlen, -ENODEV, "bpf counter backend: pid %d: not loaded", (int)pid);
+    if (pid <= 0 || cpu >= 0)
+        return util_err(err, errlen, -EOPNOTSUPP,
+                        "bpf counter backend: pid %d, CPU %d: only a process can be counted",
+                        (int)pid, cpu);
+    if (es->n != B.n_events)
+        return util_err(err, errlen, -EINVAL,
+                        "bpf counter backend: pid %d: %zu events asked, %zu loaded", (int)pid,
+                        es->n, B.n_events);
+    if (*find(&k))
+        return util_err(err, errlen, -EEXIST,
+                        "bpf counter backend: pid %d (start %llu): open twice", (int)pid,
+                        (unsigned long long)start);
+    if (!(h = calloc(1, sizeof(*h))))
+        return -ENOMEM;
+    h->key = k;
+    /* What the kernel counted since the process started is its own: the
+     * first read gives it (the drain fills cur before the read). A process
+     * with no entry that has exited was taken already (adopted, then found
+     * again as a zombie by a /proc rescan): nothing is left to read. */
+    h->gen = 1;
+    if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
+        exited_already(pid))
+        h->cur.exited = 1;
+    h->next = B.bucket[bucket_of(&k)];
+    B.bucket[bucket_of(&k)] = h;
+    *out = h;
+    return 0;
+}
+
+static int bpf_read(backend_handle *h, counters_delta *d)
+{
+    if (h->gen == h->read_gen) {
+        d->skipped = true;
+        return 0;
+    }
+    d->skipped = false;
+    d->enabled_ns = 0;
+    for (size_t e = 0; e < B.n_events; e++) {
+        __u64 dc = h->cur.count[e] - h->prev_count[e], de = h->cur.enabled[e] - h->prev_enabled[e],
+              dr = h->cur.running[e] - h->prev_running[e];
+        d->scaled[e] = (double)dc;
+        d->ratio[e] = de ? (double)dr / (double)de : 1.0;
+        if (e == 0)
+            d->enabled_ns = de;
+        h->prev_count[e] = h->cur.count[e];
+        h->prev_enabled[e] = h->cur.enabled[e];
+        h->prev_running[e] = h->cur.running[e];
+    }
+    h->read_gen = h->gen;
+    return 0;
+}
+
+static const __u64 *bpf_quiet_word(const backend_handle *h, __u64 *value)
+{
+    *value = h->read_gen;
+    return &h->gen;
+}
+
+static bool bpf_alive(const backend_handle *h)
+{
+    return !h->cur.exited;
+}
+
+static int bpf_skip_error(const backend_handle *h)
+{
+    return 0;
+}
+
+static void bpf_close(backend_handle *h)
+{
+    if (!h)
+        return;
+    struct backend_handle **p = find(&h->key);
+    if (*p == h)
+        *p = h->next;
+    /* Taken: an exited process's entry goes; a live one's starts again. */
+    if (B.skel)
+        bpf_map_delete_elem(bpf_map__fd(B.skel->maps.procs), &h->key);
+    free(h);
+}
+
+/* One entry of the map: to its handle, or offered for adoption once it
+ * exited; an exited one nobody takes is deleted after the drain. */
+static void drain_one(const struct wattprof_key *k, const struct wattprof_proc *v,
+                      backend_adopt_fn adopt, void *ctx)
+{
+    struct backend_handle *h = *find(k);
+
+    if (!h && v->exited && adopt) {
+        backend_orphan o = {.pid = (pid_t)k->tgid, .start = k->start, .uid = v->uid};
+        memcpy(o.comm, v->comm, sizeof(o.comm));
+        o.comm[sizeof(o.comm) - 1] = '\0';
+        if (adopt(ctx, &o) == -EAGAIN)
+            return; /* kept for a later drain */
+        h = *find(k);
+    }
+    if (!h) {
+        if (v->exited && B.n_dead < B.cap_dead)
+            B.dead[B.n_dead++] = *k;
+        return;
+    }
+    if (v->updates != h->cur.updates || v->exited != h->cur.exited) {
+        h->cur = *v;
+        h->gen++;
+    }
+}
+
+static int bpf_drain(backend_adopt_fn adopt, void *ctx)
+{
+    int fd = bpf_map__fd(B.skel->maps.procs);
+    struct wattprof_key batch;
+    bool first = true;
+    int r;
+
+    B.n_dead = 0;
+    for (;;) {
+        __u32 n = CHUNK;
+        r = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, B.keys, B.vals, &n, NULL);
+        if (r < 0 && r != -ENOENT)
+            return r;
+        first = false;
+        for (__u32 i = 0; i < n; i++)
+            drain_one(&B.keys[i], &B.vals[i], adopt, ctx);
+        if (r == -ENOENT)
+            break;
+    }
+    for (size_t i = 0; i < B.n_dead; i++)
+        bpf_map_delete_elem(fd, &B.dead[i]);
+    return 0;
+}
+
+const backend backend_bpf = {
+    .name = "bpf",
+    .open = bpf_open,
+    .read = bpf_read,
+    .quiet_word = bpf_quiet_word,
+    .alive = bpf_alive,
+    .skip_error = bpf_skip_error,
+    .close = bpf_close,
+    .drain = bpf_drain,
+};
+
+static int perf_event_open(struct perf_event_attr *attr, int cpu)
+{
+    int fd = (int)syscall(SYS_perf_event_open, attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* libbpf's own messages would go to stderr; the daemon says what failed. */
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    return 0;
+}
+
+/* Event e of the set on every CPU, into the events map. A CPU that is not
+ * online (ENODEV) is left out: nothing runs there. */
+static int open_event(const sample_eventset *es, size_t e, char *err, size_t errlen)
+{
+    int map = bpf_map__fd(B.skel->maps.events);
+
+    for (size_t c = 0; c < B.n_cpus; c++) {
+        struct perf_event_attr attr = es->ev[e].attr;
+        attr.size = sizeof(attr);
+        attr.disabled = 0;
+        attr.inherit = 0;
+        attr.read_format = 0;
+        int fd = perf_event_open(&attr, (int)c);
+        if (fd == -ENODEV)
+            continue;
+        if (fd < 0)
+            return util_err(err, errlen, fd, "event %s on CPU %zu: %s", es->ev[e].name, c,
+                            strerror(-fd));
+        B.fds[c * (B.n_events + 1) + e] = fd;
+        __u32 idx = (__u32)(e * B.n_cpus + c);
+        int r = bpf_map_update_elem(map, &idx, &fd, BPF_ANY);
+        if (r < 0)
+            return util_err(err, errlen, r, "event %s on CPU %zu: into the map: %s", es->ev[e].name,
+                            c, strerror(-r));
+    }
+    return 0;
+}
+
+/* The timer on every CPU that takes the running task's share each period. */
+static int attach_timers(uint64_t period_ns, char *err, size_t errlen)
+{
+    for (size_t c = 0; c < B.n_cpus; c++) {
+        struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE,
+                                       .size = sizeof(attr),
+                                       .config = PERF_COUNT_SW_CPU_CLOCK,
+                                       .sample_period = period_ns};
+        int fd = perf_event_open(&attr, (int)c);
+        if (fd == -ENODEV)
+            continue;
+        if (fd < 0)
+            return util_err(err, errlen, fd, "timer on CPU %zu: %s", c, strerror(-fd));
+        B.fds[c * (B.n_events + 1) + B.n_events] = fd;
+        B.timer_links[c] = bpf_program__attach_perf_event(B.skel->progs.wattprof_timer, fd);
+        if (!B.timer_links[c]) {
+            int r = -errno;
+            B.timer_links[c] = NULL;
+            return util_err(err, errlen, r, "timer program on CPU %zu: %s", c, strerror(-r));
+        }
+    }
+    return 0;
+}
+
+static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t errlen)
+{
+    int r, ncpu = libbpf_num_possible_cpus();
+
+    if (ncpu <= 0 || ncpu > WATTPROF_BPF_MAX_CPUS)
+        return util_err(err, errlen, -ERANGE, "%d possible CPUs: 1 to %d supported", ncpu,
+                        WATTPROF_BPF_MAX_CPUS);
+    if (es->n > WATTPROF_BPF_MAX_EVENTS)
+        return util_err(err, errlen, -E2BIG, "%zu events: at most %d", es->n,
+                        WATTPROF_BPF_MAX_EVENTS);
+    B.n_cpus = (size_t)ncpu;
+    B.n_events = es->n;
+    B.fds = malloc(B.n_cpus * (B.n_events + 1) * sizeof(int));
+    B.timer_links = calloc(B.n_cpus, sizeof(*B.timer_links));
+    B.keys = calloc(CHUNK, sizeof(*B.keys));
+    B.vals = calloc(CHUNK, sizeof(*B.vals));
+    B.cap_dead = WATTPROF_BPF_MAX_PROCS;
+    B.dead = calloc(B.cap_dead, sizeof(*B.dead));
+    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead)
+        return -ENOMEM;
+    for (size_t i = 0; i < B.n_cpus * (B.n_events + 1); i++)
+        B.fds[i] = -1;
+    libbpf_set_print(quiet_print);
+    if (!(B.skel = wattprof_bpf__open()))
+        return util_err(err, errlen, -errno, "opening the BPF object: %s", strerror(errno));
+    B.skel->rodata->nr_cpus = (__u32)B.n_cpus;
+    B.skel->rodata->nr_events = (__u32)B.n_events;
+    for (size_t e = 0; e < B.n_events; e++)
+        if (strcmp(es->ev[e].name, "perf::TASK-CLOCK") == 0)
+            B.skel->rodata->task_clock = (__u32)e;
+    struct stat ns;
+    if (stat("/proc/self/ns/pid", &ns) < 0)
+        return util_err(err, errlen, -errno, "/proc/self/ns/pid: %s", strerror(errno));
+    B.skel->rodata->pidns_inum = (__u32)ns.st_ino;
+    if ((r = wattprof_bpf__load(B.skel)) < 0)
+        return util_err(err, errlen, r, "loading the BPF programs: %s%s", strerror(-r),
+                        r == -EPERM ? " (needs CAP_BPF and CAP_PERFMON)" : "");
+    for (size_t e = 0; e < B.n_events; e++)
+        if ((r = open_event(es, e, err, errlen)) < 0)
+            return r;
+    if ((r = wattprof_bpf__attach(B.skel)) < 0)
+        return util_err(err, errlen, r, "attaching the BPF programs: %s", strerror(-r));
+    return attach_timers(period_ns, err, errlen);
+}
+
+int backend_bpf_load(const sample_eventset *es, uint64_t period_ns, char *err, size_t errlen)
+{
+    char why[UTIL_ERRLEN];
+    int r;
+
+    if (B.skel)
+        return util_err(err, errlen, -EBUSY, "bpf counter backend: loaded already");
+    if ((r = load(es, period_ns, why, sizeof(why))) < 0) {
+        if (r == -ENOMEM)
+            snprintf(why, sizeof(why), "out of memory");
+        backend_bpf_unload();
+        return util_err(err, errlen, r, "bpf counter backend: %s", why);
+    }
+    return 0;
+}
+
+void backend_bpf_unload(void)
+{
+    for (size_t c = 0; B.timer_links && c < B.n_cpus; c++)
+        bpf_link__destroy(B.timer_links[c]);
+    wattprof_bpf__destroy(B.skel);
+    for (size_t i = 0; B.fds && i < B.n_cpus * (B.n_events + 1); i++)
+        if (B.fds[i] >= 0)
+            close(B.fds[i]);
+    /* Handles stay their owners' to close (close after unload only frees). */
+    free(B.fds);
+    free(B.timer_links);
+    free(B.keys);
+    free(B.vals);
+    free(B.dead);
+    memset(&B, 0, sizeof(B));
+}
+
+uint64_t backend_bpf_overflows(void)
+{
+    __u32 k = 0;
+    __u64 v = 0;
+
+    if (B.skel)
+        bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.errors), &k, &v);
+    return v;
+}
+
+#else /* built without libbpf */
+
+static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
+                    backend_handle **out, char *err, size_t errlen)
+{
+    return util_err(err, errlen, -ENODEV, "bpf counter backend: pid %d: not loaded (not built)",
+                    (int)pid);
+}
+
+static void bpf_close(backend_handle *h)
+{
+}
+
+const backend backend_bpf = {.name = "bpf", .open = bpf_open, .close = bpf_close};
+
+int backend_bpf_load(const sample_eventset *es, uint64_t period_ns, char *err, size_t errlen)
+{
+    return util_err(err, errlen, -EOPNOTSUPP,
+                    "bpf counter backend: wattprofd was built without it (meson -Dbpf)");
+}
+
+void backend_bpf_unload(void)
+{
+}
+
+uint64_t backend_bpf_overflows(void)
+{
+    return 0;
+}
+
+#endif

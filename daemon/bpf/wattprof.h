@@ -1,0 +1,32 @@
+/* bpf/wattprof.h: what the BPF side of wattprofd's bpf counter backend
+ * (wattprof.bpf.c) and its user side (backend-bpf.c) share: the key and
+ * value of the per-process map. Plain C types, so that both the BPF
+ * compilation (vmlinux.h) and the daemon's (linux/types.h) read it. */
+#ifndef WATTPROF_BPF_SHARED_H
+#define WATTPROF_BPF_SHARED_H
+
+#define WATTPROF_BPF_MAX_EVENTS 8    /* events counted per process */
+#define WATTPROF_BPF_MAX_PROCS 16384 /* processes in the map at once */
+#define WATTPROF_BPF_MAX_CPUS 1024   /* the events array: event * cpus + cpu */
+#define WATTPROF_BPF_TICKS_PER_S 100 /* USER_HZ: /proc/PID/stat's start time unit */
+
+/* A process: its thread group id and start time in USER_HZ ticks since
+ * boot, as /proc/PID/stat field 22 gives it, so a reused pid is another key. */
+struct wattprof_key {
+    __u32 tgid;
+    __u32 pad;
+    __u64 start;
+};
+
+struct wattprof_proc {
+    __u64 count[WATTPROF_BPF_MAX_EVENTS];   /* scaled by enabled/running per interval */
+    __u64 enabled[WATTPROF_BPF_MAX_EVENTS]; /* ns the event was enabled while it ran */
+    __u64 running[WATTPROF_BPF_MAX_EVENTS]; /* ns of those it was counted */
+    __u64 updates;                          /* times counts were added: changes when it ran */
+    __u64 cgroup_id;
+    __u32 uid;
+    __u32 exited; /* the whole thread group has exited */
+    char comm[16];
+};
+
+#endif
