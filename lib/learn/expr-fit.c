@@ -1,6 +1,7 @@
 /* expr-fit: Levenberg-Marquardt on an expression's constants (GSL's
  * gsl_multifit_nlinear), with the Jacobian from expr_eval_jac. */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
+#include "learn/learn.h"
 
 #include <errno.h>
 #include <gsl/gsl_multifit_nlinear.h>

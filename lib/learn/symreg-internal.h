@@ -4,7 +4,8 @@
 #ifndef WATTPROF_SYMREG_INTERNAL_H
 #define WATTPROF_SYMREG_INTERNAL_H
 
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
+#include "learn/learn.h"
 
 #include <gsl/gsl_rng.h>
 

@@ -1,7 +1,7 @@
-/* expr: the small expression language shared by symbolic regression and
- * the Gaussian process's mean function: storage, operators and evaluation.
- * Parsing is in expr-parse.c, simplification and printing in expr-print.c,
- * constant fitting in expr-fit.c.
+/* expr: the expression language of equation models (expr.h): storage,
+ * operators and evaluation. Parsing is in expr-parse.c, simplification and
+ * printing in expr-print.c and expr-collect.c; fitting the constants is
+ * lib/learn's (expr-fit.c), as it needs GSL.
  *
  * Trees are prefix-ordered node arrays (expr-internal.h). Evaluation walks
  * the array backwards with a stack of vectors, a block of points at a time
@@ -11,7 +11,7 @@
  * protected so every individual has a value: x/0 = 1, log|x| with log 0 = 0,
  * sqrt|x|, exp of at most EXPR_EXP_MAX; non-finite results are reported, not
  * propagated. */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
 
 #include <errno.h>
 #include <math.h>
