@@ -345,6 +345,14 @@ static void apply_values(enum expr_op op, const double *a, double *b, size_t m)
         for (size_t j = 0; j < m; j++)
             b[j] = a[j] * a[j] * a[j];
         break;
+    case EXPR_DIV:
+        for (size_t j = 0; j < m; j++)
+            b[j] = b[j] == 0 ? 1 : a[j] / b[j];
+        break;
+    case EXPR_LOG:
+        for (size_t j = 0; j < m; j++)
+            b[j] = a[j] == 0 ? 0 : log(fabs(a[j]));
+        break;
     default:
         for (size_t j = 0; j < m; j++)
             b[j] = apply(op, a[j], b[j], &d1, &d2);
@@ -393,6 +401,21 @@ static void apply_partials(enum expr_op op, const double *a, double *b, size_t m
         for (size_t j = 0; j < m; j++) {
             pa[j] = 3 * a[j] * a[j];
             b[j] = a[j] * a[j] * a[j];
+        }
+        break;
+    case EXPR_DIV:
+        for (size_t j = 0; j < m; j++) {
+            double x = a[j], y = b[j];
+            pa[j] = y == 0 ? 0 : 1 / y;
+            pb[j] = y == 0 ? 0 : -x / (y * y);
+            b[j] = y == 0 ? 1 : x / y;
+        }
+        break;
+    case EXPR_LOG:
+        for (size_t j = 0; j < m; j++) {
+            double x = a[j];
+            pa[j] = x == 0 ? 0 : 1 / x;
+            b[j] = x == 0 ? 0 : log(fabs(x));
         }
         break;
     default:
