@@ -74,9 +74,11 @@ void learn_metrics_compute(const double *y, const double *p, size_t n, learn_met
 
 /* ---- Fitting an expression's constants (expr-fit.c) ---------------------
  * The expression language itself (parsing, printing, evaluation) is
- * lib/expr (expr/expr.h); fitting its constants needs GSL and stays here. */
-/* Fits the constants to y by Levenberg-Marquardt (GSL), at most max_iter
- * iterations; *rss gets the residual sum of squares. */
+ * lib/expr (expr/expr.h); fitting its constants is the engines' and stays here. */
+/* Fits the constants to y by Levenberg-Marquardt (Marquardt's damping on
+ * the normal equations), at most max_iter steps, fewer when a step moves no
+ * constant by more than 1e-10 of its size; *rss gets the residual sum of
+ * squares. */
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
                     double *rss);
 
@@ -521,9 +523,7 @@ const char *const *gp_features(const gp_model *m, size_t *d);
 
 /* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
  * means all ones. *rss gets the weighted sum. The constants are left as they
- * were when fitting does not lower the sum, or when n is below their count.
- * GSL's default error handler aborts the process: programs that fit call
- * gsl_set_error_handler_off() once at start (wattprof symreg does). */
+ * were when fitting does not lower the sum, or when n is below their count. */
 int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
                              size_t n, int max_iter, double *rss);
 
@@ -562,15 +562,17 @@ typedef struct symreg_params {
     enum symreg_fitness fitness; /* SYMREG_MAPE */
     bool lm;                     /* fit constants by Levenberg-Marquardt: true */
     int lm_iterations;           /* 20 */
-    uint64_t seed;               /* 1 */
-    int threads;                 /* evaluation threads: 1 */
+    bool cache;    /* a child shaped as an equation fitted before takes its constants: true */
+    uint64_t seed; /* 1 */
+    int threads;   /* evaluation threads: 1 */
 } symreg_params;
 
 /* The defaults (above); ops = add, sub, mul, div. */
 void symreg_params_default(symreg_params *p);
 /* The evolution settings of the named preset ("default", or "pandora": the
  * paper's, double tournament without simplification); -EINVAL if unknown.
- * Leaves ops, constants, fitness, lm, seed and threads alone. */
+ * Leaves ops, constants, fitness, lm, lm_iterations, cache, seed and
+ * threads alone. */
 int symreg_params_preset(symreg_params *p, const char *name);
 /* Checks ranges; fills err naming the parameter at fault. */
 int symreg_params_check(const symreg_params *p, char *err, size_t errlen);
@@ -606,6 +608,7 @@ typedef struct symreg_result {
     size_t generations;       /* generations run (stall or time can stop early) */
     enum symreg_stop stop;    /* what ended the run */
     uint64_t evaluations;     /* individuals evaluated, initial population included */
+    uint64_t cached;          /* of which scored from the cache, without fitting */
     double seconds;           /* wall time */
     double floor;             /* errors at or below this count as exact (symreg_error_floor) */
     symreg_front_item *front; /* Pareto front of error against size over every
