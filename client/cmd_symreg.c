@@ -65,7 +65,7 @@ static void help(void)
         "  [evolution]   preset = default|pandora  sets every key below (pandora: the\n"
         "                  paper's double tournament, no simplification); later keys override\n"
         "                population [300], generations [150], crossover [1.0],\n"
-        "                mutation [0.5], selection = pareto|double [pareto],\n"
+        "                mutation [0.5], selection = double|pareto [double],\n"
         "                tournament_fitness [3] (tournament size), tournament_parsimony [1.1]\n"
         "                (double only: the smaller of two wins with p/2), max_depth [17],\n"
         "                max_size [60], init_min_depth [1], init_max_depth [3],\n"
@@ -73,7 +73,9 @@ static void help(void)
         "                stall [0] (stop after this many generations without progress; 0 never),\n"
         "                time_limit [0] (seconds; 0 never), seed [1]\n"
         "  [fitness]     metric = mape|mse|rmse [mape]\n"
-        "  [constants]   lm = on|off [on] (Levenberg-Marquardt), lm_iterations [20]\n"
+        "  [constants]   lm = on|off [on] (Levenberg-Marquardt), lm_iterations [20],\n"
+        "                cache = on|off [on] (an equation shaped as one fitted before\n"
+        "                takes that one's constants and error, without fitting)\n"
         "  [selection]   rule = bic|cv|score|accurate [bic]: which equation of the front to\n"
         "                report: the lowest n ln(MSE) + size ln(n); the smallest within one\n"
         "                standard error of the best 5-fold cross-validated error; PySR's\n"
@@ -302,6 +304,7 @@ static void print_json(const struct report *rp)
     json_object_object_add(o, "generations", json_object_new_int64((int64_t)res->generations));
     json_object_object_add(o, "stopped", json_object_new_string(symreg_stop_name(res->stop)));
     json_object_object_add(o, "evaluations", json_object_new_int64((int64_t)res->evaluations));
+    json_object_object_add(o, "evaluations_cached", json_object_new_int64((int64_t)res->cached));
     json_object_object_add(o, "seconds", json_object_new_double(res->seconds));
     json_object_object_add(o, "evaluations_per_second",
                            json_object_new_double((double)res->evaluations / res->seconds));
@@ -351,8 +354,9 @@ static void print_text(const struct report *rp)
     else if (rp->has_test)
         printf("test:        not finite on the test data\n");
     printf("generations: %zu (stopped by %s)\n", res->generations, symreg_stop_name(res->stop));
-    printf("evaluations: %llu (%.0f/s)\n", (unsigned long long)res->evaluations,
-           (double)res->evaluations / res->seconds);
+    printf("evaluations: %llu (%.0f/s; %llu from the cache)\n",
+           (unsigned long long)res->evaluations, (double)res->evaluations / res->seconds,
+           (unsigned long long)res->cached);
     printf("time:        %.3f s\n", res->seconds);
     if (!rp->o->front)
         return;

@@ -216,12 +216,14 @@ static int set_constants(struct config *c, const char *key, const char *v)
 
     if (!strcmp(key, "lm"))
         return parse_bool(c, key, v, &c->p.lm);
+    if (!strcmp(key, "cache"))
+        return parse_bool(c, key, v, &c->p.cache);
     if (!strcmp(key, "lm_iterations")) {
         r = parse_size(c, key, v, 0, &n);
         c->p.lm_iterations = n > 100000 ? 100000 : (int)n;
         return r;
     }
-    return cfg_err(c, "unknown key '%s' in [constants] (lm, lm_iterations)", key);
+    return cfg_err(c, "unknown key '%s' in [constants] (lm, lm_iterations, cache)", key);
 }
 
 static int set_selection(struct config *c, const char *key, const char *v)

@@ -1,50 +1,44 @@
-/* expr-fit: Levenberg-Marquardt on an expression's constants (GSL's
- * gsl_multifit_nlinear), with the Jacobian from expr_eval_jac. */
-#include "learn/expr-internal.h"
+/* expr-fit: Levenberg-Marquardt on an expression's constants, with the
+ * Jacobian from expr_eval_jac.
+ *
+ * Equations have few constants (rarely over 20) and few rows (tens to
+ * thousands), and symbolic regression fits every new individual, so the
+ * solver is written for that size: the normal equations JᵀJ are formed
+ * directly and solved by Cholesky with Marquardt's damping (λ times JᵀJ's
+ * diagonal), one small allocation per fit. A general solver (GSL's
+ * gsl_multifit_nlinear, used before) spent as much time in its reference
+ * BLAS calls and workspace as in evaluating the equation. */
+#include "expr/expr-internal.h"
+#include "learn/learn.h"
 
 #include <errno.h>
-#include <gsl/gsl_multifit_nlinear.h>
-#include <gsl/gsl_vector.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
-/* ---- Levenberg-Marquardt on the constants ------------------------------ */
+/* A step that moves every constant by less than FIT_XTOL of its size (plus
+ * FIT_XTOL), or lowers the sum by less than FIT_FTOL of it, has converged;
+ * λ beyond FIT_LAMBDA_MAX means no step lowers the sum any more. */
+#define FIT_XTOL 1e-10
+#define FIT_FTOL 1e-10
+#define FIT_LAMBDA0 1e-3
+#define FIT_LAMBDA_MAX 1e16
 
 struct fit_ctx {
-    const expr *e;
+    expr *e;
     const double *const *cols;
     const double *y, *w; /* w may be NULL: unit weights */
     size_t n, p;
     double *val, *jac; /* n and p*n scratch */
 };
 
-static int fit_f(const gsl_vector *x, void *data, gsl_vector *f)
+static double weight(const struct fit_ctx *ctx, size_t i)
 {
-    struct fit_ctx *ctx = data;
-    expr *e = (expr *)ctx->e;
-
-    expr_set_consts(e, x->data);
-    if (!expr_eval(e, ctx->cols, ctx->n, ctx->val))
-        return GSL_EDOM;
-    for (size_t i = 0; i < ctx->n; i++)
-        f->data[i * f->stride] = (ctx->val[i] - ctx->y[i]) * (ctx->w ? ctx->w[i] : 1);
-    return GSL_SUCCESS;
+    return ctx->w ? ctx->w[i] : 1;
 }
 
-static int fit_df(const gsl_vector *x, void *data, gsl_matrix *J)
-{
-    struct fit_ctx *ctx = data;
-    expr *e = (expr *)ctx->e;
-
-    expr_set_consts(e, x->data);
-    if (!expr_eval_jac(e, ctx->cols, ctx->n, ctx->val, ctx->jac))
-        return GSL_EDOM;
-    for (size_t i = 0; i < ctx->n; i++)
-        for (size_t k = 0; k < ctx->p; k++)
-            J->data[i * J->tda + k] = ctx->jac[k * ctx->n + i] * (ctx->w ? ctx->w[i] : 1);
-    return GSL_SUCCESS;
-}
-
+/* Weighted residual sum of squares at the constants in ctx->e; INFINITY
+ * when the equation is not finite there. */
 static double rss_of(const struct fit_ctx *ctx)
 {
     double s = 0;
@@ -52,49 +46,148 @@ static double rss_of(const struct fit_ctx *ctx)
     if (!expr_eval(ctx->e, ctx->cols, ctx->n, ctx->val))
         return INFINITY;
     for (size_t i = 0; i < ctx->n; i++) {
-        double r = (ctx->val[i] - ctx->y[i]) * (ctx->w ? ctx->w[i] : 1);
+        double r = (ctx->val[i] - ctx->y[i]) * weight(ctx, i);
         s += r * r;
     }
     return isfinite(s) ? s : INFINITY;
 }
 
-/* Runs the solver from the current constants; leaves the best constants it
- * found in `e`. */
-static void fit_run(struct fit_ctx *ctx, expr *e, int max_iter, double *best)
+/* The dot product of two columns of n, in four running sums so that the
+ * additions overlap (this is most of the solver's own time). */
+static double dot(const double *a, const double *b, size_t n)
 {
-    gsl_multifit_nlinear_fdf fdf = {
-        .f = fit_f, .df = fit_df, .n = ctx->n, .p = ctx->p, .params = ctx};
-    gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
-    gsl_multifit_nlinear_workspace *w;
-    int info;
-    double start[ctx->p];
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t i = 0;
 
-    expr_get_consts(e, start);
-    gsl_vector_view x0 = gsl_vector_view_array(start, ctx->p);
-    par.trs = gsl_multifit_nlinear_trs_lm;
-    /* Normal equations: with LM's damping they stay well posed, and for a
-     * handful of constants they are much cheaper than QR of the n x p
-     * Jacobian. */
-    par.solver = gsl_multifit_nlinear_solver_cholesky;
-
-    w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, ctx->n, ctx->p);
-    if (!w)
-        return;
-    if (gsl_multifit_nlinear_init(&x0.vector, &fdf, w) == GSL_SUCCESS) {
-        gsl_multifit_nlinear_driver((size_t)max_iter, 1e-15, 1e-15, 0, NULL, NULL, &info, w);
-        /* The trust region only accepts steps that lower the cost, so w->x
-         * is the best point visited; it is still checked, because a failed
-         * evaluation can stop the driver part-way. */
-        expr_set_consts(e, w->x->data);
-        double rss = rss_of(ctx);
-        if (rss <= *best)
-            *best = rss;
-        else
-            expr_set_consts(e, start);
-    } else {
-        expr_set_consts(e, start);
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
     }
-    gsl_multifit_nlinear_free(w);
+    for (; i < n; i++)
+        s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* a = JᵀJ (p x p, full) and g = Jᵀr at the current constants; false when
+ * the equation or its derivatives are not finite there. */
+static bool normal_equations(const struct fit_ctx *ctx, double *a, double *g)
+{
+    size_t n = ctx->n, p = ctx->p;
+
+    if (!expr_eval_jac(ctx->e, ctx->cols, n, ctx->val, ctx->jac))
+        return false;
+    for (size_t k = 0; k < p; k++) {
+        double *jk = ctx->jac + k * n;
+        double s = 0;
+        for (size_t i = 0; i < n; i++) {
+            double w = weight(ctx, i);
+            jk[i] *= w;
+            s += jk[i] * (ctx->val[i] - ctx->y[i]) * w;
+        }
+        g[k] = s;
+    }
+    for (size_t k = 0; k < p; k++)
+        for (size_t l = 0; l <= k; l++)
+            a[k * p + l] = a[l * p + k] = dot(ctx->jac + k * n, ctx->jac + l * n, n);
+    return true;
+}
+
+/* Solves (a + lambda * diag(a)) d = -g by Cholesky into d, using m (p x p)
+ * as scratch; false when the damped matrix is not positive definite. */
+static bool damped_step(size_t p, const double *a, const double *g, double lambda, double *m,
+                        double *d)
+{
+    double scale = 0;
+
+    for (size_t k = 0; k < p; k++)
+        if (a[k * p + k] > scale)
+            scale = a[k * p + k];
+    if (!(scale > 0))
+        return false;
+    for (size_t k = 0; k < p; k++) {
+        for (size_t l = 0; l <= k; l++)
+            m[k * p + l] = a[k * p + l];
+        /* A constant the data cannot see still gets a little damping. */
+        double dk = a[k * p + k] > 1e-12 * scale ? a[k * p + k] : 1e-12 * scale;
+        m[k * p + k] += lambda * dk;
+    }
+    for (size_t k = 0; k < p; k++) { /* m = L Lᵀ, L in the lower triangle */
+        for (size_t l = 0; l < k; l++) {
+            double s = m[k * p + l];
+            for (size_t q = 0; q < l; q++)
+                s -= m[k * p + q] * m[l * p + q];
+            m[k * p + l] = s / m[l * p + l];
+        }
+        double s = m[k * p + k];
+        for (size_t q = 0; q < k; q++)
+            s -= m[k * p + q] * m[k * p + q];
+        if (!(s > 0))
+            return false;
+        m[k * p + k] = sqrt(s);
+    }
+    for (size_t k = 0; k < p; k++) { /* L z = -g */
+        double s = -g[k];
+        for (size_t q = 0; q < k; q++)
+            s -= m[k * p + q] * d[q];
+        d[k] = s / m[k * p + k];
+    }
+    for (size_t k = p; k-- > 0;) { /* Lᵀ d = z */
+        double s = d[k];
+        for (size_t q = k + 1; q < p; q++)
+            s -= m[q * p + k] * d[q];
+        d[k] = s / m[k * p + k];
+    }
+    for (size_t k = 0; k < p; k++)
+        if (!isfinite(d[k]))
+            return false;
+    return true;
+}
+
+/* At most max_iter accepted steps from the current constants. Only steps
+ * that lower the sum are taken, so the constants left in ctx->e are the
+ * best visited, and *best their sum. scratch holds 2p² + 4p doubles. */
+static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scratch)
+{
+    size_t p = ctx->p;
+    double *a = scratch, *m = a + p * p, *g = m + p * p, *d = g + p, *c = d + p, *trial = c + p;
+    double lambda = FIT_LAMBDA0;
+
+    expr_get_consts(ctx->e, c);
+    for (int it = 0; it < max_iter; it++) {
+        if (!(*best > 0)) /* exact: nothing left to lower */
+            break;
+        bool accepted = false, converged = false;
+
+        if (!normal_equations(ctx, a, g))
+            break;
+        while (!accepted && lambda <= FIT_LAMBDA_MAX) {
+            if (!damped_step(p, a, g, lambda, m, d)) {
+                lambda *= 10;
+                continue;
+            }
+            for (size_t k = 0; k < p; k++)
+                trial[k] = c[k] + d[k];
+            expr_set_consts(ctx->e, trial);
+            double rss = rss_of(ctx);
+            if (rss < *best) {
+                bool small_step = true;
+                for (size_t k = 0; k < p; k++)
+                    small_step &= fabs(d[k]) <= FIT_XTOL * (fabs(c[k]) + FIT_XTOL);
+                converged = small_step || *best - rss <= FIT_FTOL * *best;
+                accepted = true;
+                *best = rss;
+                memcpy(c, trial, p * sizeof(double));
+                lambda = lambda / 10 > 1e-12 ? lambda / 10 : 1e-12;
+            } else {
+                lambda *= 10;
+            }
+        }
+        expr_set_consts(ctx->e, c);
+        if (!accepted || converged)
+            break;
+    }
 }
 
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
@@ -107,22 +200,26 @@ int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y
                              size_t n, int max_iter, double *rss)
 {
     struct fit_ctx ctx = {.e = e, .cols = cols, .y = y, .w = w, .n = n, .p = expr_n_consts(e)};
-    double best;
+    size_t p = ctx.p;
+    double best, *scratch;
 
     ctx.val = malloc((n ? n : 1) * sizeof(double));
-    ctx.jac = malloc((n * ctx.p > 0 ? n * ctx.p : 1) * sizeof(double));
-    if (!ctx.val || !ctx.jac) {
+    ctx.jac = malloc((n * p > 0 ? n * p : 1) * sizeof(double));
+    scratch = malloc((2 * p * p + 4 * p + 1) * sizeof(double));
+    if (!ctx.val || !ctx.jac || !scratch) {
         free(ctx.val);
         free(ctx.jac);
+        free(scratch);
         return -ENOMEM;
     }
     best = rss_of(&ctx);
-    /* GSL needs at least as many points as parameters. */
-    if (ctx.p > 0 && n >= ctx.p && max_iter > 0)
-        fit_run(&ctx, e, max_iter, &best);
+    /* Fewer points than constants leave them undetermined: left alone. */
+    if (p > 0 && n >= p && max_iter > 0 && isfinite(best))
+        fit_run(&ctx, max_iter, &best, scratch);
     if (rss)
         *rss = best;
     free(ctx.val);
     free(ctx.jac);
+    free(scratch);
     return 0;
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "expr/expr.h"
+
 /* ---- Datasets (dataset.c) ------------------------------------------------ */
 
 /* A CSV file read whole: a header of column names, then rows of text cells.
@@ -70,37 +72,13 @@ typedef struct learn_metrics {
 } learn_metrics;
 void learn_metrics_compute(const double *y, const double *p, size_t n, learn_metrics *out);
 
-/* ---- Expressions (expr.c) ----------------------------------------------
- * A small infix language shared by symbolic regression and the GP's mean
- * function: numbers, feature names, + - * /, unary minus, and the functions
- * square, cube, sqrt, log, exp, max(a,b), min(a,b). Every numeric literal is
- * a constant that fitting may change. Evaluation is protected: x/0 = 1,
- * log|x| (log 0 = 0), sqrt|x|, exp clamped; a non-finite result makes
- * evaluation report failure instead of spreading NaN. */
-typedef struct expr expr;
-
-/* Parses `text`; identifiers must be among vars[0..n_vars). Errors name
- * the column: "expression:1:7: unknown feature 'foo'". */
-int expr_parse(const char *text, const char *const *vars, size_t n_vars, expr **out, char *err,
-               size_t errlen);
-void expr_free(expr *e);
-expr *expr_clone(const expr *e);
-/* Readable infix text after constant folding and simple simplification
- * (malloc'd). */
-char *expr_print(const expr *e, const char *const *vars);
-size_t expr_size(const expr *e);  /* number of nodes */
-size_t expr_depth(const expr *e); /* a single leaf has depth 0 */
-size_t expr_n_consts(const expr *e);
-void expr_get_consts(const expr *e, double *c);
-void expr_set_consts(expr *e, const double *c);
-/* Evaluates at n points: cols[j] is feature j's column. Returns false when
- * any result is not finite. */
-bool expr_eval(const expr *e, const double *const *cols, size_t n, double *out);
-/* Values and derivatives with respect to the constants:
- * jac[k * n + i] = d e(x_i) / d c_k. */
-bool expr_eval_jac(const expr *e, const double *const *cols, size_t n, double *out, double *jac);
-/* Fits the constants to y by Levenberg-Marquardt (GSL), at most max_iter
- * iterations; *rss gets the residual sum of squares. */
+/* ---- Fitting an expression's constants (expr-fit.c) ---------------------
+ * The expression language itself (parsing, printing, evaluation) is
+ * lib/expr (expr/expr.h); fitting its constants is the engines' and stays here. */
+/* Fits the constants to y by Levenberg-Marquardt (Marquardt's damping on
+ * the normal equations), at most max_iter steps, fewer when a step moves no
+ * constant by more than 1e-10 of its size; *rss gets the residual sum of
+ * squares. */
 int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
                     double *rss);
 
@@ -430,48 +408,6 @@ typedef struct rank_anomaly {
 /* The FLOPs-anomaly test on each variant's FLOP count and rank (mean ranks,
  * or any ranks where lower is better). -EINVAL when p is 0. */
 int rank_anomaly_test(size_t p, const double *flops, const double *rank, rank_anomaly *out);
-/* The operators of an expression, for engines that build trees (symbolic
- * regression, the GP's mean). Binary: add sub mul div max min; unary: neg
- * square cube sqrt log exp sin cos; leaves: const var. */
-enum expr_op {
-    EXPR_CONST,
-    EXPR_VAR,
-    EXPR_ADD,
-    EXPR_SUB,
-    EXPR_MUL,
-    EXPR_DIV,
-    EXPR_MAX,
-    EXPR_MIN,
-    EXPR_NEG,
-    EXPR_SQUARE,
-    EXPR_CUBE,
-    EXPR_SQRT,
-    EXPR_LOG,
-    EXPR_EXP,
-    EXPR_SIN,
-    EXPR_COS,
-    EXPR_N_OPS
-};
-/* 0 for leaves, 1 or 2 for operators. */
-int expr_op_arity(enum expr_op op);
-/* Lowercase name ("add", "square", "const", ...). */
-const char *expr_op_name(enum expr_op op);
-/* The operator named `name`, or -EINVAL. */
-int expr_op_from_name(const char *name);
-/* Constructors; NULL when out of memory. expr_new_op takes ownership of `a`
- * and `b` (b is NULL for a unary op) and frees them even when it fails. */
-expr *expr_new_const(double c);
-expr *expr_new_var(size_t var);
-expr *expr_new_op(enum expr_op op, expr *a, expr *b);
-/* A new expression after constant folding and the simplifications that
- * expr_print shows (x+0, x*1, x-x, x/x, c1*(c2*x), ...); NULL when out of
- * memory. The value at every point is unchanged where both are finite. */
-expr *expr_simplify(const expr *e);
-/* Number of variable indices the expression uses: 1 + the largest, 0 when
- * it has no variable. Callers check it against their column count. */
-size_t expr_n_vars(const expr *e);
-/* Protected value of `op` at scalar arguments (b unused for unary ops). */
-double expr_op_apply(enum expr_op op, double a, double b);
 /* ---- Gaussian process (gp.c, gp_fit.c, gp_kernel.c, gp_mean.c, gp_json.c) --
  * Regression with a Gaussian-process prior around a mean function m(x):
  * y ~ GP(m, k). The kernel k is a sum of products of base kernels (rbf,
@@ -587,9 +523,7 @@ const char *const *gp_features(const gp_model *m, size_t *d);
 
 /* As expr_fit_consts, minimising sum of (w_i * (e(x_i) - y_i))^2; w NULL
  * means all ones. *rss gets the weighted sum. The constants are left as they
- * were when fitting does not lower the sum, or when n is below their count.
- * GSL's default error handler aborts the process: programs that fit call
- * gsl_set_error_handler_off() once at start (wattprof symreg does). */
+ * were when fitting does not lower the sum, or when n is below their count. */
 int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
                              size_t n, int max_iter, double *rss);
 
@@ -628,15 +562,17 @@ typedef struct symreg_params {
     enum symreg_fitness fitness; /* SYMREG_MAPE */
     bool lm;                     /* fit constants by Levenberg-Marquardt: true */
     int lm_iterations;           /* 20 */
-    uint64_t seed;               /* 1 */
-    int threads;                 /* evaluation threads: 1 */
+    bool cache;    /* a child shaped as an equation fitted before takes its constants: true */
+    uint64_t seed; /* 1 */
+    int threads;   /* evaluation threads: 1 */
 } symreg_params;
 
 /* The defaults (above); ops = add, sub, mul, div. */
 void symreg_params_default(symreg_params *p);
 /* The evolution settings of the named preset ("default", or "pandora": the
  * paper's, double tournament without simplification); -EINVAL if unknown.
- * Leaves ops, constants, fitness, lm, seed and threads alone. */
+ * Leaves ops, constants, fitness, lm, lm_iterations, cache, seed and
+ * threads alone. */
 int symreg_params_preset(symreg_params *p, const char *name);
 /* Checks ranges; fills err naming the parameter at fault. */
 int symreg_params_check(const symreg_params *p, char *err, size_t errlen);
@@ -672,6 +608,7 @@ typedef struct symreg_result {
     size_t generations;       /* generations run (stall or time can stop early) */
     enum symreg_stop stop;    /* what ended the run */
     uint64_t evaluations;     /* individuals evaluated, initial population included */
+    uint64_t cached;          /* of which scored from the cache, without fitting */
     double seconds;           /* wall time */
     double floor;             /* errors at or below this count as exact (symreg_error_floor) */
     symreg_front_item *front; /* Pareto front of error against size over every

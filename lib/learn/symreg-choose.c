@@ -5,7 +5,8 @@
  * smallest one the data cannot tell from the most accurate. Its constants
  * are then refitted, given standard errors from the Jacobian, and rounded to
  * the digits those standard errors leave meaningful. */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
+#include "learn/learn.h"
 
 #include <errno.h>
 #include <gsl/gsl_cdf.h>

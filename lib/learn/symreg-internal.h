@@ -4,7 +4,8 @@
 #ifndef WATTPROF_SYMREG_INTERNAL_H
 #define WATTPROF_SYMREG_INTERNAL_H
 
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
+#include "learn/learn.h"
 
 #include <gsl/gsl_rng.h>
 
@@ -44,5 +45,18 @@ int symreg_mutate(expr *e, enum symreg_mutation kind, const struct symreg_prims 
 
 /* Whether e is within the bloat limits. */
 bool symreg_within_limits(const expr *e, size_t max_depth, size_t max_size);
+
+/* Fitted equations by shape (symreg-cache.c): a table of at least `cap`
+ * slots, each holding the latest equation of its hash. */
+struct symreg_cache;
+int symreg_cache_new(size_t cap, struct symreg_cache **out);
+void symreg_cache_free(struct symreg_cache *c);
+/* A hash of e's operators and features, its constants aside. */
+uint64_t symreg_shape_hash(const expr *e);
+/* When an equation of e's shape is cached, copies its constants into e,
+ * its error into *err, and returns true. */
+bool symreg_cache_take(const struct symreg_cache *c, expr *e, uint64_t hash, double *err);
+/* Caches a copy of the fitted e with its error; -ENOMEM. */
+int symreg_cache_put(struct symreg_cache *c, const expr *e, uint64_t hash, double err);
 
 #endif

@@ -16,8 +16,9 @@
 #include <string.h>
 #include <time.h>
 
-#define INIT_TRIES 100       /* attempts at an initial tree within the size limit */
-#define SYMREG_PARETO_MAX 64 /* candidates a Pareto tournament looks at, at most */
+#define INIT_TRIES 100           /* attempts at an initial tree within the size limit */
+#define SYMREG_CACHE_SLOTS 16384 /* fitted shapes remembered (symreg-cache.c) */
+#define SYMREG_PARETO_MAX 64     /* candidates a Pareto tournament looks at, at most */
 
 struct ind {
     expr *e;
@@ -33,9 +34,10 @@ struct engine {
     double *w; /* LM weights: 1/|y| under MAPE, so LM minimises relative error */
     size_t n;
     gsl_rng *rng;
-    uint64_t evaluations;
-    double floor;        /* symreg_error_floor */
-    struct ind *archive; /* the lowest error seen at each size 1..max_size */
+    uint64_t evaluations, cached;
+    struct symreg_cache *cache; /* NULL without params.cache */
+    double floor;               /* symreg_error_floor */
+    struct ind *archive;        /* the lowest error seen at each size 1..max_size */
 };
 
 void symreg_params_default(symreg_params *p)
@@ -59,6 +61,7 @@ void symreg_params_default(symreg_params *p)
         .fitness = SYMREG_MAPE,
         .lm = true,
         .lm_iterations = 20,
+        .cache = true,
         .seed = 1,
         .threads = 1,
     };
@@ -80,6 +83,7 @@ int symreg_params_preset(symreg_params *p, const char *name)
     d.fitness = p->fitness;
     d.lm = p->lm;
     d.lm_iterations = p->lm_iterations;
+    d.cache = p->cache;
     d.seed = p->seed;
     d.threads = p->threads;
     *p = d;
@@ -178,30 +182,45 @@ double symreg_error(enum symreg_fitness f, const double *y, const double *p, siz
 
 /* ---- Evaluation, spread over threads ------------------------------------ */
 
+/* The first stage: the new individual simplified. */
+static int prepare(const struct engine *g, struct ind *in, double *pred)
+{
+    expr *s;
+
+    if (!g->p->simplify)
+        return 0;
+    if (!(s = expr_simplify(in->e)))
+        return -ENOMEM;
+    expr_free(in->e);
+    in->e = s;
+    return 0;
+}
+
+static void set_error(const struct engine *g, struct ind *in, double err)
+{
+    in->err = err;
+    in->fit = err > g->floor ? err : g->floor;
+}
+
+/* The second stage: its constants fitted, its error measured. */
 static int evaluate(const struct engine *g, struct ind *in, double *pred)
 {
     const symreg_params *p = g->p;
 
-    if (p->simplify) {
-        expr *s = expr_simplify(in->e);
-        if (!s)
-            return -ENOMEM;
-        expr_free(in->e);
-        in->e = s;
-    }
     if (p->lm && p->lm_iterations > 0 && expr_n_consts(in->e) > 0) {
         int r = expr_fit_consts_weighted(in->e, g->x, g->y, g->w, g->n, p->lm_iterations, NULL);
         if (r < 0)
             return r;
     }
-    in->err =
-        expr_eval(in->e, g->x, g->n, pred) ? symreg_error(p->fitness, g->y, pred, g->n) : INFINITY;
-    in->fit = in->err > g->floor ? in->err : g->floor;
+    set_error(g, in,
+              expr_eval(in->e, g->x, g->n, pred) ? symreg_error(p->fitness, g->y, pred, g->n)
+                                                 : INFINITY);
     return 0;
 }
 
 struct batch {
     const struct engine *g;
+    int (*stage)(const struct engine *g, struct ind *in, double *pred);
     struct ind **todo;
     size_t n_todo;
     atomic_size_t next;
@@ -221,7 +240,7 @@ static void *eval_worker(void *arg)
         size_t i = atomic_fetch_add(&b->next, 1);
         if (i >= b->n_todo)
             break;
-        int r = evaluate(b->g, b->todo[i], pred);
+        int r = b->stage(b->g, b->todo[i], pred);
         if (r < 0)
             atomic_store(&b->rc, r);
     }
@@ -229,9 +248,11 @@ static void *eval_worker(void *arg)
     return NULL;
 }
 
-static int evaluate_all(struct engine *g, struct ind **todo, size_t n_todo)
+/* Runs `stage` on every individual of todo, over params.threads threads. */
+static int run_stage(struct engine *g, int (*stage)(const struct engine *, struct ind *, double *),
+                     struct ind **todo, size_t n_todo)
 {
-    struct batch b = {.g = g, .todo = todo, .n_todo = n_todo};
+    struct batch b = {.g = g, .stage = stage, .todo = todo, .n_todo = n_todo};
     size_t n_threads = (size_t)g->p->threads < n_todo ? (size_t)g->p->threads : n_todo;
     pthread_t tid[n_threads + 1];
     size_t started = 0;
@@ -246,8 +267,40 @@ static int evaluate_all(struct engine *g, struct ind **todo, size_t n_todo)
     eval_worker(&b);
     for (size_t t = 0; t < started; t++)
         pthread_join(tid[t], NULL);
-    g->evaluations += n_todo;
     return atomic_load(&b.rc);
+}
+
+/* Simplifies, then scores each of todo: from the cache when its shape was
+ * fitted before, else by fitting it (and caching the result). The cache is
+ * read and written here, in the calling thread, in index order. */
+static int evaluate_all(struct engine *g, struct ind **todo, size_t n_todo)
+{
+    struct ind **fit = malloc((n_todo ? n_todo : 1) * sizeof(*fit));
+    uint64_t *hash = malloc((n_todo ? n_todo : 1) * sizeof(*hash));
+    size_t n_fit = 0;
+    int r = fit && hash ? run_stage(g, prepare, todo, n_todo) : -ENOMEM;
+
+    for (size_t i = 0; i < n_todo && r == 0; i++) {
+        double err;
+        if (g->cache) {
+            hash[n_fit] = symreg_shape_hash(todo[i]->e);
+            if (symreg_cache_take(g->cache, todo[i]->e, hash[n_fit], &err)) {
+                set_error(g, todo[i], err);
+                g->cached++;
+                continue;
+            }
+        }
+        fit[n_fit++] = todo[i];
+    }
+    if (r == 0)
+        r = run_stage(g, evaluate, fit, n_fit);
+    for (size_t i = 0; i < n_fit && r == 0 && g->cache; i++)
+        r = symreg_cache_put(g->cache, fit[i]->e, hash[i], fit[i]->err);
+    if (r == 0)
+        g->evaluations += n_todo;
+    free(fit);
+    free(hash);
+    return r;
 }
 
 /* ---- Selection ---------------------------------------------------------- */
@@ -601,6 +654,10 @@ static int engine_init(struct engine *g, const symreg_params *p, const double *c
     for (size_t s = 0; s <= p->max_size; s++)
         g->archive[s].fit = INFINITY;
     symreg_prims_init(&g->ps, p->ops, n_features, p->constants);
+    /* Only fitted constants depend on the shape alone. */
+    if (p->cache && p->lm && p->lm_iterations > 0 &&
+        symreg_cache_new(SYMREG_CACHE_SLOTS, &g->cache) < 0)
+        return -ENOMEM;
     g->rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (!g->rng)
         return -ENOMEM;
@@ -649,6 +706,7 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
         res->train_error = best.err;
         res->floor = g.floor;
         res->evaluations = g.evaluations;
+        res->cached = g.cached;
         res->seconds = seconds_since(t0);
         *out = res;
         res = NULL;
@@ -659,6 +717,7 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
     free_inds(pop, p->population);
     expr_free(best.e);
     gsl_rng_free(g.rng);
+    symreg_cache_free(g.cache);
     free(g.w);
     if (g.archive)
         free_inds(g.archive, p->max_size + 1);

@@ -1,8 +1,8 @@
 /* expr_model: model files whose engine is "expr" — an equation over a
  * program's parameters found by `wattprof symreg` (or written by hand), as
  * opposed to the per-event power models of model.c. The equation is in the
- * expression language of lib/learn, which parses and evaluates it. */
-#include "learn/learn.h"
+ * expression language of lib/expr, which parses and evaluates it. */
+#include "expr/expr.h"
 #include "model/model.h"
 #include "util/util.h"
 

@@ -1,9 +1,9 @@
 /* fuzz_expr: the expression parser shared by symbolic regression and the
- * GP mean function (lib/learn/expr-parse.c).  An expression that parses is
+ * GP mean function (lib/expr/expr-parse.c).  An expression that parses is
  * also printed, cloned and evaluated with its derivatives at a few points,
  * and its printed form must parse again. */
 #include "fuzz-file.h"
-#include "learn/learn.h"
+#include "expr/expr.h"
 
 #include <stdio.h>
 #include <stdlib.h>

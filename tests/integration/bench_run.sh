@@ -2,8 +2,9 @@
 # tests/bench/run end to end: every benchmark it names has its script, bad
 # names are refused, and one real quick benchmark (sqlite: lib/store against
 # a plain SQLite loop, about 20 s) goes through it into a results file and
-# RESULTS.md with its figures, machine and load. Also the bad inputs of the
-# benchmark helpers it relies on.
+# RESULTS.md with its figures, machine and load; --set changes a
+# benchmark's own environment and marks the run reduced (rank, a second).
+# Also the bad inputs of the benchmark helpers it relies on.
 set -uo pipefail
 
 : "${BUILDDIR:?}" "${SRCDIR:?}" "${PYTHON:=/usr/bin/python3}"
@@ -23,6 +24,8 @@ done <"$T/list"
 expect_fail "unknown benchmark" 2 "unknown benchmark 'nope'" "$RUN" --no-build nope
 expect_fail "unknown benchmark in --full" 2 "unknown benchmark 'bogus'" \
   "$RUN" --no-build --full bogus sqlite
+expect_fail "--set without a value" 2 "--set wants NAME=VALUE, not 'REPS'" \
+  "$RUN" --no-build --set REPS rank
 expect_fail "bench_sqlite: bad mode" 2 "usage:" "$BUILDDIR/tests/bench_sqlite" fast 200 10 "$T/db"
 expect_fail "bench_sqlite: zero processes" 2 "usage:" "$BUILDDIR/tests/bench_sqlite" real 0 10 "$T/db"
 expect_fail "bench_sqlite: database in a missing folder" 1 "$T/none/db" \
@@ -62,4 +65,19 @@ check "the machine and load are recorded" \
 check "RESULTS.md has the headline row" grep -q '^| sqlite | SQLite rows/s at full speed' "$T/RESULTS.md"
 check "RESULTS.md has the section with its machine" grep -q '^## SQLite rows/s and growth per day (`sqlite`)' "$T/RESULTS.md"
 check "RESULTS.md names the kernel" grep -qF "kernel $(uname -r)" "$T/RESULTS.md"
+
+# ---- --set: the benchmark's own environment, changed and shown ---------------
+if "$RUN" --no-build --build "$BUILDDIR" --quick --set REPS=1 --results "$T/set" rank \
+  >"$T/set.out" 2>"$T/set.err"; then
+  check "rank ran with --set" true
+else
+  check "rank ran with --set" false
+  cat "$T/set.err"
+fi
+R="$T/set/results/rank.json"
+check "a run with --set is marked reduced" [ "$(json_get "$R" 'd["mode"]')" = reduced ]
+check "its command shows the value it ran with" \
+  [ "$(json_get "$R" 'd["command"].startswith("REPS=1 ")')" = True ]
+check "the benchmark saw it" grep -q 'medians of 1 runs' "$T/set.out"
+check "RESULTS.md says so" grep -q '^Reduced run, ' "$T/set/RESULTS.md"
 finish

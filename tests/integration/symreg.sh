@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # wattprof symreg end to end: every bad input gets one line naming the file
 # (and line) at fault and a non-zero exit; a good run reports the equation,
+# counts evaluations from the cache of fitted shapes (none with cache = off),
 # is the same at 1 and 2 threads, and its model file evaluates (in Python)
 # to the same predictions on the test data.
 set -euo pipefail
@@ -104,6 +105,9 @@ expect_error "c.ini:18: unknown preset 'fast' (default, pandora)" evolution pres
 expect_error "c.ini:18: time_limit must be a number in [0, 1e+09], not '-1'" \
   evolution time_limit -1
 expect_error "c.ini:18: simplify must be on or off, not 'later'" evolution simplify later
+expect_error "c.ini:25: cache must be on or off, not 'sometimes'" constants cache sometimes
+expect_error "c.ini:25: unknown key 'colour' in [constants] (lm, lm_iterations, cache)" \
+  constants colour red
 expect_error "c.ini:27: unknown selection rule 'aic' (bic, cv, score, accurate)" selection rule aic
 expect_error "c.ini:27: unknown key 'when' in [selection] (rule)" selection when now
 
@@ -126,7 +130,7 @@ for word in --json --seed --threads --front --time-limit --rule --out "[data]" t
   target features "[primitives]" functions constants "[evolution]" preset population \
   generations crossover mutation selection tournament_fitness tournament_parsimony max_depth \
   max_size init_min_depth init_max_depth simplify stall time_limit "[fitness]" metric \
-  "[constants]" lm lm_iterations "[selection]" rule; do
+  "[constants]" lm lm_iterations cache "[selection]" rule; do
   grep -qF -- "$word" help.txt || { echo "FAIL: --help does not mention $word"; fails=$((fails + 1)); }
 done
 
@@ -140,6 +144,20 @@ assert d["stopped"] == "time" and 0.5 <= d["seconds"] < 20, (d["stopped"], d["se
 assert d["equation"] and d["generations"] < 1000000
 print("ok: --time-limit")
 PY
+
+# The cache of fitted shapes: some evaluations come from it, none with cache = off.
+config c.ini
+"$WATTPROF" symreg c.ini --json --threads 1 >cached.json
+config c.ini constants cache off
+"$WATTPROF" symreg c.ini --json --threads 1 >uncached.json
+"$PYTHON" - <<'PY' || fails=$((fails + 1))
+import json
+on, off = json.load(open("cached.json")), json.load(open("uncached.json"))
+assert 0 < on["evaluations_cached"] < on["evaluations"], on["evaluations_cached"]
+assert off["evaluations_cached"] == 0, off["evaluations_cached"]
+print("ok: evaluations_cached")
+PY
+config c.ini evolution generations 1000000 evolution stall 0
 
 # The progress line goes to stderr only when it is a terminal.
 if command -v script >/dev/null; then

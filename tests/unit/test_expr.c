@@ -1,4 +1,4 @@
-/* Unit tests for learn/expr.c: parsing and its errors, printing with
+/* Unit tests for expr/expr.c (and learn/expr-fit.c): parsing and its errors, printing with
  * simplification, protected evaluation, derivatives with respect to the
  * constants, and Levenberg-Marquardt on the constants. */
 #include <setjmp.h>

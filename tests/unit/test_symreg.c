@@ -1,6 +1,7 @@
-/* Unit tests for learn/symreg.c and symreg-ops.c: the variation operators
- * and their limits, parameter checks, determinism across thread counts, and
- * recovery of known equations. */
+/* Unit tests for learn/symreg.c, symreg-ops.c and symreg-cache.c: the
+ * variation operators and their limits, the cache of fitted shapes,
+ * parameter checks, determinism across thread counts, and recovery of known
+ * equations. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -292,6 +293,73 @@ static void test_same_result_any_thread_count(void **state)
     free(other);
 }
 
+/* The cache matches shapes (operators and features), never constants, and
+ * hands back the fitted constants and error of the latest equation in a slot. */
+static void test_cache_shapes(void **state)
+{
+    struct symreg_cache *c = NULL;
+    expr *fitted = parse_ok("1.5 * x + 4"), *same = parse_ok("7 * x + -2");
+    expr *other_var = parse_ok("7 * m + -2"), *other_op = parse_ok("7 * x - -2");
+    double err = 0, c2[2];
+
+    assert_int_equal(symreg_cache_new(100, &c), 0);
+    assert_int_equal(symreg_shape_hash(fitted), symreg_shape_hash(same));
+    assert_int_not_equal(symreg_shape_hash(fitted), symreg_shape_hash(other_var));
+    assert_false(symreg_cache_take(c, same, symreg_shape_hash(same), &err));
+    assert_int_equal(symreg_cache_put(c, fitted, symreg_shape_hash(fitted), 0.25), 0);
+    assert_true(symreg_cache_take(c, same, symreg_shape_hash(same), &err));
+    assert_true(err == 0.25);
+    expr_get_consts(same, c2);
+    assert_true(c2[0] == 1.5 && c2[1] == 4);
+    /* A different shape forced into the same slot is not taken for it. */
+    assert_false(symreg_cache_take(c, other_var, symreg_shape_hash(fitted), &err));
+    assert_false(symreg_cache_take(c, other_op, symreg_shape_hash(fitted), &err));
+    /* The newer equation of a slot replaces the older. */
+    assert_int_equal(symreg_cache_put(c, other_var, symreg_shape_hash(fitted), 0.5), 0);
+    assert_false(symreg_cache_take(c, same, symreg_shape_hash(same), &err));
+    symreg_cache_free(c);
+    expr_free(fitted);
+    expr_free(same);
+    expr_free(other_var);
+    expr_free(other_op);
+}
+
+/* With the cache, children shaped as an equation already fitted are scored
+ * from it: counted among the evaluations, fewer fits, and the run is still
+ * the same at any thread count; without it (or without LM) none are. */
+static void test_cache_in_runs(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+    uint64_t e1, e2;
+
+    make_data(&d, memory_shape, 2);
+    symreg_params_default(&p);
+    p.population = 100;
+    p.generations = 12;
+    p.seed = 3;
+    assert_true(p.cache);
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    assert_true(res->cached > 0 && res->cached < res->evaluations);
+    symreg_result_free(res);
+    char *one = run_text(&p, &d, 1, &e1), *three = run_text(&p, &d, 3, &e2);
+    assert_string_equal(one, three);
+    assert_int_equal(e1, e2);
+    free(one);
+    free(three);
+    p.cache = false;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    assert_int_equal(res->cached, 0);
+    symreg_result_free(res);
+    p.cache = true;
+    p.lm = false; /* unfitted constants are the individual's own: no cache */
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    assert_int_equal(res->cached, 0);
+    symreg_result_free(res);
+}
+
 static void test_bad_params(void **state)
 {
     struct data d;
@@ -365,6 +433,8 @@ int main(void)
         cmocka_unit_test(test_print_preserves_values),
         cmocka_unit_test(test_limits_hold),
         cmocka_unit_test(test_same_result_any_thread_count),
+        cmocka_unit_test(test_cache_shapes),
+        cmocka_unit_test(test_cache_in_runs),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_koza1),
     };

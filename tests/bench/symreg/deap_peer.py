@@ -29,7 +29,7 @@ warnings.filterwarnings("ignore")
 np.seterr(all="ignore")
 
 
-# Protected primitives, the same semantics as lib/learn/expr.c.
+# Protected primitives, the same semantics as lib/expr/expr.c.
 def pdiv(a, b):
     b = np.asarray(b, dtype=float)
     return np.where(b == 0, 1.0, np.divide(a, np.where(b == 0, 1.0, b)))

@@ -69,6 +69,7 @@ metric = $fit
 [constants]
 lm = on
 lm_iterations = 20
+cache = off
 EOF2
   for s in $(seq 1 "$seeds"); do
     "$python" - "$name" "$feats" "$prims" "$fit" "$s" "$pop" "$gens" >"$name-$s.peer.json" <<'PY'

@@ -1,5 +1,6 @@
-/* expr-internal: the representation of expressions, shared by expr.c and
- * the engines in lib/learn that edit trees in place (symbolic regression).
+/* expr-internal: the representation of expressions, shared by lib/expr and
+ * the engines in lib/learn that edit trees in place (symbolic regression,
+ * constant fitting).
  *
  * A tree is stored as its nodes in prefix order, so a subtree is a
  * contiguous run: crossover and mutation are array splices, and evaluation
@@ -7,7 +8,7 @@
 #ifndef WATTPROF_EXPR_INTERNAL_H
 #define WATTPROF_EXPR_INTERNAL_H
 
-#include "learn/learn.h"
+#include "expr/expr.h"
 
 #include <stdint.h>
 

@@ -13,7 +13,7 @@
  * Each rule moves a constant towards the root or removes a node, so
  * repeated passes end. Called by expr_simplify (expr-print.c) on a binary
  * node whose children are already simplified. */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* expr-parse: infix text into expression trees, by recursive descent,
  * with errors that name line and column ("expression:1:7: ..."). */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
 #include "util/util.h"
 
 #include <errno.h>

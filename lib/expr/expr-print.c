@@ -1,7 +1,7 @@
 /* expr-print: simplification (constant folding and a few algebraic
  * rewrites) and printing as readable infix text that parses back to the
  * same tree. */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,7 +1,7 @@
-/* expr: the small expression language shared by symbolic regression and
- * the Gaussian process's mean function: storage, operators and evaluation.
- * Parsing is in expr-parse.c, simplification and printing in expr-print.c,
- * constant fitting in expr-fit.c.
+/* expr: the expression language of equation models (expr.h): storage,
+ * operators and evaluation. Parsing is in expr-parse.c, simplification and
+ * printing in expr-print.c and expr-collect.c; fitting the constants is
+ * lib/learn's (expr-fit.c), as it needs GSL.
  *
  * Trees are prefix-ordered node arrays (expr-internal.h). Evaluation walks
  * the array backwards with a stack of vectors, a block of points at a time
@@ -11,7 +11,7 @@
  * protected so every individual has a value: x/0 = 1, log|x| with log 0 = 0,
  * sqrt|x|, exp of at most EXPR_EXP_MAX; non-finite results are reported, not
  * propagated. */
-#include "learn/expr-internal.h"
+#include "expr/expr-internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -345,6 +345,14 @@ static void apply_values(enum expr_op op, const double *a, double *b, size_t m)
         for (size_t j = 0; j < m; j++)
             b[j] = a[j] * a[j] * a[j];
         break;
+    case EXPR_DIV:
+        for (size_t j = 0; j < m; j++)
+            b[j] = b[j] == 0 ? 1 : a[j] / b[j];
+        break;
+    case EXPR_LOG:
+        for (size_t j = 0; j < m; j++)
+            b[j] = a[j] == 0 ? 0 : log(fabs(a[j]));
+        break;
     default:
         for (size_t j = 0; j < m; j++)
             b[j] = apply(op, a[j], b[j], &d1, &d2);
@@ -393,6 +401,21 @@ static void apply_partials(enum expr_op op, const double *a, double *b, size_t m
         for (size_t j = 0; j < m; j++) {
             pa[j] = 3 * a[j] * a[j];
             b[j] = a[j] * a[j] * a[j];
+        }
+        break;
+    case EXPR_DIV:
+        for (size_t j = 0; j < m; j++) {
+            double x = a[j], y = b[j];
+            pa[j] = y == 0 ? 0 : 1 / y;
+            pb[j] = y == 0 ? 0 : -x / (y * y);
+            b[j] = y == 0 ? 1 : x / y;
+        }
+        break;
+    case EXPR_LOG:
+        for (size_t j = 0; j < m; j++) {
+            double x = a[j];
+            pa[j] = x == 0 ? 0 : 1 / x;
+            b[j] = x == 0 ? 0 : log(fabs(x));
         }
         break;
     default:
