@@ -122,9 +122,12 @@ static void print_status(const query_opts *q, json_object *st)
     printf("%swattprofd %s%s, up %s (since %s)\n", q->color ? C_BOLD : "", query_str(st, "version"),
            q->color ? C_OFF : "", fmt_duration(a, now - started), fmt_iso8601(b, started));
     label(q, "Sampling");
-    printf("%.1f Hz asked, %.2f Hz achieved; timer late by %.3f ms (p50), %.3f ms (p99)\n",
+    printf("%.1f Hz asked, %.2f Hz achieved; timer late by %.3f ms (p50), %.3f ms (p99)",
            query_num(st, "rate_hz"), query_num(st, "achieved_hz"), query_num(st, "lateness_p50_ms"),
            query_num(st, "lateness_p99_ms"));
+    if (query_str(st, "backend")) /* absent from daemons before the bpf backend */
+        printf("; counters: %s", query_str(st, "backend"));
+    printf("\n");
     label(q, "Host");
     printf("measured %s, modeled %s, idle %s, attributed %s",
            fmt_power(a, query_num(host, "measured_w")), fmt_power(b, query_num(host, "modeled_w")),

@@ -11,7 +11,7 @@ run, one daemon after the other, on the same workload:
   load 9), and the two backends agree within 3 %;
 - a process that burns 1 ms and exits: the bpf backend counts and stores it
   (the kernel side kept its final count until a tick took it);
-- GetStatus says which backend runs;
+- GetStatus and `wattprof status` say which backend runs;
 - with auto and no CAP_BPF (nor CAP_SYS_ADMIN: setpriv drops both from the
   bounding set), the daemon falls back to perf with one log line that says
   why.
@@ -62,6 +62,9 @@ def run(backend):
     st = wait_status(d)
     check(f"{backend}: GetStatus says backend {backend}", st.get("backend") == backend,
           str(st.get("backend")))
+    out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
+                         capture_output=True, text=True).stdout
+    check(f"{backend}: wattprof status says it", f"; counters: {backend}\n" in out, out[:300])
     # They sleep 0.3 s first: the perf backend counts from the open of its
     # counters, which follows the fork by a few ms (more under a sanitizer).
     burners = [subprocess.Popen([burn, "--wait", "0.3", str(BURN_S)]) for _ in range(2)]
