@@ -97,7 +97,10 @@
 /* ---- Opening, closing, configuration (store.c) --------------------------- */
 
 typedef enum store_clock {
-    STORE_CLOCK_WALL, /* retention is counted from the wall clock */
+    STORE_CLOCK_WALL, /* retention is counted from the wall clock as live
+                         ticks are stamped: monotonic time plus the largest
+                         offset seen; per-second rows are kept across
+                         forward steps (wallclock.c) */
     STORE_CLOCK_DATA, /* ... from the newest pushed timestamp (replays of old
                          recordings keep their rows) */
 } store_clock;
