@@ -51,6 +51,9 @@ static void regexp_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 int query_fail(store_reader *r, int rc, char *err, size_t errlen, const char *what)
 {
+    if ((rc & 0xff) == SQLITE_INTERRUPT && r->expired)
+        return util_err(err, errlen, -ETIME, "%s: %s: stopped at the time limit of %g s per query",
+                        r->path, what, r->budget_s);
     return util_err(err, errlen, schema_errno(r->db, rc), "%s: %s: %s", r->path, what,
                     sqlite3_errmsg(r->db));
 }
@@ -75,6 +78,33 @@ static int check_version(store_reader *r, char *err, size_t errlen)
     return 0;
 }
 
+/* Every BUDGET_OPS virtual machine instructions: is the budget spent?
+ * A clock read costs tens of ns, the instructions some microseconds. */
+#define BUDGET_OPS 1000
+
+static int budget_spent(void *arg)
+{
+    store_reader *r = arg;
+
+    if (r->deadline_ns == 0 || (int64_t)util_now_ns(CLOCK_MONOTONIC) < r->deadline_ns)
+        return 0;
+    r->expired = true;
+    return 1;
+}
+
+void store_reader_budget(store_reader *r, double budget_s)
+{
+    r->expired = false;
+    r->budget_s = budget_s;
+    r->deadline_ns =
+        budget_s > 0 ? (int64_t)util_now_ns(CLOCK_MONOTONIC) + (int64_t)(budget_s * 1e9) : 0;
+}
+
+void store_reader_release_memory(store_reader *r)
+{
+    sqlite3_db_release_memory(r->db);
+}
+
 int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen)
 {
     store_reader *r = calloc(1, sizeof(*r));
@@ -91,6 +121,7 @@ int store_reader_open(const char *path, store_reader **out, char *err, size_t er
         return ret;
     }
     sqlite3_busy_timeout(r->db, 5000);
+    sqlite3_progress_handler(r->db, BUDGET_OPS, budget_spent, r);
     sqlite3_create_function(r->db, "regexp", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, regexp_fn,
                             NULL, NULL);
     ret = check_version(r, err, errlen);

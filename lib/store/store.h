@@ -311,6 +311,15 @@ typedef struct store_reader store_reader;
 int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen);
 void store_reader_close(store_reader *r);
 
+/* Gives the reader's statements from now on budget_s seconds in all
+ * (0: no limit): a query still running then stops, and fails with -ETIME
+ * and err naming the limit. Each call starts a new budget. */
+void store_reader_budget(store_reader *r, double budget_s);
+
+/* Frees what SQLite caches for the reader (its page cache), after a large
+ * query; the next query reads the pages again. */
+void store_reader_release_memory(store_reader *r);
+
 /* The newest second with a host row, in *t (-1 when there is none). */
 int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen);
 
