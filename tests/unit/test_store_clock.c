@@ -129,7 +129,7 @@ static void wait_maintenance(store *s, int n)
 
     store_get_stats(s, &st);
     from = st.maintenance_runs;
-    for (int i = 0; i < 1000 && st.maintenance_runs < from + (uint64_t)n; i++) {
+    for (int i = 0; i < 6000 && st.maintenance_runs < from + (uint64_t)n; i++) {
         sleep_ms(10);
         store_get_stats(s, &st);
     }
@@ -186,7 +186,7 @@ static void test_store_clock_steps(void **state)
     push_seconds(s, later, 4);
     assert_int_equal(store_flush(s), 0);
     set_shift(-DAY);
-    assert_true(wall_s() <= now - DAY + 60);
+    assert_true(wall_s() <= now - DAY + 600);
     wait_maintenance(s, 3);
     assert_int_equal(store_close(s), 0);
     assert_int_equal(count(f->path, "host_attribution", recent, recent + 10), 10);

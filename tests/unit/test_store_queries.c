@@ -474,7 +474,7 @@ static void test_query_budget(void **state)
 {
     fixture *f = *state;
     char err[UTIL_ERRLEN] = "";
-    double full = 1e9, t;
+    double full = 1e9, stopped = 1e9, t;
     store_history_query h = {
         .by = STORE_HISTORY_COMM, .comm = "^p", .since = T0 - 100000, .until = T0, .step = 60};
     store_point *pts = NULL;
@@ -497,11 +497,16 @@ static void test_query_budget(void **state)
     assert_int_equal(store_history(r, &h, &pts, &n, err, sizeof(err)), -ETIME);
     assert_non_null(strstr(err, "reading history: stopped at the time limit"));
 
-    /* a quarter of what the query needs: stopped early */
-    store_reader_budget(r, full / 4);
-    assert_int_equal(list_all(r, &t, err, sizeof(err)), -ETIME);
-    print_message("with a budget of %.1f ms: stopped after %.1f ms\n", full / 4 * 1e3, t * 1e3);
-    assert_true(t < full);
+    /* a quarter of what the query needs: stopped early (the quickest of
+     * three, as a loaded machine may stall any one of them) */
+    for (int i = 0; i < 3; i++) {
+        store_reader_budget(r, full / 4);
+        assert_int_equal(list_all(r, &t, err, sizeof(err)), -ETIME);
+        stopped = t < stopped ? t : stopped;
+    }
+    print_message("with a budget of %.1f ms: stopped after %.1f ms\n", full / 4 * 1e3,
+                  stopped * 1e3);
+    assert_true(stopped < full);
 
     /* a new, ample budget; then none */
     store_reader_budget(r, 60);
