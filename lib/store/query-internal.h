@@ -1,5 +1,5 @@
 /* query-internal: what the reader's files (query.c, query_models.c, jobs.c) share:
- * the reader and its helpers. */
+ * the reader and its helpers (reader.c). */
 #ifndef WATTPROF_QUERY_INTERNAL_H
 #define WATTPROF_QUERY_INTERNAL_H
 
