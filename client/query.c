@@ -122,6 +122,11 @@ static void describe_error(const char *method, const char *name, json_object *p,
         snprintf(msg, len, "the daemon refused the connection: %s", query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
         snprintf(msg, len, "the daemon's database is unavailable: %s", query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "QueryTimeLimit") == 0)
+        snprintf(msg, len,
+                 "the daemon stopped %s at its time limit of %g s per query ([daemon] "
+                 "query_time_limit): ask for less (a shorter window, a coarser step)",
+                 method, query_num(p, "limit_s"));
     else if (strcmp(name, RPC_ERR_INVALID_PARAMETER) == 0)
         snprintf(msg, len, "the daemon refused parameter '%s' of %s%s%s", query_str(p, "parameter"),
                  method, *query_str(p, "reason") ? ": " : "", query_str(p, "reason"));

@@ -38,6 +38,7 @@ int config_init(config *c, bool as_root)
     c->max_clients = 64;
     c->max_clients_per_user = 16;
     c->client_timeout_s = 60;
+    c->query_time_limit_s = 10;
     c->drift_threshold = 0.10;
     c->rescan_s = 5;
     c->second_retention_s = 24 * 3600;
@@ -187,6 +188,28 @@ static int parse_duration(const char *v, int64_t *out)
     return 0;
 }
 
+/* A time limit with a fraction: "250ms", "2.5s", "1m" (bare: seconds). */
+static int parse_time_limit(const char *v, double *out)
+{
+    char *end;
+    double n = strtod(v, &end), unit;
+
+    if (end == v)
+        return -EINVAL;
+    if (strcmp(end, "ms") == 0)
+        unit = 1e-3;
+    else if (strcmp(end, "") == 0 || strcmp(end, "s") == 0)
+        unit = 1;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+        unit = 60;
+    else
+        return -EINVAL;
+    if (!(n * unit >= 1e-3 && n * unit <= 3600)) /* also NaN */
+        return -EINVAL;
+    *out = n * unit;
+    return 0;
+}
+
 /* "HOST:PORT", "[V6ADDR]:PORT" or a bare "PORT" (loopback: the endpoint
  * shows every process's command and user, so it is private unless an
  * address is asked for). Numeric addresses only, in their strict forms
@@ -309,6 +332,10 @@ static int config_set(config *c, const char *section, const char *key, const cha
             c->client_timeout_s = (double)t;
             return 0;
         }
+        if (strcmp(key, "query_time_limit") == 0)
+            return parse_time_limit(v, &c->query_time_limit_s) < 0
+                       ? util_err(why, whylen, -EINVAL, "'%s': from 1ms to 1h (ms, s or m)", v)
+                       : 0;
         if (strcmp(key, "drift_threshold") == 0)
             return parse_positive(v, &c->drift_threshold);
         if (strcmp(key, "rescan_s") == 0)

@@ -47,6 +47,7 @@ typedef struct config {
     unsigned max_clients;          /* 64 */
     unsigned max_clients_per_user; /* connections of one unprivileged uid; 16 */
     double client_timeout_s;       /* idle connections are closed after this; 60 */
+    double query_time_limit_s;     /* a call's queries stop after this; 10 */
     double drift_threshold;        /* relative error that is flagged; 0.10 */
     double rescan_s;               /* /proc rescan period; 5 (1 without the proc connector) */
     int sampler_priority;          /* [sampler] priority: SCHED_FIFO priority of the sampling
@@ -295,6 +296,8 @@ double hostcpu_untracked_power(const model *m, int cpu_event, int klass, double 
 
 typedef struct subscriber subscriber;
 
+#define DAEMON_METHODS 8
+
 typedef struct daemon_ctx {
     config *cfg;
     sampler *smp;
@@ -305,6 +308,14 @@ typedef struct daemon_ctx {
     char *model_json;
     subscriber *subs;
     store_reader *reader; /* server thread only */
+    /* io.wattprof.Monitor's methods, each with ctx: the userdata of
+     * method_call (methods.c), which ends each call's query budget and
+     * gives back the memory of a large query */
+    struct daemon_method {
+        struct daemon_ctx *ctx;
+        rpc_method_fn fn;
+    } methods[DAEMON_METHODS];
+    bool queried; /* the call in progress used the reader (server thread) */
 } daemon_ctx;
 
 /* Registers io.wattprof.Monitor's methods on `srv`. */

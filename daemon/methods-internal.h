@@ -81,6 +81,9 @@ void sync_store(daemon_ctx *ctx);
 int invalid_regex(rpc_call *call, const char *pattern);
 int storage_unavailable(rpc_call *call, const char *why);
 int reader(daemon_ctx *ctx, rpc_call *call);
+/* Answers a failed query: QueryTimeLimit for -ETIME (the call's queries
+ * ran past [daemon] query_time_limit), else StorageUnavailable; returns r. */
+int store_failed(daemon_ctx *ctx, rpc_call *call, int r, const char *err);
 double param_double(json_object *params, const char *key, double dflt);
 const char *param_string(json_object *params, const char *key);
 bool other_uid(json_object *params, const rpc_peer *peer);

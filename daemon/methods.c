@@ -15,6 +15,7 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -220,12 +221,54 @@ int reader(daemon_ctx *ctx, rpc_call *call)
                  (unsigned long long)ss.pending_rows, (unsigned long long)ss.rows_lost);
         return storage_unavailable(call, err);
     }
-    if (ctx->reader)
-        return 0;
-    store_flush(ctx->st);
-    if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0)
-        return storage_unavailable(call, err);
+    if (!ctx->reader) {
+        store_flush(ctx->st);
+        if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0)
+            return storage_unavailable(call, err);
+    }
+    if (!ctx->queried) /* the call's budget starts at its first query */
+        store_reader_budget(ctx->reader, ctx->cfg->query_time_limit_s);
+    ctx->queried = true;
     return 0;
+}
+
+int store_failed(daemon_ctx *ctx, rpc_call *call, int r, const char *err)
+{
+    json_object *p;
+
+    if (r != -ETIME)
+        return storage_unavailable(call, err);
+    p = json_object_new_object();
+    json_object_object_add(p, "limit_s", json_object_new_double(ctx->cfg->query_time_limit_s));
+    json_object_object_add(p, "reason", json_object_new_string(err));
+    rpc_error(call, "io.wattprof.Monitor.QueryTimeLimit", p);
+    return -ETIME;
+}
+
+/* A call that ran this long, or longer, gave back what its queries took:
+ * SQLite's page cache and the heap's free pages (a page of a listing of
+ * 100,000 processes left the daemon 7 MiB bigger). Quicker calls, `top`'s
+ * every second, keep the cache. */
+#define RELEASE_AFTER_NS (100 * 1000000LL)
+
+static int method_call(rpc_call *call, json_object *params, const rpc_peer *peer, void *userdata)
+{
+    struct daemon_method *m = userdata;
+    daemon_ctx *ctx = m->ctx;
+    int64_t t0 = (int64_t)util_now_ns(CLOCK_MONOTONIC);
+    int r;
+
+    ctx->queried = false;
+    r = m->fn(call, params, peer, ctx);
+    if (ctx->queried) {
+        store_reader_budget(ctx->reader, 0);
+        if ((int64_t)util_now_ns(CLOCK_MONOTONIC) - t0 >= RELEASE_AFTER_NS) {
+            store_reader_release_memory(ctx->reader);
+            malloc_trim(0);
+        }
+    }
+    ctx->queried = false;
+    return r;
 }
 
 double param_double(json_object *params, const char *key, double dflt)
@@ -276,8 +319,11 @@ int methods_register(daemon_ctx *ctx, rpc_server *srv, char *err, size_t errlen)
     };
     int r = rpc_server_add_interface(srv, rpc_monitor_interface, err, errlen);
 
-    for (size_t i = 0; r == 0 && i < sizeof(methods) / sizeof(methods[0]); i++)
-        r = rpc_server_add_method(srv, methods[i].name, methods[i].fn, ctx);
+    _Static_assert(sizeof(methods) / sizeof(methods[0]) == DAEMON_METHODS, "DAEMON_METHODS");
+    for (size_t i = 0; r == 0 && i < DAEMON_METHODS; i++) {
+        ctx->methods[i] = (struct daemon_method){.ctx = ctx, .fn = methods[i].fn};
+        r = rpc_server_add_method(srv, methods[i].name, method_call, &ctx->methods[i]);
+    }
     return r;
 }
 

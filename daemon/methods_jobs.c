@@ -61,8 +61,9 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
     if (reader(ctx, call) < 0)
         return 0;
     sync_store(ctx);
-    if (store_list_jobs(ctx->reader, &q, &jobs, &n, err, sizeof(err)) < 0)
-        return storage_unavailable(call, err);
+    int r;
+    if ((r = store_list_jobs(ctx->reader, &q, &jobs, &n, err, sizeof(err))) < 0)
+        return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     user_cache users = {0};
     for (size_t i = 0; i < n; i++)

@@ -16,14 +16,15 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     store_model_row *rows;
     size_t n;
     char err[UTIL_ERRLEN];
+    int r;
 
     if (rpc_params_check(call, params, NULL, 0) < 0)
         return 0;
     if (reader(ctx, call) < 0)
         return 0;
     sync_store(ctx);
-    if (store_list_models(ctx->reader, &rows, &n, err, sizeof(err)) < 0)
-        return -EIO;
+    if ((r = store_list_models(ctx->reader, &rows, &n, err, sizeof(err))) < 0)
+        return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     double in_use_loaded = NAN; /* when the store last saw the model in use loaded */
     pthread_mutex_lock(&ctx->lock);

@@ -53,7 +53,7 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
     if (r == -EINVAL && q.comm_regex)
         return invalid_regex(call, q.comm_regex);
     if (r < 0)
-        return r;
+        return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     user_cache users = {0};
     bool more = n > page;
@@ -127,7 +127,7 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     if (r == -ENOENT)
         return no_such_process(call, pid);
     if (r < 0)
-        return r;
+        return store_failed(ctx, call, r, err);
     if (!peer->privileged && p.uid != (int64_t)peer->uid) {
         store_process_free(&p);
         free(ser);
@@ -232,21 +232,24 @@ static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, c
 
 /* covered_s of a process, command, user or job history: the host's, bucket
  * by bucket (the seconds the daemon sampled), since a process's own rows
- * cannot tell a second it did not run from one the daemon did not see. */
-static void history_coverage(daemon_ctx *ctx, const store_history_query *q, store_point *pts,
-                             size_t n)
+ * cannot tell a second it did not run from one the daemon did not see.
+ * -ETIME (err says why) when the call's time budget ran out. */
+static int history_coverage(daemon_ctx *ctx, const store_history_query *q, store_point *pts,
+                            size_t n, char *err, size_t errlen)
 {
     store_history_query hq = *q;
     store_point *host;
     size_t nh, j = 0;
-    char err[UTIL_ERRLEN];
+    int r;
 
     hq.by = STORE_HISTORY_HOST;
-    if (store_history(ctx->reader, &hq, &host, &nh, err, sizeof(err)) < 0) {
+    if ((r = store_history(ctx->reader, &hq, &host, &nh, err, errlen)) < 0) {
+        if (r == -ETIME)
+            return r;
         log_warning("GetHistory: the host's coverage of the buckets: %s", err);
         for (size_t i = 0; i < n; i++)
             pts[i].covered_s = NAN;
-        return;
+        return 0;
     }
     for (size_t i = 0; i < n; i++) {
         while (j < nh && host[j].t < pts[i].t)
@@ -254,6 +257,7 @@ static void history_coverage(daemon_ctx *ctx, const store_history_query *q, stor
         pts[i].covered_s = j < nh && host[j].t == pts[i].t ? host[j].covered_s : 0;
     }
     free(host);
+    return 0;
 }
 
 int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
@@ -280,6 +284,8 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
             store_second *ser = NULL;
             size_t ns;
             r = store_get_process(ctx->reader, q.pid, 0, 0, &p, &ser, &ns, err, sizeof(err));
+            if (r < 0 && r != -ENOENT)
+                return store_failed(ctx, call, r, err);
             bool mine = r == 0 && p.uid == (int64_t)peer->uid;
             if (r == 0)
                 store_process_free(&p);
@@ -297,13 +303,11 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     r = store_history(ctx->reader, &q, &pts, &n, err, sizeof(err));
     if (r == -EINVAL && q.by == STORE_HISTORY_COMM)
         return invalid_regex(call, q.comm);
-    if (r < 0) {
-        json_object *e = json_object_new_object();
-        json_object_object_add(e, "reason", json_object_new_string(err));
-        return rpc_error(call, "io.wattprof.Monitor.StorageUnavailable", e);
-    }
-    if (q.by != STORE_HISTORY_HOST)
-        history_coverage(ctx, &q, pts, n);
+    if (r == 0 && q.by != STORE_HISTORY_HOST &&
+        (r = history_coverage(ctx, &q, pts, n, err, sizeof(err))) < 0)
+        free(pts);
+    if (r < 0)
+        return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     for (size_t i = 0; i < n; i++) {
         json_object *s = json_object_new_object();

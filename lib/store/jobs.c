@@ -75,8 +75,7 @@ int store_list_jobs(store_reader *r, const store_job_query *q, store_job **out, 
                         (long long)q->until, (long long)q->since);
     rc = sqlite3_prepare_v2(r->db, JOBS_SQL, -1, &st, NULL);
     if (rc != SQLITE_OK)
-        return util_err(err, errlen, schema_errno(r->db, rc), "%s: listing jobs: %s", r->path,
-                        sqlite3_errmsg(r->db));
+        return query_fail(r, rc, err, errlen, "listing jobs");
     sqlite3_bind_int64(st, 1, q->since);
     sqlite3_bind_int64(st, 2, q->until);
     sqlite3_bind_int64(st, 3, q->uid);
@@ -100,8 +99,7 @@ int store_list_jobs(store_reader *r, const store_job_query *q, store_job **out, 
     if (ret < 0)
         util_err(err, errlen, ret, "%s: listing jobs: out of memory", r->path);
     else if (rc != SQLITE_DONE)
-        ret = util_err(err, errlen, schema_errno(r->db, rc), "%s: listing jobs: %s", r->path,
-                       sqlite3_errmsg(r->db));
+        ret = query_fail(r, rc, err, errlen, "listing jobs");
     sqlite3_finalize(st);
     if (ret < 0) {
         store_jobs_free(v, count);

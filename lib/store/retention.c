@@ -13,7 +13,8 @@
  * to, and the seconds after it.
  *
  * ?1 is the per-second cut (aligned down to a minute so that no minute is
- * rolled up in two pieces), ?2 the minute cut, ?3 the calibration cut. A
+ * rolled up in two pieces; held back by the clock's recent forward steps,
+ * wallclock.c), ?2 the minute cut, ?3 the calibration cut. A
  * minute row's class and model are those of its newest second (SQLite gives
  * the bare columns of the row that max(t) picked). Everything runs in one
  * transaction: a crash midway leaves the previous state.
@@ -120,10 +121,10 @@ static int run_step(sqlite3 *db, const char *sql, const int64_t cut[5])
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t move_before, char *err,
-                  size_t errlen)
+int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t held_s,
+                  int64_t move_before, char *err, size_t errlen)
 {
-    int64_t due = floor_div(now_s - c->second_retention_s, 60) * 60, oldest = INT64_MAX;
+    int64_t due = floor_div(now_s - c->second_retention_s - held_s, 60) * 60, oldest = INT64_MAX;
     int64_t cut[5] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s,
                       move_before, 0};
     int64_t recent = INT64_MAX;

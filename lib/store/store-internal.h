@@ -213,6 +213,31 @@ typedef struct conn_row {
     const agg_sec *sec;
 } conn_row;
 
+/* ---- The clock that stamps live rows (wallclock.c) ------------------------- */
+
+/* A forward step of CLOCK_REALTIME: its size and when it was seen. */
+typedef struct store_wallclock_step {
+    int64_t mono_ns, step_ns;
+} store_wallclock_step;
+
+#define WALLCLOCK_STEPS 16
+
+/* The writer's: the largest wall-minus-monotonic offset seen (INT64_MIN:
+ * none yet), and the forward steps seen within the last window. */
+typedef struct store_wallclock {
+    int64_t offset_ns;
+    store_wallclock_step steps[WALLCLOCK_STEPS];
+    size_t n_steps;
+} store_wallclock;
+
+void wallclock_init(store_wallclock *w);
+/* The stamp clock's second at CLOCK_MONOTONIC mono_ns, CLOCK_REALTIME
+ * wall_ns: monotonic time plus the largest offset seen. *held_s: the
+ * forward steps seen within the last window_s seconds, by which the
+ * per-second cut is held back. */
+int64_t wallclock_read(store_wallclock *w, int64_t mono_ns, int64_t wall_ns, int64_t window_s,
+                       int64_t *held_s);
+
 struct store {
     char *path;
     int lock_fd; /* flock on PATH-lock: one writer per file */
@@ -236,6 +261,7 @@ struct store {
     dev_t db_dev;
     ino_t db_ino;
     int64_t last_error_logged;
+    store_wallclock clock; /* the writer's, for retention on the wall clock */
 
     pthread_t thread;
     pthread_mutex_t lock; /* everything below */
@@ -309,12 +335,13 @@ int calib_parse(const char *power, const char *rates, store_calibration_row *row
 
 /* ---- Rollups and retention (retention.c) ------------------------------------ */
 
-/* One rollup-and-retention step at `now_s`, after moving the rows of
+/* One rollup-and-retention step at `now_s`, with per-second rows kept
+ * `held_s` longer (wallclock.c), after moving the rows of
  * process_energy_recent of seconds before `move_before` (INT64_MAX: all) to
  * process_energy_settled: 0 when it is all done, 1 when more per-second
  * rows are due (run it again soon), or -errno. */
-int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t move_before, char *err,
-                  size_t errlen);
+int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t held_s,
+                  int64_t move_before, char *err, size_t errlen);
 /* Moves every row of process_energy_recent, adding them to their processes'
  * rows, in one transaction (at close, so that the processes table alone
  * has the totals): 0 or -errno. */

@@ -97,7 +97,10 @@
 /* ---- Opening, closing, configuration (store.c) --------------------------- */
 
 typedef enum store_clock {
-    STORE_CLOCK_WALL, /* retention is counted from the wall clock */
+    STORE_CLOCK_WALL, /* retention is counted from the wall clock as live
+                         ticks are stamped: monotonic time plus the largest
+                         offset seen; per-second rows are kept across
+                         forward steps (wallclock.c) */
     STORE_CLOCK_DATA, /* ... from the newest pushed timestamp (replays of old
                          recordings keep their rows) */
 } store_clock;
@@ -299,7 +302,7 @@ int store_push_proc_info(store *s, const store_proc_info *info);
 /* A process exited at t_ns. */
 int store_push_proc_exit(store *s, pid_t pid, uint64_t start_time, int64_t t_ns);
 
-/* ---- Queries (query.c) ----------------------------------------------------- */
+/* ---- Queries (reader.c, query.c) ------------------------------------------- */
 
 typedef struct store_reader store_reader;
 
@@ -307,6 +310,15 @@ typedef struct store_reader store_reader;
  * schema is not this program's (a writer migrates on open). */
 int store_reader_open(const char *path, store_reader **out, char *err, size_t errlen);
 void store_reader_close(store_reader *r);
+
+/* Gives the reader's statements from now on budget_s seconds in all
+ * (0: no limit): a query still running then stops, and fails with -ETIME
+ * and err naming the limit. Each call starts a new budget. */
+void store_reader_budget(store_reader *r, double budget_s);
+
+/* Frees what SQLite caches for the reader (its page cache), after a large
+ * query; the next query reads the pages again. */
+void store_reader_release_memory(store_reader *r);
 
 /* The newest second with a host row, in *t (-1 when there is none). */
 int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen);

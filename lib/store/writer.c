@@ -211,7 +211,7 @@ static int fold_for_move(store *s, char *err, size_t errlen)
     return 0;
 }
 
-static int maintain(store *s, int64_t now_s)
+static int maintain(store *s, int64_t now_s, int64_t held_s)
 {
     char err[UTIL_ERRLEN];
     int r;
@@ -223,7 +223,7 @@ static int maintain(store *s, int64_t now_s)
         r = fold_for_move(s, err, sizeof(err));
     if (r == 0)
         /* only folded rows move: the readers add the others to the totals */
-        r = retention_run(s->db, &s->cfg, now_s,
+        r = retention_run(s->db, &s->cfg, now_s, held_s,
                           s->partial_from < s->fold_t ? s->partial_from : s->fold_t, err,
                           sizeof(err));
     if (r < 0) {
@@ -318,11 +318,17 @@ static void wait_for_work(store *s, int64_t deadline, bool *stop, uint64_t *req,
     pthread_mutex_unlock(&s->lock);
 }
 
-static int64_t maintain_clock(store *s)
+/* Now for the writer's own maintenance: the data clock's newest second, or
+ * the clock live rows are stamped with (wallclock.c), with *held_s the
+ * forward steps by which the per-second cut is held back. */
+static int64_t maintain_clock(store *s, int64_t *held_s)
 {
+    int64_t mono = now_ns(CLOCK_MONOTONIC), wall = now_ns(CLOCK_REALTIME);
+
+    *held_s = 0;
     if (s->cfg.clock == STORE_CLOCK_DATA)
         return s->acc.watermark;
-    return now_ns(CLOCK_REALTIME) / NS_PER_S;
+    return wallclock_read(&s->clock, mono, wall, s->cfg.second_retention_s, held_s);
 }
 
 void *writer_main(void *arg)
@@ -335,7 +341,10 @@ void *writer_main(void *arg)
     int64_t last_drain = now;
     double rate = 0; /* records per ns, over the last drain */
     uint64_t done = 0;
+    int64_t held_s;
 
+    wallclock_init(&s->clock);
+    maintain_clock(s, &held_s); /* the offset at start: steps are seen from here */
     for (;;) {
         int64_t mnow, drained_at;
         bool stop, asked, committed;
@@ -360,7 +369,8 @@ void *writer_main(void *arg)
         }
         committed = r == 0;
         if (!stop && (mnow > 0 || now >= next_maint)) {
-            int m = maintain(s, mnow > 0 ? mnow : maintain_clock(s));
+            int64_t at = maintain_clock(s, &held_s);
+            int m = mnow > 0 ? maintain(s, mnow, 0) : maintain(s, at, held_s);
             if (mnow > 0) /* asked by store_maintain; else only in stats */
                 r = r < 0 ? r : m;
             /* more due: the next chunk after the next drain and commit */

@@ -123,7 +123,12 @@ for v in 0 -1 1.5 100001; do
   expect_fail "max_clients_per_user = '$v'" 1 "c.conf:2: bad value '$v' for 'max_clients_per_user' in [daemon]" \
     run_daemon_key max_clients_per_user "$v"
 done
-for kv in "client_timeout 1s" "client_timeout 1d" "client_timeout 2m" "max_clients_per_user 1"; do
+for v in 0 0.5ms 61m 1h1s -1s nan inf 10x ""; do
+  expect_fail "query_time_limit = '$v'" 1 "c.conf:2: bad value for 'query_time_limit' in [daemon]: '$v': from 1ms to 1h (ms, s or m)" \
+    run_daemon_key query_time_limit "$v"
+done
+for kv in "client_timeout 1s" "client_timeout 1d" "client_timeout 2m" "max_clients_per_user 1" \
+  "query_time_limit 1ms" "query_time_limit 2.5" "query_time_limit 60m"; do
   expect_fail "$kv loads" 1 "--record and --replay cannot be combined" run_daemon_key $kv
 done
 for v in 1 1000 50; do

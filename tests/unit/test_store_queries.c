@@ -423,6 +423,105 @@ static void test_calibration(void **state)
     store_reader_close(r);
 }
 
+/* ---- The time budget --------------------------------------------------------- */
+
+/* N processes with three minute rows each, written behind the store's back:
+ * a listing over all of them is some thousands of times BUDGET_OPS. */
+#define N_BUDGET 20000
+
+static void fill_many(fixture *f)
+{
+    store_config c;
+    sqlite3 *db;
+
+    config(&c);
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    db = raw_open(f->path);
+    raw_exec(db, "BEGIN");
+    raw_exec(db, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)"
+                 " INSERT INTO processes (id, boot_id, pid, start_time, comm, uid, first_seen,"
+                 " last_seen, exit_time) SELECT i, 'b', i, 1, 'p' || i, 0, 1699990000,"
+                 " 1699999000, 1699999000 FROM n");
+    raw_exec(db, "INSERT INTO process_energy_minute (process_id, t, attributed_j, standalone_j,"
+                 " cpu_s, class, seconds) SELECT id, 1699990020 + 60 * k.k, id, id, 1, 0, 60"
+                 " FROM processes, (SELECT 0 AS k UNION ALL SELECT 1 UNION ALL SELECT 2) k");
+    raw_exec(db, "COMMIT");
+    sqlite3_close(db);
+}
+
+static int list_all(store_reader *r, double *seconds, char *err, size_t errlen)
+{
+    store_process_query q = {
+        .since = T0 - 100000, .until = T0, .sort = STORE_SORT_POWER, .uid = -1, .limit = 10};
+    double t0 = now_s();
+    store_process *p = NULL;
+    size_t n = 0;
+    int ret = store_list_processes(r, &q, &p, &n, err, errlen);
+
+    *seconds = now_s() - t0;
+    if (ret == 0) {
+        assert_int_equal(n, 10);
+        assert_int_equal(p[0].pid, N_BUDGET); /* the most power */
+    }
+    store_processes_free(p, n);
+    return ret;
+}
+
+/* A query past the reader's budget stops with -ETIME and an error naming
+ * the limit; the reader answers the next query; a new budget starts afresh
+ * and 0 means none. */
+static void test_query_budget(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN] = "";
+    double full = 1e9, stopped = 1e9, t;
+    store_history_query h = {
+        .by = STORE_HISTORY_COMM, .comm = "^p", .since = T0 - 100000, .until = T0, .step = 60};
+    store_point *pts = NULL;
+    store_reader *r;
+    size_t n = 0;
+
+    fill_many(f);
+    r = reader(f);
+    for (int i = 0; i < 3; i++) { /* warm: the fastest of three */
+        assert_int_equal(list_all(r, &t, err, sizeof(err)), 0);
+        full = t < full ? t : full;
+    }
+    print_message("listing %d processes: %.1f ms\n", N_BUDGET, full * 1e3);
+
+    /* spent at once: stopped at the first check */
+    store_reader_budget(r, 1e-9);
+    assert_int_equal(list_all(r, &t, err, sizeof(err)), -ETIME);
+    assert_non_null(
+        strstr(err, "listing processes: stopped at the time limit of 1e-09 s per query"));
+    assert_int_equal(store_history(r, &h, &pts, &n, err, sizeof(err)), -ETIME);
+    assert_non_null(strstr(err, "reading history: stopped at the time limit"));
+
+    /* a quarter of what the query needs: stopped early (the quickest of
+     * three, as a loaded machine may stall any one of them) */
+    for (int i = 0; i < 3; i++) {
+        store_reader_budget(r, full / 4);
+        assert_int_equal(list_all(r, &t, err, sizeof(err)), -ETIME);
+        stopped = t < stopped ? t : stopped;
+    }
+    print_message("with a budget of %.1f ms: stopped after %.1f ms\n", full / 4 * 1e3,
+                  stopped * 1e3);
+    assert_true(stopped < full);
+
+    /* a new, ample budget; then none */
+    store_reader_budget(r, 60);
+    assert_int_equal(list_all(r, &t, err, sizeof(err)), 0);
+    assert_int_equal(store_history(r, &h, &pts, &n, err, sizeof(err)), 0);
+    assert_true(n > 0);
+    free(pts);
+    store_reader_budget(r, 1e-9);
+    store_reader_budget(r, 0);
+    assert_int_equal(list_all(r, &t, err, sizeof(err)), 0);
+    store_reader_release_memory(r);
+    assert_int_equal(list_all(r, &t, err, sizeof(err)), 0);
+    store_reader_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_history, setup, teardown),
         cmocka_unit_test_setup_teardown(test_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_calibration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_query_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
