@@ -396,9 +396,11 @@ static int open_sources(sampler *s, char *err, size_t errlen)
     return 0;
 }
 
-/* [sampler] backend: bpf when asked, or for auto when it loads; which runs
- * and why goes to s->backend_why, for the log. Asked for and not loading
- * is an error. */
+/* [sampler] backend: bpf when asked; perf otherwise, auto included, until
+ * the bpf backend counts the end of every process (it can lose up to a few
+ * ticks of a process's CPU time at its exit: docs/architecture.md). Which
+ * runs and why goes to s->backend_why, for the log. Asked for and not
+ * loading is an error. */
 static int choose_backend(sampler *s, char *err, size_t errlen)
 {
     config_backend want = s->cfg->backend;
@@ -407,6 +409,11 @@ static int choose_backend(sampler *s, char *err, size_t errlen)
 
     if (want == CONFIG_BACKEND_PERF) {
         snprintf(s->backend_why, sizeof(s->backend_why), "perf ([sampler] backend = perf)");
+        return 0;
+    }
+    if (want == CONFIG_BACKEND_AUTO) {
+        snprintf(s->backend_why, sizeof(s->backend_why),
+                 "perf (auto: bpf is taken only when asked for, until it counts exits exactly)");
         return 0;
     }
     if ((r = backend_bpf_load(s->es, s->period_ns, why, sizeof(why))) == 0) {
