@@ -375,7 +375,7 @@ static int cal_store(const struct cal_ctx *c, const calib_fit *f, const char *ta
 
 static int cal_run(struct cal_ctx *c)
 {
-    char target[64];
+    char target[64], err[UTIL_ERRLEN];
     calib_fit f;
     int r;
 
@@ -391,6 +391,11 @@ static int cal_run(struct cal_ctx *c)
     }
     if (!(c->delta = calloc(c->power->n, sizeof(double))))
         return -ENOMEM;
+    /* Where the result goes is checked before the minutes of measuring. */
+    if (c->o.store && (r = store_node_calib_check(c->o.db, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        return r;
+    }
     if ((r = cal_measure(c)) < 0)
         return r;
     calib_fit_now(c->fit, &f);

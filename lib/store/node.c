@@ -97,22 +97,20 @@ void node_calib_unwritten(store *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-int store_node_calib_put(const char *path, const store_node_calib *c, char *err, size_t errlen)
+/* Writes c when given; only opens and prepares when NULL. */
+static int node_calib_put_or_check(const char *path, const store_node_calib *c, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
     int rc, ret = 0;
 
-    if (!node_calib_valid(c))
-        return util_err(err, errlen, -EINVAL, "%s: a calibration needs a target and an idle >= 0",
-                        path);
     /* No SQLITE_OPEN_CREATE: the database is the daemon's, made by it. */
     rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(db, 5000);
         rc = sqlite3_prepare_v2(db, NODE_CALIB_UPSERT, -1, &st, NULL);
     }
-    if (rc == SQLITE_OK)
+    if (rc == SQLITE_OK && c)
         rc = node_calib_step(st, c);
     if (rc != SQLITE_OK)
         ret = util_err(err, errlen, -EIO, "%s: cannot store the calibration: %s", path,
@@ -120,4 +118,17 @@ int store_node_calib_put(const char *path, const store_node_calib *c, char *err,
     sqlite3_finalize(st);
     sqlite3_close(db);
     return ret;
+}
+
+int store_node_calib_put(const char *path, const store_node_calib *c, char *err, size_t errlen)
+{
+    if (!node_calib_valid(c))
+        return util_err(err, errlen, -EINVAL, "%s: a calibration needs a target and an idle >= 0",
+                        path);
+    return node_calib_put_or_check(path, c, err, errlen);
+}
+
+int store_node_calib_check(const char *path, char *err, size_t errlen)
+{
+    return node_calib_put_or_check(path, NULL, err, errlen);
 }

@@ -229,6 +229,10 @@ int store_node_calib_save(store *s, const store_node_calib *c);
  * reads it at its next start. -EINVAL for a row store_node_calib_save would
  * refuse, -EIO when the file cannot be opened or written; `err` says why. */
 int store_node_calib_put(const char *path, const store_node_calib *c, char *err, size_t errlen);
+/* Whether store_node_calib_put could write to `path` (it opens, and
+ * prepares the write, but writes nothing): 0, or -EIO with `err` as
+ * store_node_calib_put says it. For checking before minutes of measuring. */
+int store_node_calib_check(const char *path, char *err, size_t errlen);
 
 /* ---- Pushing per-tick deltas (push.c) ------------------------------------ */
 /* All store_push_* are for ONE producer thread at a time (the sampler). They
