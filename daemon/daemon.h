@@ -28,7 +28,7 @@
 
 /* [sampler] backend: what reads the counters (backend.h). */
 typedef enum config_backend {
-    CONFIG_BACKEND_AUTO, /* perf, until bpf counts exits exactly (sampler.c) */
+    CONFIG_BACKEND_AUTO, /* perf for now (sampler.c says why) */
     CONFIG_BACKEND_BPF,
     CONFIG_BACKEND_PERF,
 } config_backend;

@@ -45,15 +45,32 @@ struct {
     __uint(max_entries, WATTPROF_BPF_MAX_CPUS *WATTPROF_BPF_MAX_EVENTS);
 } events SEC(".maps");
 
-/* Per CPU: the counters' values at the previous switch, and the run time
- * of the task that has run since. */
+/* Per CPU: the counters' values at the previous switch. */
 struct last {
     __u64 counter[WATTPROF_BPF_MAX_EVENTS];
     __u64 enabled[WATTPROF_BPF_MAX_EVENTS];
     __u64 running[WATTPROF_BPF_MAX_EVENTS];
-    __u64 runtime;
-    __u64 task; /* whose run time that is (the first call on a CPU has none) */
 };
+
+/* Per thread, kept with the task: the run time already added to its
+ * process, so that each call adds what the thread ran since, whichever CPU
+ * it ran on and whatever switches were not seen (a per-CPU baseline lost a
+ * slice whenever the switch into a task was not the last one seen there);
+ * and, from its exit hook on, its process's key: once its parent has
+ * reaped it the pid is detached and the key can no longer be made, but its
+ * final switch still has run time to add. */
+struct seen {
+    __u64 runtime;
+    struct wattprof_key key;
+    __u32 keyed;
+};
+
+struct {
+    __uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+    __uint(map_flags, BPF_F_NO_PREALLOC);
+    __type(key, int);
+    __type(value, struct seen);
+} seen SEC(".maps");
 
 struct {
     __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -135,15 +152,15 @@ static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct
 }
 
 /* Event e's change on this CPU since the previous call, scaled by its
- * enabled/running time; false when it cannot be read. `runtime`: the run
- * time of the task that ran, for task-clock. */
-static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, void *runtime_of,
-                                  __u64 runtime, __u64 *dc, __u64 *de, __u64 *dr)
+ * enabled/running time; false when it cannot be read. `ran`: what the
+ * task ran since its previous call, for task-clock. */
+static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, __u64 ran, __u64 *dc,
+                                  __u64 *de, __u64 *dr)
 {
     struct bpf_perf_event_value v;
 
     if (e == task_clock) {
-        *dc = *de = *dr = l->task == (__u64)runtime_of ? runtime - l->runtime : 0;
+        *dc = *de = *dr = ran;
         return true;
     }
     if (bpf_perf_event_read_value(&events, e * nr_cpus + cpu, &v, sizeof(v)) < 0) {
@@ -161,28 +178,52 @@ static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, void *runt
     return true;
 }
 
+/* What t ran since the previous call for it, from its own run time; a
+ * thread first seen here (it ran before the programs were loaded) starts
+ * from now. */
+static __always_inline __u64 ran_since(struct task_struct *t, struct seen **sp)
+{
+    __u64 runtime = BPF_CORE_READ(t, se.sum_exec_runtime), ran = 0;
+    struct seen *s = bpf_task_storage_get(&seen, t, 0, 0);
+
+    if (s) {
+        ran = runtime - s->runtime;
+    } else {
+        struct seen init = {.runtime = runtime};
+        s = bpf_task_storage_get(&seen, t, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    }
+    if (s)
+        s->runtime = runtime;
+    *sp = s;
+    return ran;
+}
+
 /* The counters' change on this CPU since the previous call, added to t's
- * process (none for the idle task or a kernel thread); `next` runs from
- * now on (t itself, but at a switch). A task that has exited only adds to
- * an entry that is still there. */
-static __always_inline void account(struct task_struct *t, bool create, struct task_struct *next)
+ * process (none for the idle task or a kernel thread). A task that has
+ * exited only adds to an entry that is still there. */
+static __always_inline void account(struct task_struct *t, bool create)
 {
     __u32 zero = 0, cpu = bpf_get_smp_processor_id();
     struct last *l = bpf_map_lookup_elem(&last, &zero);
-    __u64 dc, de, dr, runtime = BPF_CORE_READ(t, se.sum_exec_runtime);
+    __u64 dc, de, dr, ran = 0;
     struct wattprof_proc *p = NULL;
+    struct seen *s = NULL;
     struct wattprof_key k;
 
     if (!l)
         return;
+    if (task_clock != ~0u && !(BPF_CORE_READ(t, flags) & PF_KTHREAD))
+        ran = ran_since(t, &s);
     if (make_key(t, &k))
         p = entry(t, &k, create);
+    else if (s && s->keyed && BPF_CORE_READ(t, exit_state))
+        p = bpf_map_lookup_elem(&procs, &s->key);
     if (!p) {
         for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++)
-            delta(l, e, cpu, t, runtime, &dc, &de, &dr);
+            delta(l, e, cpu, ran, &dc, &de, &dr);
     } else {
         for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
-            if (!delta(l, e, cpu, t, runtime, &dc, &de, &dr))
+            if (!delta(l, e, cpu, ran, &dc, &de, &dr))
                 continue;
             __sync_fetch_and_add(&p->count[e], dc);
             __sync_fetch_and_add(&p->enabled[e], de);
@@ -190,15 +231,13 @@ static __always_inline void account(struct task_struct *t, bool create, struct t
         }
         __sync_fetch_and_add(&p->updates, 1);
     }
-    l->runtime = BPF_CORE_READ(next, se.sum_exec_runtime);
-    l->task = (__u64)next;
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(wattprof_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
     /* A dead task's last switch must not bring back an entry already taken. */
-    account(prev, BPF_CORE_READ(prev, exit_state) == 0, next);
+    account(prev, BPF_CORE_READ(prev, exit_state) == 0);
     return 0;
 }
 
@@ -208,7 +247,7 @@ int wattprof_timer(void *ctx)
 {
     struct task_struct *t = bpf_get_current_task_btf();
 
-    account(t, true, t);
+    account(t, true);
     return 0;
 }
 
@@ -216,7 +255,9 @@ SEC("tp_btf/sched_process_fork")
 int BPF_PROG(wattprof_fork, struct task_struct *parent, struct task_struct *child)
 {
     struct wattprof_key k;
+    struct seen init = {0}; /* a new thread has run nothing yet */
 
+    bpf_task_storage_get(&seen, child, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
     if (BPF_CORE_READ(child, pid) == BPF_CORE_READ(child, tgid) && make_key(child, &k))
         entry(child, &k, true);
     return 0;
@@ -242,8 +283,14 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
     if (BPF_CORE_READ(t, signal, live.counter) != 0 || !make_key(t, &k))
         return 0;
     /* The last thread: what it ran since its last switch, then the mark,
-     * with the name it ended with (PR_SET_NAME has no hook here). */
-    account(t, true, t);
+     * with the name it ended with (PR_SET_NAME has no hook here); its key
+     * is kept for its final switch. */
+    struct seen *s = bpf_task_storage_get(&seen, t, 0, 0);
+    if (s) {
+        s->key = k;
+        s->keyed = 1;
+    }
+    account(t, true);
     if ((p = bpf_map_lookup_elem(&procs, &k))) {
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->exited = 1;

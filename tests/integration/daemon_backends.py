@@ -4,8 +4,7 @@ run, one daemon after the other, on the same workload:
 
 - two burners of 0.5 and 0.7 s of CPU (after 0.3 s asleep), then two of
   0.5 s that end together: the bpf backend stores each burner's CPU time
-  within 1 % of what the kernel's rusage says, less LOST_S (a known defect:
-  it can lose the last ticks of a process; `auto` takes perf until fixed)
+  within 1 % of what the kernel's rusage says
   (it counts task-clock from the scheduler's run time, as rusage does); the
   perf backend within 3 %, as daemon_live holds it (a per-task task-clock
   event also counts the interrupts taken while the task ran, and on a
@@ -26,7 +25,6 @@ sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, finish  # noqa: E402
 
 BURN_S = 0.5
-LOST_S = 0.05  # the bpf backend's known under-count at a process's end, bounded
 burn = os.environ["BURN"]
 if os.geteuid() != 0:
     print("skip: needs root (the proc connector, and BPF for the bpf backend)")
@@ -94,13 +92,8 @@ def run(backend):
                          " ON p.id = e.process_id WHERE p.pid = ?", pid)[0][0] or 0.0
     tol = 0.01 if backend == "bpf" else 0.03
     for pid, ru in {**apart, **together}.items():
-        # Known defect of the bpf backend: it can lose the last ticks of a
-        # process's CPU time (up to 30 ms of 0.5 s seen, on about half of
-        # the burners); the lower bound holds it to LOST_S until it is found
-        # (docs/architecture.md). It never over-counts.
-        low = ru * (1 - tol) - (LOST_S if backend == "bpf" else 0)
-        check(f"{backend}: burner {pid}: stored CPU {cpu[pid]:.4f} s, rusage {ru:.4f} s",
-              low <= cpu[pid] <= ru * (1 + tol))
+        check(f"{backend}: burner {pid}: stored CPU {cpu[pid]:.4f} s is its rusage "
+              f"{ru:.4f} s within {tol:.0%}", abs(cpu[pid] - ru) <= tol * ru)
     log = d.read_log()
     check(f"{backend}: the log says once which backend runs",
           log.count("counter backend:") == 1, log[-400:])
@@ -114,7 +107,7 @@ if bpf is None:
 else:
     for i, (a, b) in enumerate(zip(perf, bpf)):
         check(f"burner {i}: bpf and perf agree (stored/rusage {b:.4f} vs {a:.4f})",
-              a - 0.03 - LOST_S / BURN_S <= b <= a + 0.03)
+              abs(a - b) <= 0.03)
     short, short_cpu, d = extra
     stored = d.sql("SELECT count(*) FROM processes WHERE pid = ?", short)[0][0]
     check(f"bpf: the 1 ms process {short} is stored", stored == 1, str(stored))
