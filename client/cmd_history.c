@@ -58,33 +58,48 @@ static int bad(const char *err)
     return -EINVAL;
 }
 
-static int history_opt(struct history_opts *h, int o, char **argv, json_object *p, double now)
+struct history_parse {
+    struct history_opts *h;
+    json_object *p; /* the call's params */
+    char **argv;    /* for --plot's following word */
+    double now;
+    int kinds; /* of --pid, --comm, --user, --host and --job */
+};
+
+static int history_opt(void *ctx, int o, const char *arg)
 {
+    struct history_parse *hp = ctx;
+    struct history_opts *h = hp->h;
+    json_object *p = hp->p;
+    char **argv = hp->argv;
+    double now = hp->now;
     char err[UTIL_ERRLEN];
     double v;
     long n;
 
+    hp->kinds += o == 'p' || o == 'c' || o == 'u' || o == 'H' || o == 'j';
+
     switch (o) {
     case 'p':
-        if (util_parse_long(optarg, &n) < 0 || n <= 0)
+        if (util_parse_long(arg, &n) < 0 || n <= 0)
             return bad("--pid: expected a process id");
         json_object_object_add(p, "pid", json_object_new_int64(n));
         snprintf(h->what, sizeof(h->what), "pid %ld", n);
         return 0;
     case 'c':
-        json_object_object_add(p, "comm", json_object_new_string(optarg));
-        snprintf(h->what, sizeof(h->what), "command %s", optarg);
+        json_object_object_add(p, "comm", json_object_new_string(arg));
+        snprintf(h->what, sizeof(h->what), "command %s", arg);
         return 0;
     case 'u':
-        if (query_user_opt(optarg, p) < 0)
+        if (query_user_opt(arg, p) < 0)
             return -EINVAL;
-        snprintf(h->what, sizeof(h->what), "user %s", optarg);
+        snprintf(h->what, sizeof(h->what), "user %s", arg);
         return 0;
     case 'j':
-        if (!optarg[0])
+        if (!arg[0])
             return bad("--job: expected a job id");
-        json_object_object_add(p, "job", json_object_new_string(optarg));
-        snprintf(h->what, sizeof(h->what), "job %s", optarg);
+        json_object_object_add(p, "job", json_object_new_string(arg));
+        snprintf(h->what, sizeof(h->what), "job %s", arg);
         return 0;
     case 'H':
         json_object_object_add(p, "host", json_object_new_boolean(true));
@@ -92,9 +107,9 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
         return 0;
     case 's':
     case 'U':
-        return query_time_opt(o, optarg, now, p);
+        return query_time_opt(o, arg, now, p);
     case 't':
-        if (fmt_parse_duration(optarg, "--step", &v, err, sizeof(err)) < 0)
+        if (fmt_parse_duration(arg, "--step", &v, err, sizeof(err)) < 0)
             return bad(err);
         json_object_object_add(p, "step_s", json_object_new_double(v));
         return 0;
@@ -103,10 +118,10 @@ static int history_opt(struct history_opts *h, int o, char **argv, json_object *
         return 0;
     case 'P':
         h->plot = true;
-        h->plot_file = optarg;
+        h->plot_file = arg;
         /* `--plot FILE` as well as `--plot=FILE`: take a following word
          * that names a file (it has an extension), known format or not. */
-        if (!optarg && argv[optind] && argv[optind][0] != '-' && strchr(argv[optind], '.'))
+        if (!arg && argv[optind] && argv[optind][0] != '-' && strchr(argv[optind], '.'))
             h->plot_file = argv[optind++];
         if (h->plot_file && plot_check_name("--plot", h->plot_file, err, sizeof(err)) < 0)
             return bad(err);
@@ -159,33 +174,16 @@ static int history_parse(int argc, char **argv, struct history_opts *h, json_obj
                                          {"plot", optional_argument, NULL, 'P'},
                                          {"partial", no_argument, NULL, 'A'},
                                          {NULL, 0, NULL, 0}};
+    static const query_cmd cmd = {"history", "h", opts, history_usage, history_opt, true};
     double now = (double)util_now_ns(CLOCK_REALTIME) / 1e9;
-    int o, r, kinds = 0;
+    struct history_parse hp = {h, p, argv, now, 0};
+    int r;
 
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if ((r = query_common_opt(&h->q, o, optarg)) != 0) {
-            if (r < 0)
-                return -EINVAL;
-            continue;
-        }
-        if (o == 'h') {
-            history_usage(stdout);
-            return 1;
-        }
-        kinds += o == 'p' || o == 'c' || o == 'u' || o == 'H' || o == 'j';
-        r = history_opt(h, o, argv, p, now);
-        if (r == -ENOENT) {
-            query_bad_option("history", argv[optind - 1]);
-            return -EINVAL;
-        }
-        if (r < 0)
-            return r;
-    }
+    if ((r = query_parse(&cmd, &h->q, &hp, argc, argv)) != 0)
+        return r;
     if (optind < argc)
         return bad("unexpected argument (see wattprof history --help)");
-    if (kinds != 1)
+    if (hp.kinds != 1)
         return bad("give exactly one of --pid, --comm, --user, --job or --host");
     if (!query_obj(p, "since"))
         return bad("--since is required (e.g. --since 1h)");

@@ -34,6 +34,33 @@ static void jobs_usage(FILE *out)
             "  --job ID         only this job\n" QUERY_COMMON_HELP);
 }
 
+struct jobs_parse {
+    json_object *p; /* ListJobs's params */
+    double now;
+};
+
+static int jobs_opt(void *ctx, int o, const char *arg)
+{
+    struct jobs_parse *j = ctx;
+
+    switch (o) {
+    case 's':
+    case 'U':
+        return query_time_opt(o, arg, j->now, j->p) < 0 ? -EINVAL : 0;
+    case 'u':
+        return query_user_opt(arg, j->p) < 0 ? -EINVAL : 0;
+    case 'j':
+        if (!arg[0] || strlen(arg) > JOBS_ID_MAX) {
+            log_error("--job '%s': expected a job id of 1 to %d characters", arg, JOBS_ID_MAX);
+            return -EINVAL;
+        }
+        json_object_object_add(j->p, "job", json_object_new_string(arg));
+        return 0;
+    default:
+        return QUERY_OPT_UNKNOWN;
+    }
+}
+
 static int jobs_params(int argc, char **argv, query_opts *q, json_object *p)
 {
     static const struct option opts[] = {QUERY_LONGOPTS,
@@ -42,48 +69,10 @@ static int jobs_params(int argc, char **argv, query_opts *q, json_object *p)
                                          {"user", required_argument, NULL, 'u'},
                                          {"job", required_argument, NULL, 'j'},
                                          {NULL, 0, NULL, 0}};
-    double now = (double)util_now_ns(CLOCK_REALTIME) / 1e9;
-    int o, r;
+    static const query_cmd cmd = {"jobs", "h", opts, jobs_usage, jobs_opt, false};
+    struct jobs_parse j = {p, (double)util_now_ns(CLOCK_REALTIME) / 1e9};
 
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if ((r = query_common_opt(q, o, optarg)) != 0) {
-            if (r < 0)
-                return -EINVAL;
-            continue;
-        }
-        switch (o) {
-        case 'h':
-            jobs_usage(stdout);
-            return 1;
-        case 's':
-        case 'U':
-            if (query_time_opt(o, optarg, now, p) < 0)
-                return -EINVAL;
-            break;
-        case 'u':
-            if (query_user_opt(optarg, p) < 0)
-                return -EINVAL;
-            break;
-        case 'j':
-            if (!optarg[0] || strlen(optarg) > JOBS_ID_MAX) {
-                log_error("--job '%s': expected a job id of 1 to %d characters", optarg,
-                          JOBS_ID_MAX);
-                return -EINVAL;
-            }
-            json_object_object_add(p, "job", json_object_new_string(optarg));
-            break;
-        default:
-            query_bad_option("jobs", argv[optind - 1]);
-            return -EINVAL;
-        }
-    }
-    if (optind < argc) {
-        log_error("unexpected argument '%s' (see wattprof jobs --help)", argv[optind]);
-        return -EINVAL;
-    }
-    return 0;
+    return query_parse(&cmd, q, &j, argc, argv);
 }
 
 /* JOB USER NODE START END ENERGY WH POWER CPU SHARE. */

@@ -30,28 +30,8 @@ static void reload_usage(FILE *out)
                  "options:\n" QUERY_COMMON_HELP);
 }
 
-/* Parses the common options only; returns 1 after --help, -EINVAL on error. */
-static int parse_common(int argc, char **argv, const char *cmd, query_opts *q,
-                        void (*usage)(FILE *))
-{
-    static const struct option opts[] = {QUERY_LONGOPTS, {NULL, 0, NULL, 0}};
-    int o;
-
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (o == 'h') {
-            usage(stdout);
-            return 1;
-        }
-        int r = query_common_opt(q, o, optarg);
-        if (r == 0)
-            query_bad_option(cmd, argv[optind - 1]);
-        if (r <= 0)
-            return -EINVAL;
-    }
-    return 0;
-}
+/* Both take the common options only, and check their operands themselves. */
+static const struct option common_opts[] = {QUERY_LONGOPTS, {NULL, 0, NULL, 0}};
 
 static fmt_table *models_table(json_object *models)
 {
@@ -92,13 +72,14 @@ static fmt_table *models_table(json_object *models)
 
 int cmd_models(int argc, char **argv)
 {
+    static const query_cmd cmd = {"models", "h", common_opts, models_usage, NULL, true};
     query_opts q;
     json_object *reply = NULL;
     fmt_table *t;
     int r;
 
     query_opts_init(&q);
-    if ((r = parse_common(argc, argv, "models", &q, models_usage)) != 0)
+    if ((r = query_parse(&cmd, &q, NULL, argc, argv)) != 0)
         return r > 0 ? 0 : 2;
     if (optind < argc) {
         log_error("unexpected argument '%s'", argv[optind]);
@@ -118,13 +99,14 @@ int cmd_models(int argc, char **argv)
 
 int cmd_reload(int argc, char **argv)
 {
+    static const query_cmd cmd = {"reload", "h", common_opts, reload_usage, NULL, true};
     query_opts q;
     json_object *params = json_object_new_object(), *reply = NULL;
     char path[PATH_MAX];
     int r;
 
     query_opts_init(&q);
-    if ((r = parse_common(argc, argv, "reload", &q, reload_usage)) != 0 || argc - optind > 1) {
+    if ((r = query_parse(&cmd, &q, NULL, argc, argv)) != 0 || argc - optind > 1) {
         if (r == 0)
             log_error("expected at most one model FILE");
         json_object_put(params);

@@ -35,6 +35,48 @@ static void ps_usage(FILE *out)
             "  -n N             at most N processes\n" QUERY_COMMON_HELP);
 }
 
+/* ps's own options, into ListProcesses's params (ctx). */
+static int ps_opt(void *ctx, int o, const char *arg)
+{
+    json_object *p = ctx;
+    char err[UTIL_ERRLEN];
+    double d;
+    long n;
+
+    switch (o) {
+    case 'w':
+        if (fmt_parse_duration(arg, "--window", &d, err, sizeof(err)) < 0) {
+            log_error("%s", err);
+            return -EINVAL;
+        }
+        json_object_object_add(p, "window_s", json_object_new_double(d));
+        return 0;
+    case 'u':
+        return query_user_opt(arg, p) < 0 ? -EINVAL : 0;
+    case 'c':
+        json_object_object_add(p, "comm", json_object_new_string(arg));
+        return 0;
+    case 's':
+        if (strcmp(arg, "energy") && strcmp(arg, "power") && strcmp(arg, "cpu")) {
+            log_error("--sort '%s': expected energy, power or cpu", arg);
+            return -EINVAL;
+        }
+        /* power is energy over the window (see window_power): the same order */
+        json_object_object_add(p, "sort",
+                               json_object_new_string(strcmp(arg, "power") ? arg : "energy"));
+        return 0;
+    case 'n':
+        if (util_parse_long(arg, &n) < 0 || n < 1) {
+            log_error("-n '%s': expected a positive count", arg);
+            return -EINVAL;
+        }
+        json_object_object_add(p, "limit", json_object_new_int64(n));
+        return 0;
+    default:
+        return QUERY_OPT_UNKNOWN;
+    }
+}
+
 static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
 {
     static const struct option opts[] = {QUERY_LONGOPTS,
@@ -44,63 +86,9 @@ static int ps_params(int argc, char **argv, query_opts *q, json_object *p)
                                          {"sort", required_argument, NULL, 's'},
                                          {"limit", required_argument, NULL, 'n'},
                                          {NULL, 0, NULL, 0}};
-    char err[UTIL_ERRLEN];
-    double d;
-    long n;
-    int o, r;
+    static const query_cmd cmd = {"ps", "hn:", opts, ps_usage, ps_opt, false};
 
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        if ((r = query_common_opt(q, o, optarg)) != 0) {
-            if (r < 0)
-                return -EINVAL;
-            continue;
-        }
-        switch (o) {
-        case 'h':
-            ps_usage(stdout);
-            return 1;
-        case 'w':
-            if (fmt_parse_duration(optarg, "--window", &d, err, sizeof(err)) < 0) {
-                log_error("%s", err);
-                return -EINVAL;
-            }
-            json_object_object_add(p, "window_s", json_object_new_double(d));
-            break;
-        case 'u':
-            if (query_user_opt(optarg, p) < 0)
-                return -EINVAL;
-            break;
-        case 'c':
-            json_object_object_add(p, "comm", json_object_new_string(optarg));
-            break;
-        case 's':
-            if (strcmp(optarg, "energy") && strcmp(optarg, "power") && strcmp(optarg, "cpu")) {
-                log_error("--sort '%s': expected energy, power or cpu", optarg);
-                return -EINVAL;
-            }
-            /* power is energy over the window (see window_power): the same order */
-            json_object_object_add(
-                p, "sort", json_object_new_string(strcmp(optarg, "power") ? optarg : "energy"));
-            break;
-        case 'n':
-            if (util_parse_long(optarg, &n) < 0 || n < 1) {
-                log_error("-n '%s': expected a positive count", optarg);
-                return -EINVAL;
-            }
-            json_object_object_add(p, "limit", json_object_new_int64(n));
-            break;
-        default:
-            query_bad_option("ps", argv[optind - 1]);
-            return -EINVAL;
-        }
-    }
-    if (optind < argc) {
-        log_error("unexpected argument '%s' (see wattprof ps --help)", argv[optind]);
-        return -EINVAL;
-    }
-    return 0;
+    return query_parse(&cmd, q, p, argc, argv);
 }
 
 /* One definition for POWER and CPU%: each the window's total divided by the
@@ -151,8 +139,9 @@ int cmd_ps(int argc, char **argv)
         else {
             /* For a reader at a terminal, not for a script reading the table. */
             if (isatty(STDOUT_FILENO))
-                printf("ENERGY, TOTAL and POWER are attributed: each process's share of the measured "
-                       "energy, adding up to the node's\n");
+                printf(
+                    "ENERGY, TOTAL and POWER are attributed: each process's share of the measured "
+                    "energy, adding up to the node's\n");
             fmt_table_print(t, stdout, q.color);
         }
         fmt_table_free(t);
@@ -251,37 +240,32 @@ static void show_csv(json_object *reply)
     }
 }
 
+/* show's own option, --series, into GetProcess's params (ctx). */
+static int show_opt(void *ctx, int o, const char *arg)
+{
+    char err[UTIL_ERRLEN];
+    double d;
+
+    if (o != 's')
+        return QUERY_OPT_UNKNOWN;
+    if (fmt_parse_duration(arg, "--series", &d, err, sizeof(err)) < 0) {
+        log_error("%s", err);
+        return -EINVAL;
+    }
+    json_object_object_add(ctx, "series_s", json_object_new_double(d < 1 ? 1 : d));
+    return 0;
+}
+
 static int show_params(int argc, char **argv, query_opts *q, json_object *p)
 {
     static const struct option opts[] = {
         QUERY_LONGOPTS, {"series", required_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
-    char err[UTIL_ERRLEN];
-    double d;
+    static const query_cmd cmd = {"show", "h", opts, show_usage, show_opt, true};
     long pid;
-    int o, r;
+    int r;
 
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if ((r = query_common_opt(q, o, optarg)) != 0) {
-            if (r < 0)
-                return -EINVAL;
-            continue;
-        }
-        if (o == 'h') {
-            show_usage(stdout);
-            return 1;
-        }
-        if (o == 's' && fmt_parse_duration(optarg, "--series", &d, err, sizeof(err)) == 0) {
-            json_object_object_add(p, "series_s", json_object_new_double(d < 1 ? 1 : d));
-            continue;
-        }
-        if (o == 's')
-            log_error("%s", err);
-        else
-            query_bad_option("show", argv[optind - 1]);
-        return -EINVAL;
-    }
+    if ((r = query_parse(&cmd, q, p, argc, argv)) != 0)
+        return r;
     if (optind != argc - 1) {
         log_error("expected one PID (usage: wattprof show PID)");
         return -EINVAL;

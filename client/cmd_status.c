@@ -179,25 +179,14 @@ static void print_flat(const char *prefix, json_object *o)
 int cmd_status(int argc, char **argv)
 {
     static const struct option opts[] = {QUERY_LONGOPTS, {NULL, 0, NULL, 0}};
+    static const query_cmd cmd = {"status", "h", opts, status_usage, NULL, false};
     query_opts q;
     json_object *reply = NULL;
-    int o, r;
+    int r;
 
     query_opts_init(&q);
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (o == 'h') {
-            status_usage(stdout);
-            return 0;
-        }
-        if ((r = query_common_opt(&q, o, optarg)) <= 0)
-            return r < 0 ? 2 : query_bad_option("status", argv[optind - 1]);
-    }
-    if (optind < argc) {
-        log_error("unexpected argument '%s' (see wattprof status --help)", argv[optind]);
-        return 2;
-    }
+    if ((r = query_parse(&cmd, &q, NULL, argc, argv)) != 0)
+        return r > 0 ? 0 : 2;
     if ((r = query_once(&q, "GetStatus", NULL, &reply)) < 0)
         return 1;
     json_object *st = query_obj(reply, "status");

@@ -586,39 +586,28 @@ static int live(struct top *t, rpc_client **c, json_object *params)
     return r;
 }
 
+/* top's own options, into the view (ctx). */
+static int top_opt(void *ctx, int o, const char *arg)
+{
+    struct top *t = ctx;
+
+    if (o == 'u')
+        return query_parse_user(arg, &t->uid) == 0 ? 0 : -EINVAL;
+    if (o != 'n')
+        return QUERY_OPT_UNKNOWN;
+    if (util_parse_long(arg, &t->limit) == 0 && t->limit > 0)
+        return 0;
+    log_error("-n '%s': expected a positive count", arg);
+    return -EINVAL;
+}
+
 static int top_parse(int argc, char **argv, struct top *t)
 {
     static const struct option opts[] = {
         QUERY_LONGOPTS, {"user", required_argument, NULL, 'u'}, {NULL, 0, NULL, 0}};
-    int o, r;
+    static const query_cmd cmd = {"top", "hn:", opts, top_usage, top_opt, false};
 
-    optind = 1;
-    opterr = 0;
-    while ((o = getopt_long(argc, argv, "hn:", opts, NULL)) != -1) {
-        if ((r = query_common_opt(&t->q, o, optarg)) != 0) {
-            if (r < 0)
-                return -EINVAL;
-            continue;
-        }
-        if (o == 'h') {
-            top_usage(stdout);
-            return 1;
-        }
-        if (o == 'u' && query_parse_user(optarg, &t->uid) == 0)
-            continue;
-        if (o == 'n' && util_parse_long(optarg, &t->limit) == 0 && t->limit > 0)
-            continue;
-        if (o == 'n')
-            log_error("-n '%s': expected a positive count", optarg);
-        else if (o != 'u')
-            query_bad_option("top", argv[optind - 1]);
-        return -EINVAL;
-    }
-    if (optind < argc) {
-        log_error("unexpected argument '%s' (see wattprof top --help)", argv[optind]);
-        return -EINVAL;
-    }
-    return 0;
+    return query_parse(&cmd, &t->q, t, argc, argv);
 }
 
 int cmd_top(int argc, char **argv)

@@ -45,6 +45,37 @@ int query_bad_option(const char *cmd, const char *arg)
     return 2;
 }
 
+int query_parse(const query_cmd *cmd, query_opts *q, void *ctx, int argc, char **argv)
+{
+    int o, r;
+
+    optind = 1;
+    opterr = 0; /* our own one-line messages */
+    while ((o = getopt_long(argc, argv, cmd->shortopts, cmd->longopts, NULL)) != -1) {
+        if ((r = query_common_opt(q, o, optarg)) != 0) {
+            if (r < 0)
+                return -EINVAL;
+            continue;
+        }
+        if (o == 'h') {
+            cmd->usage(stdout);
+            return 1;
+        }
+        r = cmd->opt && o != '?' ? cmd->opt(ctx, o, optarg) : QUERY_OPT_UNKNOWN;
+        if (r == QUERY_OPT_UNKNOWN) {
+            query_bad_option(cmd->name, argv[optind - 1]);
+            return -EINVAL;
+        }
+        if (r < 0)
+            return r;
+    }
+    if (!cmd->operands && optind < argc) {
+        log_error("unexpected argument '%s' (see wattprof %s --help)", argv[optind], cmd->name);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 void query_socket_path(const char *opt, char *buf, size_t len)
 {
     const char *env = getenv("WATTPROF_SOCKET"), *runtime = getenv("XDG_RUNTIME_DIR");

@@ -1,7 +1,7 @@
 /* query: what the commands that ask the daemon share — finding and
  * connecting to its Varlink socket, making a call, turning Varlink errors
  * into one line a person can act on, the common options (--socket, --json,
- * --csv, --help) and reading JSON replies.
+ * --csv, --help) and the option loop around them, and reading JSON replies.
  *
  * Every function that fails has already printed its one-line error on
  * stderr; callers only propagate the negative errno. */
@@ -10,6 +10,7 @@
 
 #include "rpc/rpc.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <stdbool.h>
@@ -55,6 +56,35 @@ int query_common_opt(query_opts *q, int opt, const char *arg);
 /* Prints "wattprof: CMD: unknown option or missing value 'ARG' (see wattprof
  * CMD --help)" and returns 2, the exit status of a usage error. */
 int query_bad_option(const char *cmd, const char *arg);
+
+/* Returned by a query_opt_fn for an option that is not one of its own. */
+#define QUERY_OPT_UNKNOWN (-ENOENT)
+
+/* A query command's own options, for query_parse: called with each option
+ * getopt_long returns that is neither a common one nor --help, `arg` its
+ * value (optarg). Returns 0 when it took the option, QUERY_OPT_UNKNOWN for
+ * one it does not take, or another negative errno after printing why the
+ * value is bad. */
+typedef int query_opt_fn(void *ctx, int opt, const char *arg);
+
+/* What query_parse needs to know of a command. */
+typedef struct query_cmd {
+    const char *name;              /* "ps": the command named in the errors */
+    const char *shortopts;         /* getopt_long's, "h" and the command's own */
+    const struct option *longopts; /* QUERY_LONGOPTS first */
+    void (*usage)(FILE *out);      /* prints --help */
+    query_opt_fn *opt;             /* the command's own options; NULL: none */
+    bool operands;                 /* it takes operands and checks them itself after optind */
+} query_cmd;
+
+/* The getopt loop of a query command, from argv[1]: the common options go
+ * into q, -h/--help prints cmd->usage on stdout, the others go to cmd->opt
+ * with ctx. An option neither takes, or one missing its value, is said as
+ * query_bad_option says it. Without cmd->operands, a word left after the
+ * options is "unexpected argument 'ARG' (see wattprof CMD --help)".
+ * Returns 0 with optind at the first operand, 1 after --help, or a negative
+ * errno after one line on stderr. */
+int query_parse(const query_cmd *cmd, query_opts *q, void *ctx, int argc, char **argv);
 
 /* The socket to use: `opt` when given, else $WATTPROF_SOCKET, else the
  * system daemon's /run/wattprof/io.wattprof.sock for root; for anyone else the
