@@ -22,7 +22,7 @@ saying why, where BPF cannot load here."""
 import os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, finish, workload_env  # noqa: E402
 
 BURN_S = 0.5
 burn = os.environ["BURN"]
@@ -68,10 +68,7 @@ def run(backend):
     check(f"{backend}: wattprof status says it", f"; counters: {backend}\n" in out, out[:300])
     # They sleep 0.3 s first: the perf backend counts from the open of its
     # counters, which follows the fork by a few ms (more under a sanitizer).
-    # Without LeakSanitizer in a sanitized build: its exit check runs in a
-    # tracer process of its own, whose CPU rusage books to the burner and
-    # a per-process counter does not (6 ms of 0.5 s seen).
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")
+    env = workload_env()
 
     def burn_pair(seconds):
         procs = [subprocess.Popen([burn, "--wait", "0.3", str(x)], env=env) for x in seconds]
