@@ -2,7 +2,8 @@
  * fed by the daemon's Subscribe stream once a second.
  *
  * Keys: P power, E energy in this view, T total energy, C CPU, N pid (sort),
- * R reverse the order; Down/Up/j/k, PgDn/PgUp/space/b, Home/End/g/G scroll;
+ * R reverse the order; Down/Up/j/k, PgDn/PgUp/space/b, Home/End/g/G scroll
+ * (after End the view follows the last rows as rows come, until scrolled up);
  * / filter by command (Perl-compatible regex, empty clears); ? or h help;
  * q or Ctrl-C quit (exit 0). "J view" is the energy a process used since top
  * started (or first saw it), never more than its total. Columns narrow
@@ -51,6 +52,7 @@ struct top {
     bool reverse; /* smallest first (pid: largest first) */
     bool help;    /* the help screen is up */
     size_t first; /* the first row shown (scrolling) */
+    bool follow;  /* End: keep the last rows in view as rows come and go */
     size_t page;  /* rows the screen held at the last draw */
     size_t n_rows;
     char lost[UTIL_ERRLEN + 64]; /* "the daemon stopped at ...", or "" while connected */
@@ -69,9 +71,10 @@ static void top_usage(FILE *out)
         "usage: wattprof top [--user USER] [-n N] [--socket PATH] [--json|--csv]\n"
         "A live view of processes by power, refreshed every second.\n"
         "Keys: P/E/T/C/N sort by power, energy in view, total energy, CPU, pid;\n"
-        "R reverse; Down/Up/j/k, PgDn/PgUp, Home/End scroll; / filter commands by\n"
-        "regex; ? help; q or Ctrl-C quit. When the daemon stops, the last screen\n"
-        "stays and top waits for it. Without a terminal: one snapshot.\n\n"
+        "R reverse; Down/Up/j/k, PgDn/PgUp, Home/End scroll (End follows the last\n"
+        "rows); / filter commands by regex; ? help; q or Ctrl-C quit. When the\n"
+        "daemon stops, the last screen stays and top waits for it. Without a\n"
+        "terminal: one snapshot.\n\n"
         "options:\n"
         "  --user USER      only this user's processes\n"
         "  -n N             at most N processes from the daemon (default all)\n" QUERY_COMMON_HELP);
@@ -259,7 +262,7 @@ static void draw_help(void)
         "  R  reverse the order",
         "  Down, j / Up, k             one row down / up",
         "  PgDn, space / PgUp, b       one page down / up",
-        "  End, G / Home, g            the last / first rows",
+        "  End, G / Home, g            the last rows, following them / first rows",
         "  /  filter commands by a Perl-compatible regex (empty clears)",
         "  ?, h  this help             q, Ctrl-C  quit",
         "",
@@ -294,7 +297,7 @@ static void draw_rows(struct top *t, const struct top_row *rows, size_t n)
     put_line(3, A_REVERSE, "%-*s", COLS, line);
     t->page = LINES > 5 ? (size_t)(LINES - 5) : 1;
     t->n_rows = n;
-    if (t->first + t->page > n)
+    if (t->follow || t->first + t->page > n)
         t->first = n > t->page ? n - t->page : 0;
     for (size_t i = t->first; i < n && i - t->first < t->page; i++) {
         json_object *p = rows[i].p;
@@ -449,6 +452,7 @@ static bool key(struct top *t, int ch)
         break;
     case KEY_UP:
     case 'k':
+        t->follow = false;
         scroll_by(t, -1);
         break;
     case KEY_NPAGE:
@@ -457,14 +461,17 @@ static bool key(struct top *t, int ch)
         break;
     case KEY_PPAGE:
     case 'b':
+        t->follow = false;
         scroll_by(t, -(long)t->page);
         break;
     case KEY_HOME:
     case 'g':
+        t->follow = false;
         t->first = 0;
         break;
     case KEY_END:
     case 'G':
+        t->follow = true; /* draw_rows keeps the last page in view */
         scroll_by(t, (long)t->n_rows);
         break;
     case '/':

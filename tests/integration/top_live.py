@@ -5,7 +5,8 @@ Twelve processes of the test's own (a link to the burn helper named wptop,
 each at a 2 % duty cycle) are filtered in and sorted by pid, so the rows are
 known. Checks: the columns fit 80 and 60 columns (CPU% whole, the status
 line on one line); J view never above J total; scrolling (j, Down, PgDn,
-End, Home, k); reverse sort; the help key; when the daemon stops, the last
+End, Home, k); after End the view follows the last rows as processes come,
+until k scrolls up; reverse sort; the help key; when the daemon stops, the last
 screen stays with a line saying so and top subscribes again to the next
 daemon; Ctrl-C and q exit 0."""
 import os, re, shutil, subprocess, sys, tempfile, time
@@ -20,6 +21,8 @@ if not shutil.which("tmux"):
     sys.exit(77)
 tmp = tempfile.mkdtemp(prefix="wattprof-top-")
 tsock = f"{tmp}/tmux.sock"
+link = f"{tmp}/wptop"
+procs = []  # the test's processes, all ended at the end
 
 
 def tmx(*args):
@@ -59,6 +62,13 @@ def keys(session, *k):
     tmx("send-keys", "-t", session, *k)
 
 
+def spawn(n):
+    """Starts n more of the test's processes; returns their pids."""
+    new = [subprocess.Popen([link, "--duty", "0.02", "1"]) for _ in range(n)]
+    procs.extend(new)
+    return [p.pid for p in new]
+
+
 def exit_status(rc, timeout=10):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -72,10 +82,8 @@ def main():
     if tmx("new-session", "-d", "-s", "probe", "sleep 600").returncode != 0:
         print("SKIP: tmux cannot start a server here")
         sys.exit(77)
-    link = f"{tmp}/wptop"
     os.symlink(os.environ["BURN"], link)
-    procs = [subprocess.Popen([link, "--duty", "0.02", "1"]) for _ in range(N_PROCS)]
-    pids = sorted(p.pid for p in procs)
+    pids = sorted(spawn(N_PROCS))
     d = Daemon(state=f"{tmp}/state")
     try:
         with cleaned_up(d):
@@ -133,6 +141,24 @@ def body(d, pids):
     keys(s, "x")
     lines = wait_for(s, lambda ls: "host: measured" in ls[0])
     check("any key leaves the help", "host: measured" in lines[0], lines[0])
+
+    # After End the last rows stay in view as processes come, until k.
+    keys(s, "R", "G")
+    lines = wait_for(s, lambda ls: "sort: pid " in ls[1] and "rows 6-12" in ls[1])
+    check("key G at the end again", "rows 6-12" in lines[1], lines[1])
+    now = sorted(pids + spawn(3))
+    lines = wait_for(s, lambda ls: f"{N_PROCS + 3} processes" in ls[1], timeout=20)
+    check("after End, new rows scroll into view: the last page is shown",
+          f"{N_PROCS + 3} processes" in lines[1] and "rows 9-15" in lines[1]
+          and row_pids(lines) == now[-7:], f"{lines[1]} {row_pids(lines)} want {now[-7:]}")
+    keys(s, "k")
+    lines = wait_for(s, lambda ls: "rows 8-14" in ls[1])
+    check("key k leaves the end: rows 8-14", "rows 8-14" in lines[1], lines[1])
+    now = sorted(now + spawn(1))
+    lines = wait_for(s, lambda ls: f"{N_PROCS + 4} processes" in ls[1], timeout=20)
+    check("after k, new rows no longer move the view", f"{N_PROCS + 4} processes" in lines[1]
+          and "rows 8-14" in lines[1] and row_pids(lines) == now[7:14],
+          f"{lines[1]} {row_pids(lines)} want {now[7:14]}")
 
     # The daemon stops: the screen and its rows stay, with a line saying so.
     d.stop()
