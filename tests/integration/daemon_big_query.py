@@ -113,8 +113,14 @@ with cleaned_up(d, tmp):
     t = time.monotonic()
     st = d.call(M + "GetStatus")["status"]
     check("the next call is answered", "achieved_hz" in st, str(st)[:200])
-    small, _ = timed(d, {"window_s": 10})
-    check("... and a small query within the limit too", isinstance(small, dict), str(small)[:200])
+    # 20 ms is wall time: on a loaded machine the server thread can be off
+    # the CPU that long, so a small query gets a few tries to fit in it.
+    for _ in range(5):
+        small, _ = timed(d, {"window_s": 10})
+        if isinstance(small, dict):
+            break
+    check("... and a small query within the limit too (of 5 tries)", isinstance(small, dict),
+          str(small)[:200])
     p = subprocess.run([os.environ["WATTPROF"], "ps", "--window", "11d", "--socket", d.sock],
                        capture_output=True, text=True, timeout=30)
     check("`wattprof ps` over it exits 1", p.returncode == 1, f"{p.returncode}: {p.stderr}")
