@@ -56,6 +56,13 @@ static struct bpf_state {
     struct wattprof_key *keys, *dead;
     struct wattprof_proc *vals;
     size_t n_dead, cap_dead;
+    /* Entries of closed handles, deleted in one batch before the next
+     * drain or open (a reused key must not find the old counts). */
+    struct wattprof_key *closed;
+    size_t n_closed, cap_closed;
+    /* The entry drain_one offers for adoption, for bpf_open. */
+    const struct wattprof_key *adopting_key;
+    const struct wattprof_proc *adopting;
 } B;
 
 static size_t bucket_of(const struct wattprof_key *k)
@@ -92,6 +99,28 @@ static bool exited_already(pid_t pid)
     return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }
 
+/* Deletes `n` entries of the map in batches; a key already gone is skipped. */
+static void delete_keys(const struct wattprof_key *keys, size_t n)
+{
+    int fd = bpf_map__fd(B.skel->maps.procs);
+
+    while (n > 0) {
+        __u32 count = (__u32)n;
+        if (bpf_map_delete_batch(fd, keys, &count, NULL) == 0)
+            return;
+        /* count: those deleted before the one that failed (not there). */
+        count = count < n ? count + 1 : (__u32)n;
+        keys += count;
+        n -= count;
+    }
+}
+
+static void flush_closed(void)
+{
+    delete_keys(B.closed, B.n_closed);
+    B.n_closed = 0;
+}
+
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
                     backend_handle **out, char *err, size_t errlen)
 {
@@ -120,9 +149,14 @@ static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cp
      * with no entry that has exited was taken already (adopted, then found
      * again as a zombie by a /proc rescan): nothing is left to read. */
     h->gen = 1;
-    if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
-        exited_already(pid))
-        h->cur.exited = 1;
+    if (B.adopting && B.adopting_key->tgid == k.tgid && B.adopting_key->start == k.start) {
+        h->cur = *B.adopting; /* the drain has it: no lookup */
+    } else {
+        flush_closed();
+        if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
+            exited_already(pid))
+            h->cur.exited = 1;
+    }
     h->next = B.bucket[bucket_of(&k)];
     B.bucket[bucket_of(&k)] = h;
     *out = h;
@@ -176,8 +210,10 @@ static void bpf_close(backend_handle *h)
     if (*p == h)
         *p = h->next;
     /* Taken: an exited process's entry goes; a live one's starts again. */
+    if (B.skel && B.n_closed == B.cap_closed)
+        flush_closed();
     if (B.skel)
-        bpf_map_delete_elem(bpf_map__fd(B.skel->maps.procs), &h->key);
+        B.closed[B.n_closed++] = h->key;
     free(h);
 }
 
@@ -189,10 +225,18 @@ static void drain_one(const struct wattprof_key *k, const struct wattprof_proc *
     struct backend_handle *h = *find(k);
 
     if (!h && v->exited && adopt) {
-        backend_orphan o = {.pid = (pid_t)k->tgid, .start = k->start, .uid = v->uid};
+        backend_orphan o = {.pid = (pid_t)k->tgid,
+                            .start = k->start,
+                            .uid = v->uid,
+                            .ppid = (pid_t)v->ppid,
+                            .cgroup_id = v->cgroup_id};
         memcpy(o.comm, v->comm, sizeof(o.comm));
         o.comm[sizeof(o.comm) - 1] = '\0';
-        if (adopt(ctx, &o) == -EAGAIN)
+        B.adopting_key = k;
+        B.adopting = v;
+        int r = adopt(ctx, &o);
+        B.adopting = NULL;
+        if (r == -EAGAIN)
             return; /* kept for a later drain */
         h = *find(k);
     }
@@ -214,6 +258,7 @@ static int bpf_drain(backend_adopt_fn adopt, void *ctx)
     bool first = true;
     int r;
 
+    flush_closed();
     B.n_dead = 0;
     for (;;) {
         __u32 n = CHUNK;
@@ -226,8 +271,7 @@ static int bpf_drain(backend_adopt_fn adopt, void *ctx)
         if (r == -ENOENT)
             break;
     }
-    for (size_t i = 0; i < B.n_dead; i++)
-        bpf_map_delete_elem(fd, &B.dead[i]);
+    delete_keys(B.dead, B.n_dead);
     return 0;
 }
 
@@ -324,7 +368,9 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
     B.vals = calloc(CHUNK, sizeof(*B.vals));
     B.cap_dead = WATTPROF_BPF_MAX_PROCS;
     B.dead = calloc(B.cap_dead, sizeof(*B.dead));
-    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead)
+    B.cap_closed = CHUNK;
+    B.closed = calloc(B.cap_closed, sizeof(*B.closed));
+    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead || !B.closed)
         return -ENOMEM;
     for (size_t i = 0; i < B.n_cpus * (B.n_events + 1); i++)
         B.fds[i] = -1;
@@ -381,6 +427,7 @@ void backend_bpf_unload(void)
     free(B.keys);
     free(B.vals);
     free(B.dead);
+    free(B.closed);
     memset(&B, 0, sizeof(B));
 }
 
@@ -395,6 +442,28 @@ uint64_t backend_bpf_overflows(void)
 }
 
 #else /* built without libbpf */
+
+/* Deletes `n` entries of the map in batches; a key already gone is skipped. */
+static void delete_keys(const struct wattprof_key *keys, size_t n)
+{
+    int fd = bpf_map__fd(B.skel->maps.procs);
+
+    while (n > 0) {
+        __u32 count = (__u32)n;
+        if (bpf_map_delete_batch(fd, keys, &count, NULL) == 0)
+            return;
+        /* count: those deleted before the one that failed (not there). */
+        count = count < n ? count + 1 : (__u32)n;
+        keys += count;
+        n -= count;
+    }
+}
+
+static void flush_closed(void)
+{
+    delete_keys(B.closed, B.n_closed);
+    B.n_closed = 0;
+}
 
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
                     backend_handle **out, char *err, size_t errlen)

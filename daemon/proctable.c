@@ -259,7 +259,7 @@ static int track_untracked_pid(sampler *s, pid_t pid)
 
 int proctable_adopt(sampler *s, const backend_orphan *o)
 {
-    procs_info info = {.pid = o->pid, .start_ticks = o->start, .uid = o->uid};
+    procs_info info = {.pid = o->pid, .ppid = o->ppid, .start_ticks = o->start, .uid = o->uid};
     backend_handle *ch = NULL;
     char err[UTIL_ERRLEN];
     struct tracked *t;
@@ -389,10 +389,48 @@ static void comm_event(sampler *s, const procs_event *ev)
     rename_tracked(s, t, &info, false);
 }
 
+/* With a backend that drains: `pid`, untracked, is looked at after the
+ * next drain (proctable_track_forked) rather than now; false when the list
+ * cannot grow (then it is looked at now). */
+static bool defer(sampler *s, pid_t pid)
+{
+    if (!s->be->drain)
+        return false;
+    if (s->n_forked == s->cap_forked) {
+        size_t ncap = s->cap_forked ? s->cap_forked * 2 : 256;
+        pid_t *v = realloc(s->forked, ncap * sizeof(*v));
+        if (!v)
+            return false;
+        s->forked = v;
+        s->cap_forked = ncap;
+    }
+    s->forked[s->n_forked++] = pid;
+    return true;
+}
+
+void proctable_track_forked(sampler *s)
+{
+    for (size_t i = 0; i < s->n_forked; i++) {
+        bool known = false;
+        /* Adopted ones are gone already: any entry with the pid will do. */
+        for (size_t j = 0; j < s->n && !known; j++)
+            known = s->procs[j]->pid == s->forked[i];
+        if (!known)
+            track_untracked_pid(s, s->forked[i]);
+    }
+    s->n_forked = 0;
+}
+
 static void proc_event(sampler *s, const procs_event *ev)
 {
     struct tracked *t;
 
+    /* An untracked process's events wait for the next drain: by then one
+     * that lived less than a tick has exited and is adopted with what the
+     * backend recorded (no /proc reads), and one that lives on is read
+     * once, whatever it did meanwhile. */
+    if (ev->kind != PROCS_EV_EXIT && !find(s, ev->pid) && defer(s, ev->pid))
+        return;
     switch (ev->kind) {
     case PROCS_EV_FORK:
         /* Only a fork counts a miss: the other events of a process that

@@ -539,6 +539,7 @@ void sampler_free(sampler *s)
         backend_bpf_unload();
     free(s->procs);
     free(s->quiet);
+    free(s->forked);
     free(s->active);
     free(s->rates);
     free(s->ap);

@@ -26,6 +26,8 @@ struct wattprof_proc {
     __u64 cgroup_id;
     __u32 uid;
     __u32 exited; /* the whole thread group has exited */
+    __u32 ppid;   /* its parent's thread group id when the entry was made; 0: not visible */
+    __u32 pad;
     char comm[16];
 };
 
