@@ -306,9 +306,11 @@ static void *hardware_loop(void *arg)
     timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
     while (!atomic_load(&s->stop)) {
         /* Process events are handled as they come, between ticks: a child
-         * that lives 5 ms must have its counters open before it exits. */
-        struct pollfd pfd[2] = {{.fd = tfd, .events = POLLIN},
-                                {.fd = s->watch ? procs_watch_fd(s->watch) : -1, .events = POLLIN}};
+         * that lives 5 ms must have its counters open before it exits.
+         * A backend that drains counts it from its fork without help: its
+         * events wait for the tick, and do not wake the thread each. */
+        int wfd = s->watch && !s->be->drain ? procs_watch_fd(s->watch) : -1;
+        struct pollfd pfd[2] = {{.fd = tfd, .events = POLLIN}, {.fd = wfd, .events = POLLIN}};
         uint64_t expirations;
         if (poll(pfd, 2, 200) <= 0)
             continue;

@@ -95,6 +95,20 @@ struct {
     __type(value, struct wattprof_proc);
 } procs SEC(".maps");
 
+/* The processes whose entry changed since the daemon's previous drain,
+ * each once per drain generation (and once more when it exits), so that
+ * a drain looks up those that ran rather than every process there is. */
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, WATTPROF_BPF_RING_BYTES);
+} changed SEC(".maps");
+
+/* Written by the daemon (mmap'ed): its drain generation, bumped before
+ * each drain. Read by it: records the full ring refused, since the load;
+ * when this moves the daemon drains the whole map once. */
+__u64 drain_gen;
+__u64 ring_lost;
+
 /* Counts the daemon reads: entries that did not fit, counter reads that
  * failed. */
 struct {
@@ -129,6 +143,15 @@ static __always_inline __u32 ns_tgid(struct task_struct *leader)
             return (__u32)u.nr;
     }
     return 0;
+}
+
+/* Tells the daemon that k's entry changed (or its process exited). */
+static __always_inline void queue(const struct wattprof_key *k, __u32 exited)
+{
+    struct wattprof_change c = {.key = *k, .exited = exited};
+
+    if (bpf_ringbuf_output(&changed, &c, sizeof(c), BPF_RB_NO_WAKEUP) < 0)
+        __sync_fetch_and_add(&ring_lost, 1);
 }
 
 static __always_inline bool make_key(struct task_struct *t, struct wattprof_key *k)
@@ -255,6 +278,14 @@ static __always_inline void account(struct task_struct *t, bool create)
         __sync_fetch_and_add(&p->running[e], dr);
     }
     __sync_fetch_and_add(&p->updates, 1);
+    /* After the counts (the locked adds order them before this load): a
+     * generation read before the daemon bumped it means its coming drain
+     * looks the entry up after these counts are in. */
+    __u64 gen = *(volatile __u64 *)&drain_gen;
+    if (p->queued != gen) {
+        p->queued = gen;
+        queue(&s->key, 0);
+    }
 }
 
 static __always_inline bool kernel_thread(struct task_struct *t)
@@ -332,6 +363,7 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
     if ((p = bpf_map_lookup_elem(&procs, &s->key))) {
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->exited = 1;
+        queue(&s->key, 1);
     }
     return 0;
 }
