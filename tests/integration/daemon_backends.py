@@ -29,6 +29,34 @@ from daemon_harness import Daemon, check, finish  # noqa: E402
 
 BURN_S = 0.5
 burn = os.environ["BURN"]
+def short_process():
+    """A child of this process that burns 1 ms of CPU and exits."""
+    pid = os.fork()
+    if pid == 0:
+        end = time.process_time() + 0.001
+        while time.process_time() < end:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+JOB = "4242"
+if sys.argv[1:] == ["--job-parent"]:  # job_child's parent, with the job in its environment
+    time.sleep(0.5)  # tracked first
+    print(short_process(), flush=True)
+    time.sleep(1.5)  # still tracked when the child is adopted
+    sys.exit(0)
+
+
+def job_child():
+    """The pid of a 1 ms child of a parent whose environment names job JOB."""
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--job-parent"],
+                       capture_output=True, text=True, check=True,
+                       env=dict(os.environ, WP_BACKENDS_JOB=JOB))
+    return int(p.stdout)
+
+
 if os.geteuid() != 0:
     print("skip: needs root (the proc connector, and BPF for the bpf backend)")
     sys.exit(77)
@@ -43,41 +71,6 @@ def wait_status(d):
             return st
         time.sleep(0.1)
     return st
-
-
-def short_process():
-    """A child of this process that burns 1 ms of CPU and exits."""
-    pid = os.fork()
-    if pid == 0:
-        end = time.process_time() + 0.001
-        while time.process_time() < end:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return pid
-
-
-JOB = "4242"
-JOB_PARENT = """
-import os, sys, time
-time.sleep(0.5)  # tracked first
-pid = os.fork()
-if pid == 0:
-    end = time.process_time() + 0.001
-    while time.process_time() < end:
-        pass
-    os._exit(0)
-os.waitpid(pid, 0)
-print(pid, flush=True)
-time.sleep(1.5)  # still tracked when the child is adopted
-"""
-
-
-def job_child():
-    """The pid of a 1 ms child of a parent whose environment names job JOB."""
-    p = subprocess.run([sys.executable, "-c", JOB_PARENT], capture_output=True, text=True,
-                       env=dict(os.environ, WP_BACKENDS_JOB=JOB), check=True)
-    return int(p.stdout)
 
 
 def run(backend):
