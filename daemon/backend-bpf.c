@@ -2,12 +2,17 @@
  * programs (bpf/wattprof.bpf.c). Each event of the set is opened once per
  * CPU; at every context switch, and on a per-CPU timer each tick period,
  * the kernel adds the counters' change to the running process's entry in
- * one map, keyed by thread group id and start time. Once a tick the daemon
- * drains the whole map in batches (drain), hands each handle its process's
- * counts, and offers the processes that exited unseen (a 1 ms child) to be
- * adopted (at most as many a tick as the sampler takes: the rest wait in
- * the map). A read is a subtraction; the quiet word is the handle's count
- * of changes. The cost follows context switches, not process starts.
+ * one map, keyed by thread group id and start time, and names the process
+ * in a ring once per drain generation (and when it exits). Once a tick the
+ * daemon drains (drain): it reads the ring, looks up the entries it names
+ * that a handle reads or whose process exited, hands each handle its
+ * process's counts, and offers the processes that exited unseen (a 1 ms
+ * child) to be adopted (at most as many a tick as the sampler takes: the
+ * rest wait for the next drain); the whole map, in batches, the first time
+ * and after the ring was full. Taken entries are deleted in one batch. A
+ * read is a subtraction; the quiet word is the handle's count of changes.
+ * The cost follows context switches and the processes that ran, not
+ * process starts nor the processes that sleep.
  *
  * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and
  * the daemon counts with the perf backend. The contract is in backend.h. */

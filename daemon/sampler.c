@@ -399,7 +399,7 @@ static int open_sources(sampler *s, char *err, size_t errlen)
 }
 
 /* [sampler] backend: bpf when asked; perf otherwise, auto included: on a
- * steady node bpf costs 1.6-1.8x perf, and every accuracy figure so far was
+ * steady node bpf costs 1.03-1.44x perf, and every accuracy figure so far was
  * measured with perf (docs/architecture.md). Which runs and why goes to
  * s->backend_why, for the log. Asked for and not loading is an error. */
 static int choose_backend(sampler *s, char *err, size_t errlen)
