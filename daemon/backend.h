@@ -65,8 +65,7 @@ typedef struct backend_orphan {
     pid_t pid;
     uint64_t start; /* /proc/PID/stat field 22 */
     uid_t uid;
-    pid_t ppid;         /* its parent when it started; 0: unknown */
-    uint64_t cgroup_id; /* of its cgroup (v2) when it started; 0: unknown */
+    pid_t ppid; /* its parent when it started; 0: unknown */
     char comm[16];
 } backend_orphan;
 
