@@ -2,12 +2,17 @@
  * programs (bpf/wattprof.bpf.c). Each event of the set is opened once per
  * CPU; at every context switch, and on a per-CPU timer each tick period,
  * the kernel adds the counters' change to the running process's entry in
- * one map, keyed by thread group id and start time. Once a tick the daemon
- * drains the whole map in batches (drain), hands each handle its process's
- * counts, and offers the processes that exited unseen (a 1 ms child) to be
- * adopted (at most as many a tick as the sampler takes: the rest wait in
- * the map). A read is a subtraction; the quiet word is the handle's count
- * of changes. The cost follows context switches, not process starts.
+ * one map, keyed by thread group id and start time, and names the process
+ * in a ring once per drain generation (and when it exits). Once a tick the
+ * daemon drains (drain): it reads the ring, looks up the entries it names
+ * that a handle reads or whose process exited, hands each handle its
+ * process's counts, and offers the processes that exited unseen (a 1 ms
+ * child) to be adopted (at most as many a tick as the sampler takes: the
+ * rest wait for the next drain); the whole map, in batches, the first time
+ * and after the ring was full. Taken entries are deleted in one batch. A
+ * read is a subtraction; the quiet word is the handle's count of changes.
+ * The cost follows context switches and the processes that ran, not
+ * process starts nor the processes that sleep.
  *
  * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and
  * the daemon counts with the perf backend. The contract is in backend.h. */
@@ -56,6 +61,20 @@ static struct bpf_state {
     struct wattprof_key *keys, *dead;
     struct wattprof_proc *vals;
     size_t n_dead, cap_dead;
+    /* Entries of closed handles, deleted in one batch before the next
+     * drain or open (a reused key must not find the old counts). */
+    struct wattprof_key *closed;
+    size_t n_closed, cap_closed;
+    /* The entry drain_one offers for adoption, for bpf_open. */
+    const struct wattprof_key *adopting_key;
+    const struct wattprof_proc *adopting;
+    /* The changed ring (bpf/wattprof.bpf.c) and its records of a drain,
+     * first those whose adoption was deferred. */
+    struct ring_buffer *ring;
+    struct wattprof_change *changes;
+    size_t n_changes, cap_changes;
+    __u64 ring_lost; /* the programs' count at the previous drain */
+    bool drained;    /* the whole map once: what was there before the ring */
 } B;
 
 static size_t bucket_of(const struct wattprof_key *k)
@@ -92,6 +111,28 @@ static bool exited_already(pid_t pid)
     return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }
 
+/* Deletes `n` entries of the map in batches; a key already gone is skipped. */
+static void delete_keys(const struct wattprof_key *keys, size_t n)
+{
+    int fd = bpf_map__fd(B.skel->maps.procs);
+
+    while (n > 0) {
+        __u32 count = (__u32)n;
+        if (bpf_map_delete_batch(fd, keys, &count, NULL) == 0)
+            return;
+        /* count: those deleted before the one that failed (not there). */
+        count = count < n ? count + 1 : (__u32)n;
+        keys += count;
+        n -= count;
+    }
+}
+
+static void flush_closed(void)
+{
+    delete_keys(B.closed, B.n_closed);
+    B.n_closed = 0;
+}
+
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
                     backend_handle **out, char *err, size_t errlen)
 {
@@ -120,9 +161,14 @@ static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cp
      * with no entry that has exited was taken already (adopted, then found
      * again as a zombie by a /proc rescan): nothing is left to read. */
     h->gen = 1;
-    if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
-        exited_already(pid))
-        h->cur.exited = 1;
+    if (B.adopting && B.adopting_key->tgid == k.tgid && B.adopting_key->start == k.start) {
+        h->cur = *B.adopting; /* the drain has it: no lookup */
+    } else {
+        flush_closed();
+        if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
+            exited_already(pid))
+            h->cur.exited = 1;
+    }
     h->next = B.bucket[bucket_of(&k)];
     B.bucket[bucket_of(&k)] = h;
     *out = h;
@@ -176,45 +222,55 @@ static void bpf_close(backend_handle *h)
     if (*p == h)
         *p = h->next;
     /* Taken: an exited process's entry goes; a live one's starts again. */
+    if (B.skel && B.n_closed == B.cap_closed)
+        flush_closed();
     if (B.skel)
-        bpf_map_delete_elem(bpf_map__fd(B.skel->maps.procs), &h->key);
+        B.closed[B.n_closed++] = h->key;
     free(h);
 }
 
 /* One entry of the map: to its handle, or offered for adoption once it
- * exited; an exited one nobody takes is deleted after the drain. */
-static void drain_one(const struct wattprof_key *k, const struct wattprof_proc *v,
+ * exited; an exited one nobody takes is deleted after the drain. False
+ * when adopt deferred it (it stays for a later drain). */
+static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *v,
                       backend_adopt_fn adopt, void *ctx)
 {
     struct backend_handle *h = *find(k);
 
     if (!h && v->exited && adopt) {
-        backend_orphan o = {.pid = (pid_t)k->tgid, .start = k->start, .uid = v->uid};
+        backend_orphan o = {
+            .pid = (pid_t)k->tgid, .start = k->start, .uid = v->uid, .ppid = (pid_t)v->ppid};
         memcpy(o.comm, v->comm, sizeof(o.comm));
         o.comm[sizeof(o.comm) - 1] = '\0';
-        if (adopt(ctx, &o) == -EAGAIN)
-            return; /* kept for a later drain */
+        B.adopting_key = k;
+        B.adopting = v;
+        int r = adopt(ctx, &o);
+        B.adopting = NULL;
+        if (r == -EAGAIN)
+            return false;
         h = *find(k);
     }
     if (!h) {
         if (v->exited && B.n_dead < B.cap_dead)
             B.dead[B.n_dead++] = *k;
-        return;
+        return true;
     }
     if (v->updates != h->cur.updates || v->exited != h->cur.exited) {
         h->cur = *v;
         h->gen++;
     }
+    return true;
 }
 
-static int bpf_drain(backend_adopt_fn adopt, void *ctx)
+/* Every entry of the map, in batches: the first drain, and after the
+ * changed ring was full. Deferred adoptions are among them. */
+static int drain_all(backend_adopt_fn adopt, void *ctx)
 {
     int fd = bpf_map__fd(B.skel->maps.procs);
     struct wattprof_key batch;
     bool first = true;
     int r;
 
-    B.n_dead = 0;
     for (;;) {
         __u32 n = CHUNK;
         r = bpf_map_lookup_batch(fd, first ? NULL : &batch, &batch, B.keys, B.vals, &n, NULL);
@@ -222,13 +278,68 @@ static int bpf_drain(backend_adopt_fn adopt, void *ctx)
             return r;
         first = false;
         for (__u32 i = 0; i < n; i++)
-            drain_one(&B.keys[i], &B.vals[i], adopt, ctx);
+            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx) && B.n_changes < B.cap_changes)
+                B.changes[B.n_changes++] = (struct wattprof_change){.key = B.keys[i], .exited = 1};
         if (r == -ENOENT)
             break;
     }
-    for (size_t i = 0; i < B.n_dead; i++)
-        bpf_map_delete_elem(fd, &B.dead[i]);
     return 0;
+}
+
+/* One record of the changed ring, kept for the drain. */
+static int take_change(void *ctx, void *data, size_t size)
+{
+    const struct wattprof_change *c = data;
+
+    if (size < sizeof(*c) || B.n_changes == B.cap_changes) {
+        B.drained = false; /* cannot be (see load); if it were, look at everything */
+        return 0;
+    }
+    B.changes[B.n_changes++] = *c;
+    return 0;
+}
+
+/* The entries the ring names: those with a handle, and exited ones (to
+ * adopt or delete); a live process nobody tracks needs no lookup. Exited
+ * ones adopt deferred are kept, at the front, for the next drain. */
+static void drain_changed(backend_adopt_fn adopt, void *ctx)
+{
+    int fd = bpf_map__fd(B.skel->maps.procs);
+    size_t kept = 0;
+    struct wattprof_proc v;
+
+    for (size_t i = 0; i < B.n_changes; i++) {
+        const struct wattprof_change *c = &B.changes[i];
+        if (!c->exited && !*find(&c->key))
+            continue;
+        if (bpf_map_lookup_elem(fd, &c->key, &v) < 0)
+            continue; /* deleted already: an earlier record of a process taken since */
+        if (!drain_one(&c->key, &v, adopt, ctx))
+            B.changes[kept++] = *c;
+    }
+    B.n_changes = kept;
+}
+
+static int bpf_drain(backend_adopt_fn adopt, void *ctx)
+{
+    __u64 lost = __atomic_load_n(&B.skel->bss->ring_lost, __ATOMIC_RELAXED);
+    int r = 0;
+
+    flush_closed();
+    B.n_dead = 0;
+    /* From here on changes go to the next drain's records. */
+    __atomic_add_fetch(&B.skel->bss->drain_gen, 1, __ATOMIC_SEQ_CST);
+    if (ring_buffer__consume(B.ring) < 0 || lost != B.ring_lost || !B.drained) {
+        /* Records were lost (or none yet): look at everything once. */
+        B.ring_lost = lost;
+        B.drained = true;
+        B.n_changes = 0;
+        r = drain_all(adopt, ctx);
+    } else {
+        drain_changed(adopt, ctx);
+    }
+    delete_keys(B.dead, B.n_dead);
+    return r;
 }
 
 const backend backend_bpf = {
@@ -324,7 +435,13 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
     B.vals = calloc(CHUNK, sizeof(*B.vals));
     B.cap_dead = WATTPROF_BPF_MAX_PROCS;
     B.dead = calloc(B.cap_dead, sizeof(*B.dead));
-    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead)
+    B.cap_closed = CHUNK;
+    B.closed = calloc(B.cap_closed, sizeof(*B.closed));
+    /* Deferred ones and a full ring's worth (a record takes its size and an
+     * 8-byte header). */
+    B.cap_changes = WATTPROF_BPF_MAX_PROCS + WATTPROF_BPF_RING_BYTES / (sizeof(*B.changes) + 8);
+    B.changes = calloc(B.cap_changes, sizeof(*B.changes));
+    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead || !B.closed || !B.changes)
         return -ENOMEM;
     for (size_t i = 0; i < B.n_cpus * (B.n_events + 1); i++)
         B.fds[i] = -1;
@@ -346,6 +463,8 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
     for (size_t e = 0; e < B.n_events; e++)
         if ((r = open_event(es, e, err, errlen)) < 0)
             return r;
+    if (!(B.ring = ring_buffer__new(bpf_map__fd(B.skel->maps.changed), take_change, NULL, NULL)))
+        return util_err(err, errlen, -errno, "the changed ring: %s", strerror(errno));
     if ((r = wattprof_bpf__attach(B.skel)) < 0)
         return util_err(err, errlen, r, "attaching the BPF programs: %s", strerror(-r));
     return attach_timers(period_ns, err, errlen);
@@ -371,6 +490,7 @@ void backend_bpf_unload(void)
 {
     for (size_t c = 0; B.timer_links && c < B.n_cpus; c++)
         bpf_link__destroy(B.timer_links[c]);
+    ring_buffer__free(B.ring);
     wattprof_bpf__destroy(B.skel);
     for (size_t i = 0; B.fds && i < B.n_cpus * (B.n_events + 1); i++)
         if (B.fds[i] >= 0)
@@ -381,6 +501,8 @@ void backend_bpf_unload(void)
     free(B.keys);
     free(B.vals);
     free(B.dead);
+    free(B.closed);
+    free(B.changes);
     memset(&B, 0, sizeof(B));
 }
 
@@ -395,6 +517,28 @@ uint64_t backend_bpf_overflows(void)
 }
 
 #else /* built without libbpf */
+
+/* Deletes `n` entries of the map in batches; a key already gone is skipped. */
+static void delete_keys(const struct wattprof_key *keys, size_t n)
+{
+    int fd = bpf_map__fd(B.skel->maps.procs);
+
+    while (n > 0) {
+        __u32 count = (__u32)n;
+        if (bpf_map_delete_batch(fd, keys, &count, NULL) == 0)
+            return;
+        /* count: those deleted before the one that failed (not there). */
+        count = count < n ? count + 1 : (__u32)n;
+        keys += count;
+        n -= count;
+    }
+}
+
+static void flush_closed(void)
+{
+    delete_keys(B.closed, B.n_closed);
+    B.n_closed = 0;
+}
 
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
                     backend_handle **out, char *err, size_t errlen)

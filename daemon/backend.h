@@ -65,6 +65,7 @@ typedef struct backend_orphan {
     pid_t pid;
     uint64_t start; /* /proc/PID/stat field 22 */
     uid_t uid;
+    pid_t ppid; /* its parent when it started; 0: unknown */
     char comm[16];
 } backend_orphan;
 

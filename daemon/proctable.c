@@ -126,12 +126,17 @@ static void describe_tracked(sampler *s, const struct tracked *t, const procs_in
 }
 
 /* A child outside any job of its own takes its parent's, if the parent is
- * tracked (a job's shell and everything it starts). */
-static void inherit_job(sampler *s, struct tracked *t, pid_t ppid)
+ * tracked (a job's shell and everything it starts); one whose cgroup was
+ * never read (adopted after it exited) takes its unit too, since a child
+ * starts in its parent's cgroup. */
+static void inherit_labels(sampler *s, struct tracked *t, pid_t ppid, bool job, bool unit)
 {
     for (size_t i = 0; ppid > 0 && i < s->n; i++)
         if (s->procs[i]->pid == ppid && !s->procs[i]->gone) {
-            memcpy(t->job, s->procs[i]->job, sizeof(t->job));
+            if (job)
+                memcpy(t->job, s->procs[i]->job, sizeof(t->job));
+            if (unit)
+                memcpy(t->unit, s->procs[i]->unit, sizeof(t->unit));
             return;
         }
 }
@@ -200,8 +205,8 @@ int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
         labels_job_environ(info->pid, s->cfg->job_env, s->cfg->n_job_env, t->job);
     else if (!t->job[0]) /* a replay: the recording's */
         snprintf(t->job, sizeof(t->job), "%s", info->job);
-    if (!t->job[0] && ch)
-        inherit_job(s, t, info->ppid);
+    if (ch && (!t->job[0] || !info->cgroup))
+        inherit_labels(s, t, info->ppid, !t->job[0], !info->cgroup);
     proctable_join_group(s, t);
     s->quiet[s->n].word = NULL;
     s->procs[s->n++] = t;
@@ -259,7 +264,7 @@ static int track_untracked_pid(sampler *s, pid_t pid)
 
 int proctable_adopt(sampler *s, const backend_orphan *o)
 {
-    procs_info info = {.pid = o->pid, .start_ticks = o->start, .uid = o->uid};
+    procs_info info = {.pid = o->pid, .ppid = o->ppid, .start_ticks = o->start, .uid = o->uid};
     backend_handle *ch = NULL;
     char err[UTIL_ERRLEN];
     struct tracked *t;
@@ -279,6 +284,10 @@ int proctable_adopt(sampler *s, const backend_orphan *o)
         return 0;
     }
     s->adopted++;
+    /* Its fork, still waiting to be looked at, is done with. */
+    for (size_t i = 0; i < s->n_forked; i++)
+        if (s->forked[i].pid == o->pid)
+            s->forked[i].pid = 0;
     t = s->procs[s->n - 1];
     t->gone = s->reap_pending = true;
     return 1;
@@ -389,10 +398,56 @@ static void comm_event(sampler *s, const procs_event *ev)
     rename_tracked(s, t, &info, false);
 }
 
+/* With a backend that drains: `pid`, untracked, is looked at after the
+ * second drain from now (proctable_track_forked) rather than now; false
+ * when the list cannot grow (then it is looked at now). */
+static bool defer(sampler *s, pid_t pid)
+{
+    /* [track] cgroup needs the path, which an adopted process lacks. */
+    if (!s->be->drain || s->cfg->track_cgroup)
+        return false;
+    if (s->n_forked == s->cap_forked) {
+        size_t ncap = s->cap_forked ? s->cap_forked * 2 : 256;
+        struct forked *v = realloc(s->forked, ncap * sizeof(*v));
+        if (!v)
+            return false;
+        s->forked = v;
+        s->cap_forked = ncap;
+    }
+    s->forked[s->n_forked++] = (struct forked){.pid = pid, .drain = s->n_drains};
+    return true;
+}
+
+void proctable_track_forked(sampler *s)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < s->n_forked; i++) {
+        bool known = s->forked[i].pid == 0; /* adopted */
+        if (s->forked[i].drain == s->n_drains && !known) {
+            s->forked[k++] = s->forked[i]; /* told of since the previous drain */
+            continue;
+        }
+        /* Adopted ones are gone already: any entry with the pid will do. */
+        for (size_t j = 0; j < s->n && !known; j++)
+            known = s->procs[j]->pid == s->forked[i].pid;
+        if (!known)
+            track_untracked_pid(s, s->forked[i].pid);
+    }
+    s->n_forked = k;
+    s->n_drains++;
+}
+
 static void proc_event(sampler *s, const procs_event *ev)
 {
     struct tracked *t;
 
+    /* An untracked process's events wait for a drain a whole tick later:
+     * by then one that lived less has exited and is adopted with what the
+     * backend recorded (no /proc reads), and one that lives on is read
+     * once, whatever it did meanwhile. */
+    if (ev->kind != PROCS_EV_EXIT && !find(s, ev->pid) && defer(s, ev->pid))
+        return;
     switch (ev->kind) {
     case PROCS_EV_FORK:
         /* Only a fork counts a miss: the other events of a process that

@@ -71,6 +71,8 @@ int reading_hardware(sampler *s)
         s->drain_failed = true;
         log_error("%s counter backend: draining its counts failed: %s", s->be->name, strerror(-r));
     }
+    if (s->be->drain)
+        proctable_track_forked(s);
     bool check_gone = s->reap_pending;
     if (s->power->n > 0 && (s->rapl_err = rapl_read(s->power, s->zone_delta)) < 0)
         memset(s->zone_delta, 0, s->power->n * sizeof(double));

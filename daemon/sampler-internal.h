@@ -91,9 +91,19 @@ struct sampler {
     int *pending_map;
 
     sample_eventset *es;
-    const backend *be;                  /* reads the counters of tracked processes */
-    bool drain_failed;                  /* its drain failed (logged once) */
-    unsigned adopted;                   /* this tick, by proctable_adopt */
+    const backend *be; /* reads the counters of tracked processes */
+    bool drain_failed; /* its drain failed (logged once) */
+    unsigned adopted;  /* this tick, by proctable_adopt */
+    /* With a backend that drains (it counts every process from its fork):
+     * pids the proc connector told of, looked at after the second drain
+     * since (the drain adopts those that exited by then), so that a process
+     * that does not outlive a whole tick costs no /proc reads. */
+    struct forked {
+        pid_t pid;
+        uint64_t drain; /* n_drains when it was told of */
+    } *forked;
+    size_t n_forked, cap_forked;
+    uint64_t n_drains;
     char backend_why[UTIL_ERRLEN + 64]; /* which backend runs and why, for the log */
     int task_clock;                     /* index in es, or -1 */
     rapl *power;
@@ -230,6 +240,10 @@ void proctable_join_group(sampler *s, struct tracked *t);
 int proctable_adopt(sampler *s, const backend_orphan *o);
 /* Finds processes to track and exits missed, from a walk of /proc. */
 void proctable_rescan(sampler *s);
+/* After a drain: tracks the processes the connector told of before the
+ * previous drain that are neither adopted nor tracked yet (reading their
+ * /proc details). */
+void proctable_track_forked(sampler *s);
 /* Handles waiting proc connector events until none is left or until_ns. */
 void proctable_drain_events(sampler *s, uint64_t until_ns);
 /* Drops processes that exited, after their final tick was accounted. */

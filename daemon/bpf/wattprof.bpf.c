@@ -2,16 +2,25 @@
  *
  * The daemon opens each event of its set once per CPU and puts the file
  * descriptors in `events` (index: event * nr_cpus + cpu). At every context
- * switch the counters' change since the previous switch on that CPU is
- * added to the outgoing task's process entry in `procs`, keyed by thread
- * group id and start time; a timer event per CPU (the daemon's tick
- * period) does the same for the task that is running, so a process that
- * never leaves its CPU is counted by tick time too. perf::TASK-CLOCK is
- * taken from each thread's scheduler run time instead (what rusage gives).
- * Keys carry pids as the daemon's pid namespace sees them. Fork, exec and exit
- * create, rename and close entries: a process that lives a millisecond
- * has one, and after its exit the entry keeps its final counts until the
- * daemon has taken them (it deletes the entry). */
+ * switch away from a user task the counters' change since the previous
+ * read on that CPU is added to the outgoing task's process entry in
+ * `procs`, keyed by thread group id and start time; a timer event per CPU
+ * (the daemon's tick period) does the same for the task that is running,
+ * so a process that never leaves its CPU is counted by tick time too.
+ * perf::TASK-CLOCK is taken from each thread's scheduler run time instead
+ * (what rusage gives). Keys carry pids as the daemon's pid namespace sees
+ * them. Fork, exec and exit create, rename and close entries: a process
+ * that lives a millisecond has one, and after its exit the entry keeps its
+ * final counts until the daemon has taken them (it deletes the entry).
+ *
+ * A context switch is the hot path (thousands a second on a quiet node),
+ * so it does the least it can: each thread's key is made once and kept in
+ * its task storage; a switch between two kernel threads (the idle task
+ * included) reads nothing, since nobody's count moves there; a switch from
+ * a kernel thread to a user task only takes the counters' values as the
+ * base; a switch between two threads of one process adds nothing yet (the
+ * process's next switch away adds it all); task fields are read directly
+ * (BTF pointers), not through probe-read helper calls. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -45,7 +54,7 @@ struct {
     __uint(max_entries, WATTPROF_BPF_MAX_CPUS *WATTPROF_BPF_MAX_EVENTS);
 } events SEC(".maps");
 
-/* Per CPU: the counters' values at the previous switch. */
+/* Per CPU: the counters' values at the previous read. */
 struct last {
     __u64 counter[WATTPROF_BPF_MAX_EVENTS];
     __u64 enabled[WATTPROF_BPF_MAX_EVENTS];
@@ -54,11 +63,11 @@ struct last {
 
 /* Per thread, kept with the task: the run time already added to its
  * process, so that each call adds what the thread ran since, whichever CPU
- * it ran on and whatever switches were not seen (a per-CPU baseline lost a
- * slice whenever the switch into a task was not the last one seen there);
- * and, from its exit hook on, its process's key: once its parent has
- * reaped it the pid is detached and the key can no longer be made, but its
+ * it ran on and whatever switches were not seen; and its process's key,
+ * made once (at its fork, or when first seen) and still there after its
+ * parent has reaped it and the pid can no longer be looked up, when its
  * final switch still has run time to add. */
+enum { KEY_UNKNOWN, KEY_MADE, KEY_NONE /* not visible to the daemon */ };
 struct seen {
     __u64 runtime;
     struct wattprof_key key;
@@ -85,6 +94,20 @@ struct {
     __type(key, struct wattprof_key);
     __type(value, struct wattprof_proc);
 } procs SEC(".maps");
+
+/* The processes whose entry changed since the daemon's previous drain,
+ * each once per drain generation (and once more when it exits), so that
+ * a drain looks up those that ran rather than every process there is. */
+struct {
+    __uint(type, BPF_MAP_TYPE_RINGBUF);
+    __uint(max_entries, WATTPROF_BPF_RING_BYTES);
+} changed SEC(".maps");
+
+/* Written by the daemon (mmap'ed): its drain generation, bumped before
+ * each drain. Read by it: records the full ring refused, since the load;
+ * when this moves the daemon drains the whole map once. */
+__u64 drain_gen;
+__u64 ring_lost;
 
 /* Counts the daemon reads: entries that did not fit, counter reads that
  * failed. */
@@ -122,6 +145,15 @@ static __always_inline __u32 ns_tgid(struct task_struct *leader)
     return 0;
 }
 
+/* Tells the daemon that k's entry changed (or its process exited). */
+static __always_inline void queue(const struct wattprof_key *k, __u32 exited)
+{
+    struct wattprof_change c = {.key = *k, .exited = exited};
+
+    if (bpf_ringbuf_output(&changed, &c, sizeof(c), BPF_RB_NO_WAKEUP) < 0)
+        __sync_fetch_and_add(&ring_lost, 1);
+}
+
 static __always_inline bool make_key(struct task_struct *t, struct wattprof_key *k)
 {
     struct task_struct *leader = BPF_CORE_READ(t, group_leader);
@@ -134,6 +166,24 @@ static __always_inline bool make_key(struct task_struct *t, struct wattprof_key 
     return k->tgid != 0;
 }
 
+/* t's task storage with its key made; NULL when it cannot have one. */
+static __always_inline struct seen *seen_of(struct task_struct *t)
+{
+    struct seen *s = bpf_task_storage_get(&seen, t, 0, 0);
+
+    if (!s) {
+        /* A thread first seen here ran before the programs were loaded:
+         * its run time counts from now. */
+        struct seen init = {.runtime = t->se.sum_exec_runtime};
+        s = bpf_task_storage_get(&seen, t, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+        if (!s)
+            return NULL;
+    }
+    if (s->keyed == KEY_UNKNOWN)
+        s->keyed = make_key(t, &s->key) ? KEY_MADE : KEY_NONE;
+    return s;
+}
+
 static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct wattprof_key *k,
                                                    bool create)
 {
@@ -142,6 +192,7 @@ static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct
     if (p || !create)
         return p;
     init.uid = BPF_CORE_READ(t, cred, uid.val);
+    init.ppid = ns_tgid(BPF_CORE_READ(t, real_parent, group_leader));
     init.cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
     bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), BPF_CORE_READ(t, group_leader, comm));
     if (bpf_map_update_elem(&procs, k, &init, BPF_NOEXIST) < 0 && !bpf_map_lookup_elem(&procs, k)) {
@@ -151,7 +202,7 @@ static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct
     return bpf_map_lookup_elem(&procs, k);
 }
 
-/* Event e's change on this CPU since the previous call, scaled by its
+/* Event e's change on this CPU since the previous read, scaled by its
  * enabled/running time; false when it cannot be read. `ran`: what the
  * task ran since its previous call, for task-clock. */
 static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, __u64 ran, __u64 *dc,
@@ -178,66 +229,83 @@ static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, __u64 ran,
     return true;
 }
 
-/* What t ran since the previous call for it, from its own run time; a
- * thread first seen here (it ran before the programs were loaded) starts
- * from now. */
-static __always_inline __u64 ran_since(struct task_struct *t, struct seen **sp)
+/* The counters' values on this CPU, as the base of the next delta: a user
+ * task comes on after a kernel thread, whose counts are nobody's. */
+static __always_inline void rebase(void)
 {
-    __u64 runtime = BPF_CORE_READ(t, se.sum_exec_runtime), ran = 0;
-    struct seen *s = bpf_task_storage_get(&seen, t, 0, 0);
+    __u32 zero = 0, cpu = bpf_get_smp_processor_id();
+    struct last *l = bpf_map_lookup_elem(&last, &zero);
+    __u64 dc, de, dr;
 
-    if (s) {
-        ran = runtime - s->runtime;
-    } else {
-        struct seen init = {.runtime = runtime};
-        s = bpf_task_storage_get(&seen, t, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    }
-    if (s)
-        s->runtime = runtime;
-    *sp = s;
-    return ran;
+    if (!l)
+        return;
+    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++)
+        if (e != task_clock)
+            delta(l, e, cpu, 0, &dc, &de, &dr);
 }
 
-/* The counters' change on this CPU since the previous call, added to t's
- * process (none for the idle task or a kernel thread). A task that has
- * exited only adds to an entry that is still there. */
+/* The counters' change on this CPU since the previous read, and what user
+ * task t ran since its previous call, added to t's process. A task that
+ * has exited only adds to an entry that is still there. */
 static __always_inline void account(struct task_struct *t, bool create)
 {
     __u32 zero = 0, cpu = bpf_get_smp_processor_id();
     struct last *l = bpf_map_lookup_elem(&last, &zero);
-    __u64 dc, de, dr, ran = 0;
+    struct seen *s = seen_of(t);
     struct wattprof_proc *p = NULL;
-    struct seen *s = NULL;
-    struct wattprof_key k;
+    __u64 dc, de, dr, ran = 0;
 
     if (!l)
         return;
-    if (task_clock != ~0u && !(BPF_CORE_READ(t, flags) & PF_KTHREAD))
-        ran = ran_since(t, &s);
-    if (make_key(t, &k))
-        p = entry(t, &k, create);
-    else if (s && s->keyed && BPF_CORE_READ(t, exit_state))
-        p = bpf_map_lookup_elem(&procs, &s->key);
+    if (s) {
+        __u64 runtime = t->se.sum_exec_runtime;
+        ran = runtime - s->runtime;
+        s->runtime = runtime;
+        if (s->keyed == KEY_MADE)
+            p = entry(t, &s->key, create);
+    }
     if (!p) {
         for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++)
-            delta(l, e, cpu, ran, &dc, &de, &dr);
-    } else {
-        for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
-            if (!delta(l, e, cpu, ran, &dc, &de, &dr))
-                continue;
-            __sync_fetch_and_add(&p->count[e], dc);
-            __sync_fetch_and_add(&p->enabled[e], de);
-            __sync_fetch_and_add(&p->running[e], dr);
-        }
-        __sync_fetch_and_add(&p->updates, 1);
+            if (e != task_clock)
+                delta(l, e, cpu, 0, &dc, &de, &dr);
+        return;
     }
+    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
+        if (!delta(l, e, cpu, ran, &dc, &de, &dr))
+            continue;
+        __sync_fetch_and_add(&p->count[e], dc);
+        __sync_fetch_and_add(&p->enabled[e], de);
+        __sync_fetch_and_add(&p->running[e], dr);
+    }
+    __sync_fetch_and_add(&p->updates, 1);
+    /* After the counts (the locked adds order them before this load): a
+     * generation read before the daemon bumped it means its coming drain
+     * looks the entry up after these counts are in. */
+    __u64 gen = *(volatile __u64 *)&drain_gen;
+    if (p->queued != gen) {
+        p->queued = gen;
+        queue(&s->key, 0);
+    }
+}
+
+static __always_inline bool kernel_thread(struct task_struct *t)
+{
+    return t->flags & PF_KTHREAD; /* the idle tasks too */
 }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(wattprof_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
-    /* A dead task's last switch must not bring back an entry already taken. */
-    account(prev, BPF_CORE_READ(prev, exit_state) == 0);
+    if (kernel_thread(prev)) {
+        if (!kernel_thread(next))
+            rebase();
+        return 0;
+    }
+    /* A dead thread's last switch must not bring back an entry already
+     * taken, and must add its last run time now. */
+    if (prev->exit_state == 0 && !kernel_thread(next) && prev->tgid == next->tgid)
+        return 0;
+    account(prev, prev->exit_state == 0);
     return 0;
 }
 
@@ -247,29 +315,34 @@ int wattprof_timer(void *ctx)
 {
     struct task_struct *t = bpf_get_current_task_btf();
 
-    account(t, true);
+    if (!kernel_thread(t))
+        account(t, true);
     return 0;
 }
 
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(wattprof_fork, struct task_struct *parent, struct task_struct *child)
 {
-    struct wattprof_key k;
-    struct seen init = {0}; /* a new thread has run nothing yet */
+    struct seen *s, init = {0}; /* a new thread has run nothing yet */
 
-    bpf_task_storage_get(&seen, child, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
-    if (BPF_CORE_READ(child, pid) == BPF_CORE_READ(child, tgid) && make_key(child, &k))
-        entry(child, &k, true);
+    if (kernel_thread(child))
+        return 0;
+    s = bpf_task_storage_get(&seen, child, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+    if (!s)
+        return 0;
+    s->keyed = make_key(child, &s->key) ? KEY_MADE : KEY_NONE;
+    if (s->keyed == KEY_MADE && child->pid == child->tgid)
+        entry(child, &s->key, true);
     return 0;
 }
 
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(wattprof_exec, struct task_struct *t)
 {
-    struct wattprof_key k;
+    struct seen *s = seen_of(t);
     struct wattprof_proc *p;
 
-    if (make_key(t, &k) && (p = entry(t, &k, true)))
+    if (s && s->keyed == KEY_MADE && (p = entry(t, &s->key, true)))
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), t->comm);
     return 0;
 }
@@ -277,23 +350,20 @@ int BPF_PROG(wattprof_exec, struct task_struct *t)
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(wattprof_exit, struct task_struct *t)
 {
-    struct wattprof_key k;
     struct wattprof_proc *p;
+    struct seen *s;
 
-    if (BPF_CORE_READ(t, signal, live.counter) != 0 || !make_key(t, &k))
+    if (kernel_thread(t) || BPF_CORE_READ(t, signal, live.counter) != 0)
         return 0;
     /* The last thread: what it ran since its last switch, then the mark,
-     * with the name it ended with (PR_SET_NAME has no hook here); its key
-     * is kept for its final switch. */
-    struct seen *s = bpf_task_storage_get(&seen, t, 0, 0);
-    if (s) {
-        s->key = k;
-        s->keyed = 1;
-    }
+     * with the name it ended with (PR_SET_NAME has no hook here). */
+    if (!(s = seen_of(t)) || s->keyed != KEY_MADE)
+        return 0;
     account(t, true);
-    if ((p = bpf_map_lookup_elem(&procs, &k))) {
+    if ((p = bpf_map_lookup_elem(&procs, &s->key))) {
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->exited = 1;
+        queue(&s->key, 1);
     }
     return 0;
 }

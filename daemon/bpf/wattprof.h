@@ -26,7 +26,20 @@ struct wattprof_proc {
     __u64 cgroup_id;
     __u32 uid;
     __u32 exited; /* the whole thread group has exited */
+    __u32 ppid;   /* its parent's thread group id when the entry was made; 0: not visible */
+    __u32 pad;
+    __u64 queued; /* the drain generation it was last put in the changed ring for */
     char comm[16];
 };
+
+/* A record of the changed ring: this process's entry has new counts, or
+ * the process has exited, since the daemon's previous drain. */
+struct wattprof_change {
+    struct wattprof_key key;
+    __u32 exited;
+    __u32 pad;
+};
+
+#define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~32,000 records */
 
 #endif

@@ -12,6 +12,9 @@ run, one daemon after the other, on the same workload:
   load 9), and the two backends agree within 3 %;
 - a process that burns 1 ms and exits: the bpf backend counts and stores it
   (the kernel side kept its final count until a tick took it);
+- a child that lives 1 ms, of a parent started in a job ([exporter]
+  job_env): the bpf backend, which takes such a child from what the kernel
+  recorded (no /proc reads), stores it with its parent's job;
 - GetStatus and `wattprof status` say which backend runs;
 - auto runs perf, with one log line that says why; bpf asked for without
   CAP_BPF (nor CAP_SYS_ADMIN: setpriv drops both from the bounding set)
@@ -26,6 +29,34 @@ from daemon_harness import Daemon, check, finish, workload_env  # noqa: E402
 
 BURN_S = 0.5
 burn = os.environ["BURN"]
+def short_process():
+    """A child of this process that burns 1 ms of CPU and exits."""
+    pid = os.fork()
+    if pid == 0:
+        end = time.process_time() + 0.001
+        while time.process_time() < end:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+JOB = "4242"
+if sys.argv[1:] == ["--job-parent"]:  # job_child's parent, with the job in its environment
+    time.sleep(0.5)  # tracked first
+    print(short_process(), flush=True)
+    time.sleep(1.5)  # still tracked when the child is adopted
+    sys.exit(0)
+
+
+def job_child():
+    """The pid of a 1 ms child of a parent whose environment names job JOB."""
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--job-parent"],
+                       capture_output=True, text=True, check=True,
+                       env=dict(os.environ, WP_BACKENDS_JOB=JOB))
+    return int(p.stdout)
+
+
 if os.geteuid() != 0:
     print("skip: needs root (the proc connector, and BPF for the bpf backend)")
     sys.exit(77)
@@ -42,22 +73,14 @@ def wait_status(d):
     return st
 
 
-def short_process():
-    """A child of this process that burns 1 ms of CPU and exits."""
-    pid = os.fork()
-    if pid == 0:
-        end = time.process_time() + 0.001
-        while time.process_time() < end:
-            pass
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return pid
-
-
 def run(backend):
     """The workload under a daemon with `backend`; None if it cannot run."""
+    os.makedirs(os.path.join(state, backend), exist_ok=True)
+    cfg = os.path.join(state, backend, "wattprofd.conf")
+    with open(cfg, "w") as f:
+        f.write("[exporter]\njob_env = WP_BACKENDS_JOB\n")
     try:
-        d = Daemon("--backend", backend, state=os.path.join(state, backend))
+        d = Daemon("--backend", backend, "--config", cfg, state=os.path.join(state, backend))
     except RuntimeError as e:  # it exits at once when the backend cannot load
         return None, str(e)
     st = wait_status(d)
@@ -81,6 +104,7 @@ def run(backend):
     apart = burn_pair([BURN_S, BURN_S + 0.2])  # they end 0.2 s apart
     together = burn_pair([BURN_S, BURN_S])     # they end within a tick or two
     short = short_process()
+    child = job_child()
     time.sleep(2.5)  # past a second boundary and the store's commit
     check(f"{backend}: SIGTERM exits 0", d.stop() == 0)
     cpu = {}
@@ -94,7 +118,8 @@ def run(backend):
     log = d.read_log()
     check(f"{backend}: the log says once which backend runs",
           log.count("counter backend:") == 1, log[-400:])
-    return [cpu[p] / apart[p] for p in apart], (short, cpu[short], d)
+    job = d.sql("SELECT job FROM processes WHERE pid = ?", child)
+    return [cpu[p] / apart[p] for p in apart], (short, cpu[short], d, child, job)
 
 
 perf, _ = run("perf")
@@ -105,7 +130,9 @@ else:
     for i, (a, b) in enumerate(zip(perf, bpf)):
         check(f"burner {i}: bpf and perf agree (stored/rusage {b:.4f} vs {a:.4f})",
               abs(a - b) <= 0.03)
-    short, short_cpu, d = extra
+    short, short_cpu, d, child, job = extra
+    check(f"bpf: the 1 ms child {child} is stored with its parent's job {JOB}",
+          job == [(JOB,)], str(job))
     stored = d.sql("SELECT count(*) FROM processes WHERE pid = ?", short)[0][0]
     check(f"bpf: the 1 ms process {short} is stored", stored == 1, str(stored))
     check(f"bpf: with its CPU time, {short_cpu * 1e3:.2f} ms", 0.0009 <= short_cpu <= 0.02)
