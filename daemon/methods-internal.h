@@ -98,8 +98,11 @@ int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer, void 
 int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
 int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
 int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
-/* Whether `peer` may see job `job`'s energy: privileged, or the job is its
- * own (or unknown: then there is nothing to see). Needs ctx->reader. */
-bool methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer);
+/* Whether `peer` may see job `job`'s energy: 1 when privileged, or the job
+ * is its own (or unknown: then there is nothing to see), 0 when not, or a
+ * negative errno when the jobs could not be read (err says why; -ETIME past
+ * the call's time limit). Needs ctx->reader. */
+int methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer, char *err,
+                        size_t errlen);
 
 #endif

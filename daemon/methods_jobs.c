@@ -73,19 +73,19 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
     return rpc_reply(call, reply);
 }
 
-bool methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer)
+int methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer, char *err,
+                        size_t errlen)
 {
     store_job_query q = {.since = 0, .until = data_now_s(ctx) + 1, .uid = -1, .job = job};
     store_job *jobs;
     size_t n;
-    char err[UTIL_ERRLEN];
-    bool mine;
+    int r;
 
     if (peer->privileged)
-        return true;
-    if (store_list_jobs(ctx->reader, &q, &jobs, &n, err, sizeof(err)) < 0)
-        return false;
-    mine = n == 0 || jobs[0].uid == (int64_t)peer->uid;
+        return 1;
+    if ((r = store_list_jobs(ctx->reader, &q, &jobs, &n, err, errlen)) < 0)
+        return r;
+    r = n == 0 || jobs[0].uid == (int64_t)peer->uid;
     store_jobs_free(jobs, n);
-    return mine;
+    return r;
 }

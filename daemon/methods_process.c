@@ -79,20 +79,19 @@ static int no_such_process(rpc_call *call, int pid)
 }
 
 /* Which calibrations the host's seconds were attributed under while the
- * process was seen; an empty list when they cannot be read (the rest of
- * the reply stands). */
-static json_object *process_calibrations(daemon_ctx *ctx, const store_process *p)
+ * process was seen, into *out.  A failed read fails the call (err says why):
+ * an empty list would read as "none", and a stopped one as a short list. */
+static int process_calibrations(daemon_ctx *ctx, const store_process *p, json_object **out,
+                                char *err, size_t errlen)
 {
-    json_object *a = json_object_new_array();
     int64_t end = (p->exit_time ? p->exit_time : p->last_seen) + 1;
     store_calib_change *v;
-    char err[UTIL_ERRLEN];
     size_t n;
+    int r;
 
-    if (store_calibration_changes(ctx->reader, p->first_seen, end, &v, &n, err, sizeof(err)) < 0) {
-        log_warning("GetProcess: %s", err);
-        return a;
-    }
+    if ((r = store_calibration_changes(ctx->reader, p->first_seen, end, &v, &n, err, errlen)) < 0)
+        return r;
+    json_object *a = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
         json_object *c = json_object_new_object();
         json_object_object_add(c, "t", json_object_new_double((double)v[i].t));
@@ -104,7 +103,8 @@ static json_object *process_calibrations(daemon_ctx *ctx, const store_process *p
         json_object_array_add(a, c);
     }
     free(v);
-    return a;
+    *out = a;
+    return 0;
 }
 
 int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
@@ -133,6 +133,12 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         free(ser);
         return no_such_process(call, pid); /* not theirs: as if absent */
     }
+    json_object *calibrations;
+    if ((r = process_calibrations(ctx, &p, &calibrations, err, sizeof(err))) < 0) {
+        store_process_free(&p);
+        free(ser);
+        return store_failed(ctx, call, r, err);
+    }
     json_object *reply = json_object_new_object(), *classes = json_object_new_array();
     json_object *series = json_object_new_array();
     pthread_mutex_lock(&ctx->lock);
@@ -157,7 +163,7 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     user_cache users = {0};
     json_object_object_add(reply, "process", stored_json(&p, ctx->model, 0, false, &users));
     json_object_object_add(reply, "classes", classes);
-    json_object_object_add(reply, "calibrations", process_calibrations(ctx, &p));
+    json_object_object_add(reply, "calibrations", calibrations);
     json_object_object_add(reply, "series", series);
     json_object_object_add(reply, "model", model_json(ctx->model, true, NAN));
     pthread_mutex_unlock(&ctx->lock);
@@ -298,8 +304,10 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         }
     }
     sync_store(ctx);
-    if (q.by == STORE_HISTORY_JOB && !methods_job_visible(ctx, q.job, peer))
-        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
+    if (q.by == STORE_HISTORY_JOB &&
+        (r = methods_job_visible(ctx, q.job, peer, err, sizeof(err))) <= 0)
+        return r < 0 ? store_failed(ctx, call, r, err)
+                     : rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     r = store_history(ctx->reader, &q, &pts, &n, err, sizeof(err));
     if (r == -EINVAL && q.by == STORE_HISTORY_COMM)
         return invalid_regex(call, q.comm);
