@@ -42,7 +42,7 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
 
     CHECK_PARAMS(call, params, OPT_IN("since", FLOAT, 0, P_TIME_MAX),
                  OPT_IN("until", FLOAT, 0, P_TIME_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
-                 OPT("job", STRING));
+                 OPT("job", STRING), OPT_IN("offset", INT, 0, P_TIME_MAX));
     if (other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     q.since = (int64_t)floor(param_double(params, "since", 0));
@@ -66,10 +66,20 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
         return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     user_cache users = {0};
-    for (size_t i = 0; i < n; i++)
-        json_object_array_add(a, job_json(&jobs[i], &users));
+    reply_budget budget;
+    size_t offset = (size_t)param_double(params, "offset", 0), i;
+    reply_budget_init(&budget);
+    for (i = offset; i < n; i++) {
+        json_object *o = job_json(&jobs[i], &users);
+        if (!reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
+            json_object_put(o);
+            break;
+        }
+        json_object_array_add(a, o);
+    }
     store_jobs_free(jobs, n);
     json_object_object_add(reply, "jobs", a);
+    json_object_object_add(reply, "next_offset", i < n ? json_object_new_int64((int64_t)i) : NULL);
     return rpc_reply(call, reply);
 }
 
