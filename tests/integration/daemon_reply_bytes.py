@@ -20,6 +20,9 @@ client follows the pages and lists everything once.
     every second (GetProcess{series_s: 1e6}, about 6 MB) has no pages and
     is ReplyTooLarge naming series_s; `wattprof show --series` says so and
     exits 1; the last 100 seconds are answered.
+  - A slowed replay of 14,000 processes: Subscribe{limit: 0}
+    (all of them, about 4.6 MB a reply) ends with ReplyTooLarge naming
+    limit; Subscribe{limit: 100} streams.
 Before, each of these was one reply of 5 to 7 MB.  The second daemon runs
 with query_time_limit = 1m: on a loaded machine listing the jobs can take
 seconds."""
@@ -132,7 +135,9 @@ con.commit()
 con.close()
 
 with open(f"{tmp}/d.conf", "w") as f:
-    f.write("[daemon]\nquery_time_limit = 1m\n")
+    # Tracking nothing: a daemon tracking a busy machine's every process can
+    # hold so many counter fds that SQLite's temporary files fail (EMFILE).
+    f.write("[daemon]\nquery_time_limit = 1m\n[track]\ncomm = ^none-such$\n")
 d = Daemon("--rate", "10", "--config", f"{tmp}/d.conf", state=f"{tmp}/d")
 with cleaned_up(d):
     since = now - HOST_S
@@ -169,7 +174,7 @@ write_replay(f"{tmp}/long.trace", [(4242 + i, "long", "long") for i in range(3)]
              dt=1_000_000_000)  # pid 4242 runs a third of the time: 17 digits a number
 d = Daemon("--model", one_event_model(f"{tmp}/model.json"), "--replay", f"{tmp}/long.trace",
            "--speed", "max", state=f"{tmp}/long")
-with cleaned_up(d, tmp):
+with cleaned_up(d):
     for _ in range(1200):
         if "finished" in d.read_log():
             break
@@ -189,5 +194,29 @@ with cleaned_up(d, tmp):
     got = d.call(M + "GetProcess", {"pid": 4242, "series_s": 100})
     check("... and the last 100 seconds are answered", len(got["series"]) == 100,
           str(len(got["series"])))
+    check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
+
+write_replay(f"{tmp}/many.trace", [(10000 + i, f"proc{i}", "x") for i in range(14_000)],
+             ticks=25)
+# A twentieth of the recording's pace: 10 s of live processes to subscribe to.
+d = Daemon("--model", one_event_model(f"{tmp}/model.json"), "--replay", f"{tmp}/many.trace",
+           "--speed", "0.05", state=f"{tmp}/many")
+with cleaned_up(d, tmp):
+    for _ in range(200):
+        if d.call(M + "GetStatus")["status"]["tracked"] >= 14_000:
+            break
+        time.sleep(0.05)
+    with Connection(d.sock, timeout=60) as c:
+        try:
+            got = [(len(r["processes"]), more) for r, more in
+                   c.stream(M + "Subscribe", {"limit": 0})][:3]
+        except VarlinkError as e:
+            got = (e.name, e.parameters)
+    check("Subscribe of all 14,000 processes: ReplyTooLarge naming limit",
+          got[0] == M + "ReplyTooLarge" and got[1].get("parameter") == "limit", str(got))
+    with Connection(d.sock, timeout=60) as c:
+        r, more = next(c.stream(M + "Subscribe", {"limit": 100}))
+    check("... and the top 100 stream", len(r["processes"]) == 100 and more,
+          f'{len(r["processes"])} {more}')
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 finish()
