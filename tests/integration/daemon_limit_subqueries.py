@@ -19,7 +19,7 @@ A query can also be stopped before it gets there (a loaded machine): each
 call is tried up to ten times, and passes once the reason names the later
 query; any other answer fails at once.  Under the default limit both calls
 are answered in full (the calibrations of the process are listed)."""
-import json, os, shutil, sqlite3, subprocess, sys, tempfile, time
+import atexit, json, os, shutil, sqlite3, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import (cleaned_up, Daemon, check, finish, insert_minute_rows,  # noqa: E402
@@ -29,6 +29,7 @@ from varlink_peer import Connection, VarlinkError  # noqa: E402
 M = "io.wattprof.Monitor."
 HOST_S, JOB_PROCS = 200_000, 50_000
 tmp = tempfile.mkdtemp(prefix="wattprof-limit-sub-")
+atexit.register(shutil.rmtree, tmp, True)  # also when a check raises
 os.chmod(tmp, 0o755)
 state = f"{tmp}/d"
 

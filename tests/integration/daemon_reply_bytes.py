@@ -26,7 +26,7 @@ client follows the pages and lists everything once.
 Before, each of these was one reply of 5 to 7 MB.  The second daemon runs
 with query_time_limit = 1m: on a loaded machine listing the jobs can take
 seconds."""
-import json, os, sqlite3, subprocess, sys, tempfile, time
+import atexit, json, os, shutil, sqlite3, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import (cleaned_up, Daemon, check, finish, insert_minute_rows,  # noqa: E402
@@ -39,6 +39,7 @@ N = 1500
 HOST_S, JOBS = 36_000, 1_200
 M = "io.wattprof.Monitor."
 tmp = tempfile.mkdtemp(prefix="wattprof-bytes-")
+atexit.register(shutil.rmtree, tmp, True)  # also when a check raises
 WATTPROF = os.environ["WATTPROF"]
 
 
