@@ -130,7 +130,7 @@ static int collect(rpc_client *c, const struct export_opts *e, json_object *proc
     json_object_object_add(p, "since", json_object_new_double(e->since));
     json_object_object_add(p, "until", json_object_new_double(e->until));
     json_object_object_add(p, "step_s", json_object_new_double(1));
-    r = query_call(c, "GetHistory", p, &reply);
+    r = query_pages(c, "GetHistory", p, "samples", &reply);
     json_object_put(p);
     if (r < 0)
         return r;

@@ -408,7 +408,7 @@ int cmd_history(int argc, char **argv)
         json_object_put(params);
         return r > 0 ? 0 : 2;
     }
-    r = query_once(&h.q, "GetHistory", params, &reply);
+    r = query_once_pages(&h.q, "GetHistory", params, "samples", &reply);
     json_object_put(params);
     if (r < 0)
         return 1;

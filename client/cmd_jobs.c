@@ -133,7 +133,7 @@ int cmd_jobs(int argc, char **argv)
         json_object_put(params);
         return r > 0 ? 0 : 2;
     }
-    r = query_once(&q, "ListJobs", params, &reply);
+    r = query_once_pages(&q, "ListJobs", params, "jobs", &reply);
     json_object_put(params);
     if (r < 0)
         return 1;

@@ -153,6 +153,11 @@ static void describe_error(const char *method, const char *name, json_object *p,
         snprintf(msg, len, "the daemon refused the connection: %s", query_str(p, "reason"));
     else if (strcmp(name, QUERY_IFACE "StorageUnavailable") == 0)
         snprintf(msg, len, "the daemon's database is unavailable: %s", query_str(p, "reason"));
+    else if (strcmp(name, QUERY_IFACE "ReplyTooLarge") == 0)
+        snprintf(msg, len, "the daemon's answer to %s would pass its %lld bytes per reply: %s%s%s",
+                 method, (long long)query_int(p, "limit_bytes", 0), query_str(p, "reason"),
+                 *query_str(p, "parameter") ? "; ask for less through " : "",
+                 query_str(p, "parameter"));
     else if (strcmp(name, QUERY_IFACE "QueryTimeLimit") == 0)
         snprintf(msg, len,
                  "the daemon stopped %s at its time limit of %g s per query ([daemon] "
@@ -324,6 +329,75 @@ int query_list_processes(rpc_client *c, json_object *params, json_object **reply
             merge_pages(query_obj(*reply, "processes"), query_str(params, "sort")));
     json_object_object_add(*reply, "next_offset", NULL);
     return 0;
+}
+
+/* Where the page after `reply` starts, as the parameters of the next call
+ * (next_offset: offset; next_since: since, with the step_s of the buckets
+ * so far); false after the last page. */
+static bool next_page(json_object *reply, json_object *params)
+{
+    json_object *off = query_obj(reply, "next_offset"), *since = query_obj(reply, "next_since");
+
+    if (off) {
+        json_object_object_add(params, "offset", json_object_get(off));
+        return true;
+    }
+    if (since) {
+        json_object_object_add(params, "since", json_object_get(since));
+        json_object_object_add(params, "step_s", json_object_get(query_obj(reply, "step_s")));
+        return true;
+    }
+    return false;
+}
+
+int query_pages(rpc_client *c, const char *method, json_object *params, const char *list,
+                json_object **reply)
+{
+    json_object *page = NULL;
+    int r;
+
+    if ((r = query_call(c, method, params, reply)) < 0)
+        return r;
+    while (next_page(page ? page : *reply, params)) {
+        json_object_put(page);
+        page = NULL;
+        if ((r = query_call(c, method, params, &page)) < 0)
+            break;
+        json_object *all = query_obj(*reply, list), *more = query_obj(page, list);
+        size_t n = json_object_array_length(more);
+        if (n == 0 && (query_obj(page, "next_offset") || query_obj(page, "next_since"))) {
+            log_error("the daemon answered %s with an empty page that is not the last", method);
+            r = -EPROTO;
+            break;
+        }
+        for (size_t i = 0; i < n; i++)
+            json_object_array_add(all, json_object_get(json_object_array_get_idx(more, i)));
+    }
+    json_object_put(page);
+    if (r < 0) {
+        json_object_put(*reply);
+        *reply = NULL;
+        return r;
+    }
+    /* One reply with every page: none after it. */
+    if (json_object_object_get_ex(*reply, "next_offset", NULL))
+        json_object_object_add(*reply, "next_offset", NULL);
+    if (json_object_object_get_ex(*reply, "next_since", NULL))
+        json_object_object_add(*reply, "next_since", NULL);
+    return 0;
+}
+
+int query_once_pages(const query_opts *q, const char *method, json_object *params, const char *list,
+                     json_object **reply)
+{
+    rpc_client *c;
+    int r = query_connect(q, &c);
+
+    if (r < 0)
+        return r;
+    r = query_pages(c, method, params, list, reply);
+    rpc_client_free(c);
+    return r;
 }
 
 int query_call_more(rpc_client *c, const char *method, json_object *params)

@@ -109,6 +109,16 @@ int query_once(const query_opts *q, const char *method, json_object *params, jso
  * following next_offset, in one reply (params gains "offset"). */
 int query_list_processes(rpc_client *c, json_object *params, json_object **reply);
 
+/* Calls `method` and, while its reply says where the next page starts
+ * (next_offset, or GetHistory's next_since), again from there (params
+ * gains offset, or since and step_s), into one reply whose array `list`
+ * has every page's. */
+int query_pages(rpc_client *c, const char *method, json_object *params, const char *list,
+                json_object **reply);
+/* Connects, calls query_pages, disconnects. */
+int query_once_pages(const query_opts *q, const char *method, json_object *params, const char *list,
+                     json_object **reply);
+
 int query_call_more(rpc_client *c, const char *method, json_object *params);
 
 /* Reads the next reply of a Subscribe stream; -ETIMEDOUT after timeout_ms.

@@ -67,6 +67,27 @@ typedef struct user_cache {
  * thread. */
 #define P_PAGE_MAX 1000.0
 
+/* The bytes of one reply's JSON, at most (docs/reliability.md): a page of
+ * ListProcesses, GetHistory or ListJobs stops early at it and says where
+ * the next starts; any other reply past it is ReplyTooLarge, naming the
+ * parameter to reduce.  A reply's fields besides its list are kept within
+ * REPLY_RESERVE_BYTES. */
+#define REPLY_MAX_BYTES (4 * 1024 * 1024)
+#define REPLY_RESERVE_BYTES (64 * 1024)
+
+/* What is left of one reply's bytes for its list. */
+typedef struct reply_budget {
+    size_t left;
+} reply_budget;
+void reply_budget_init(reply_budget *b);
+/* Charges the JSON of o (a member of the reply's list) to b: false, and
+ * nothing charged, when it does not fit. */
+bool reply_budget_take(reply_budget *b, json_object *o);
+/* Answers ReplyTooLarge: the reply would pass REPLY_MAX_BYTES; `parameter`
+ * (NULL: none) is the one to reduce, the reason says by how much. */
+int reply_too_large(rpc_call *call, const char *parameter, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 int64_t now_s(void);
 int64_t data_now_s(daemon_ctx *ctx);
 json_object *num_or_null(double v);
@@ -98,8 +119,11 @@ int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer, void 
 int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
 int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
 int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);
-/* Whether `peer` may see job `job`'s energy: privileged, or the job is its
- * own (or unknown: then there is nothing to see). Needs ctx->reader. */
-bool methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer);
+/* Whether `peer` may see job `job`'s energy: 1 when privileged, or the job
+ * is its own (or unknown: then there is nothing to see), 0 when not, or a
+ * negative errno when the jobs could not be read (err says why; -ETIME past
+ * the call's time limit). Needs ctx->reader. */
+int methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer, char *err,
+                        size_t errlen);
 
 #endif

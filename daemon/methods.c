@@ -140,6 +140,7 @@ json_object *live_json(const live_proc *p, const model *m, user_cache *users)
     json_object_object_add(o, "standalone_j", json_object_new_double(p->total_standalone_j));
     json_object_object_add(o, "first_seen", json_object_new_double(0));
     json_object_object_add(o, "exited", NULL);
+    json_object_object_add(o, "job", p->job[0] ? json_object_new_string(p->job) : NULL);
     return o;
 }
 
@@ -168,6 +169,7 @@ json_object *stored_json(const store_process *p, const model *m, double window_s
     json_object_object_add(o, "first_seen", json_object_new_double((double)p->first_seen));
     json_object_object_add(o, "exited",
                            p->exit_time ? json_object_new_double((double)p->exit_time) : NULL);
+    json_object_object_add(o, "job", p->job && p->job[0] ? json_object_new_string(p->job) : NULL);
     return o;
 }
 

@@ -42,7 +42,7 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
 
     CHECK_PARAMS(call, params, OPT_IN("since", FLOAT, 0, P_TIME_MAX),
                  OPT_IN("until", FLOAT, 0, P_TIME_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
-                 OPT("job", STRING));
+                 OPT("job", STRING), OPT_IN("offset", INT, 0, P_TIME_MAX));
     if (other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     q.since = (int64_t)floor(param_double(params, "since", 0));
@@ -66,26 +66,36 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
         return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     user_cache users = {0};
-    for (size_t i = 0; i < n; i++)
-        json_object_array_add(a, job_json(&jobs[i], &users));
+    reply_budget budget;
+    size_t offset = (size_t)param_double(params, "offset", 0), i;
+    reply_budget_init(&budget);
+    for (i = offset; i < n; i++) {
+        json_object *o = job_json(&jobs[i], &users);
+        if (!reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
+            json_object_put(o);
+            break;
+        }
+        json_object_array_add(a, o);
+    }
     store_jobs_free(jobs, n);
     json_object_object_add(reply, "jobs", a);
+    json_object_object_add(reply, "next_offset", i < n ? json_object_new_int64((int64_t)i) : NULL);
     return rpc_reply(call, reply);
 }
 
-bool methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer)
+int methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer, char *err,
+                        size_t errlen)
 {
     store_job_query q = {.since = 0, .until = data_now_s(ctx) + 1, .uid = -1, .job = job};
     store_job *jobs;
     size_t n;
-    char err[UTIL_ERRLEN];
-    bool mine;
+    int r;
 
     if (peer->privileged)
-        return true;
-    if (store_list_jobs(ctx->reader, &q, &jobs, &n, err, sizeof(err)) < 0)
-        return false;
-    mine = n == 0 || jobs[0].uid == (int64_t)peer->uid;
+        return 1;
+    if ((r = store_list_jobs(ctx->reader, &q, &jobs, &n, err, errlen)) < 0)
+        return r;
+    r = n == 0 || jobs[0].uid == (int64_t)peer->uid;
     store_jobs_free(jobs, n);
-    return mine;
+    return r;
 }

@@ -27,22 +27,34 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     double in_use_loaded = NAN; /* when the store last saw the model in use loaded */
+    reply_budget budget;
+    bool fits = true;
+    reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
     for (size_t i = 0; i < n; i++)
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0)
             in_use_loaded = (double)rows[i].last_loaded;
-    json_object_array_add(a, model_json(ctx->model, true, in_use_loaded));
-    for (size_t i = 0; i < n; i++) {
+    json_object *o = model_json(ctx->model, true, in_use_loaded);
+    json_object_array_add(a, o);
+    fits = reply_budget_take(&budget, o);
+    for (size_t i = 0; fits && i < n; i++) {
         model *m;
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0 ||
             model_parse(rows[i].json, strlen(rows[i].json), rows[i].name, &m, err, sizeof(err)) < 0)
             continue;
-        json_object_array_add(a, model_json(m, false, (double)rows[i].last_loaded));
+        o = model_json(m, false, (double)rows[i].last_loaded);
+        json_object_array_add(a, o);
+        fits = reply_budget_take(&budget, o);
         model_free(m);
     }
     pthread_mutex_unlock(&ctx->lock);
     store_models_free(rows, n);
     json_object_object_add(reply, "models", a);
+    if (!fits) { /* no parameters to page by; never seen short of a flood of reloads */
+        json_object_put(reply);
+        return reply_too_large(call, NULL, "the %zu models on record take more than %d bytes",
+                               n + 1, REPLY_MAX_BYTES);
+    }
     return rpc_reply(call, reply);
 }
 

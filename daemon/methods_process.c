@@ -54,20 +54,37 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
         return invalid_regex(call, q.comm_regex);
     if (r < 0)
         return store_failed(ctx, call, r, err);
-    json_object *a = json_object_new_array(), *reply = json_object_new_object();
+    json_object *a = json_object_new_array();
     user_cache users = {0};
+    reply_budget budget;
+    size_t shown = 0, got = n;
     bool more = n > page;
     n = more ? page : n;
+    reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
-    for (size_t i = 0; i < n; i++)
-        json_object_array_add(
-            a, stored_json(&p[i], ctx->model, (double)(q.until - q.since), true, &users));
+    for (; shown < n; shown++) {
+        json_object *o =
+            stored_json(&p[shown], ctx->model, (double)(q.until - q.since), true, &users);
+        if (!reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
+            json_object_put(o);
+            more = true;
+            break;
+        }
+        json_object_array_add(a, o);
+    }
     pthread_mutex_unlock(&ctx->lock);
-    store_processes_free(p, more ? n + 1 : n);
+    store_processes_free(p, got);
+    if (shown == 0 && more) {
+        json_object_put(a);
+        return reply_too_large(call, "offset",
+                               "the process at offset %zu alone takes more than %d bytes", q.offset,
+                               REPLY_MAX_BYTES - REPLY_RESERVE_BYTES);
+    }
+    json_object *reply = json_object_new_object();
     json_object_object_add(reply, "window_s", json_object_new_double((double)(q.until - q.since)));
     json_object_object_add(reply, "processes", a);
     json_object_object_add(reply, "next_offset",
-                           more ? json_object_new_int64((int64_t)(q.offset + n)) : NULL);
+                           more ? json_object_new_int64((int64_t)(q.offset + shown)) : NULL);
     return rpc_reply(call, reply);
 }
 
@@ -79,20 +96,19 @@ static int no_such_process(rpc_call *call, int pid)
 }
 
 /* Which calibrations the host's seconds were attributed under while the
- * process was seen; an empty list when they cannot be read (the rest of
- * the reply stands). */
-static json_object *process_calibrations(daemon_ctx *ctx, const store_process *p)
+ * process was seen, into *out.  A failed read fails the call (err says why):
+ * an empty list would read as "none", and a stopped one as a short list. */
+static int process_calibrations(daemon_ctx *ctx, const store_process *p, json_object **out,
+                                char *err, size_t errlen)
 {
-    json_object *a = json_object_new_array();
     int64_t end = (p->exit_time ? p->exit_time : p->last_seen) + 1;
     store_calib_change *v;
-    char err[UTIL_ERRLEN];
     size_t n;
+    int r;
 
-    if (store_calibration_changes(ctx->reader, p->first_seen, end, &v, &n, err, sizeof(err)) < 0) {
-        log_warning("GetProcess: %s", err);
-        return a;
-    }
+    if ((r = store_calibration_changes(ctx->reader, p->first_seen, end, &v, &n, err, errlen)) < 0)
+        return r;
+    json_object *a = json_object_new_array();
     for (size_t i = 0; i < n; i++) {
         json_object *c = json_object_new_object();
         json_object_object_add(c, "t", json_object_new_double((double)v[i].t));
@@ -104,7 +120,8 @@ static json_object *process_calibrations(daemon_ctx *ctx, const store_process *p
         json_object_array_add(a, c);
     }
     free(v);
-    return a;
+    *out = a;
+    return 0;
 }
 
 int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
@@ -133,11 +150,28 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         free(ser);
         return no_such_process(call, pid); /* not theirs: as if absent */
     }
+    json_object *calibrations;
+    if ((r = process_calibrations(ctx, &p, &calibrations, err, sizeof(err))) < 0) {
+        store_process_free(&p);
+        free(ser);
+        return store_failed(ctx, call, r, err);
+    }
     json_object *reply = json_object_new_object(), *classes = json_object_new_array();
     json_object *series = json_object_new_array();
+    user_cache users = {0};
+    reply_budget budget;
+    bool fits = true;
+    reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
+    json_object *process = stored_json(&p, ctx->model, 0, false, &users);
+    json_object_object_add(reply, "process", process);
+    json_object_object_add(reply, "classes", classes);
+    json_object_object_add(reply, "calibrations", calibrations);
+    json_object_object_add(reply, "series", series);
+    json_object_object_add(reply, "model", model_json(ctx->model, true, NAN));
+    fits = reply_budget_take(&budget, process) && reply_budget_take(&budget, calibrations);
     int last = -2;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; fits && i < n; i++) {
         json_object *smp = json_object_new_object();
         if (ser[i].klass != last) {
             json_object *c = json_object_new_object();
@@ -145,6 +179,7 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
             json_object_object_add(c, "class",
                                    json_object_new_string(class_name(ctx->model, ser[i].klass)));
             json_object_array_add(classes, c);
+            fits = reply_budget_take(&budget, c);
             last = ser[i].klass;
         }
         json_object_object_add(smp, "t", json_object_new_double((double)ser[i].t));
@@ -153,16 +188,17 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         json_object_object_add(smp, "cpu", json_object_new_double(ser[i].cpu_s));
         json_object_object_add(smp, "measured_j", NULL);
         json_object_array_add(series, smp);
+        fits = fits && reply_budget_take(&budget, smp);
     }
-    user_cache users = {0};
-    json_object_object_add(reply, "process", stored_json(&p, ctx->model, 0, false, &users));
-    json_object_object_add(reply, "classes", classes);
-    json_object_object_add(reply, "calibrations", process_calibrations(ctx, &p));
-    json_object_object_add(reply, "series", series);
-    json_object_object_add(reply, "model", model_json(ctx->model, true, NAN));
     pthread_mutex_unlock(&ctx->lock);
     store_process_free(&p);
     free(ser);
+    if (!fits) { /* not pageable: the caller asks for fewer seconds */
+        json_object_put(reply);
+        return reply_too_large(
+            call, "series_s", "the %zu seconds of the series (series_s %g) take more than %d bytes",
+            n, series_s, REPLY_MAX_BYTES);
+    }
     return rpc_reply(call, reply);
 }
 
@@ -298,8 +334,10 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         }
     }
     sync_store(ctx);
-    if (q.by == STORE_HISTORY_JOB && !methods_job_visible(ctx, q.job, peer))
-        return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
+    if (q.by == STORE_HISTORY_JOB &&
+        (r = methods_job_visible(ctx, q.job, peer, err, sizeof(err))) <= 0)
+        return r < 0 ? store_failed(ctx, call, r, err)
+                     : rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     r = store_history(ctx->reader, &q, &pts, &n, err, sizeof(err));
     if (r == -EINVAL && q.by == STORE_HISTORY_COMM)
         return invalid_regex(call, q.comm);
@@ -309,7 +347,10 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     if (r < 0)
         return store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
-    for (size_t i = 0; i < n; i++) {
+    reply_budget budget;
+    size_t i;
+    reply_budget_init(&budget);
+    for (i = 0; i < n; i++) {
         json_object *s = json_object_new_object();
         bool host = q.by == STORE_HISTORY_HOST;
         double e = host ? pts[i].host_j : pts[i].attributed_j;
@@ -324,8 +365,15 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         json_object_object_add(s, "covered_s", num_or_null(pts[i].covered_s));
         if (host) /* the calibration of the bucket's last second */
             history_calibration(s, &pts[i]);
+        if (!reply_budget_take(&budget, s)) { /* the page ends at the reply's bytes */
+            json_object_put(s);
+            break;
+        }
         json_object_array_add(a, s);
     }
+    /* Buckets start at since + k x step_s: the next page's since keeps them. */
+    json_object_object_add(reply, "next_since",
+                           i < n ? json_object_new_double((double)pts[i].t) : NULL);
     free(pts);
     json_object_object_add(reply, "step_s", json_object_new_double((double)q.step));
     json_object_object_add(reply, "samples", a);

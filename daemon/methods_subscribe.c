@@ -48,18 +48,27 @@ static int cmp_power(const void *a, const void *b)
     return (x < y) - (x > y);
 }
 
+/* One reply of a subscription; NULL when it would pass REPLY_MAX_BYTES. */
 static json_object *subscription_reply(const subscriber *sub, const snapshot *snap, const model *m)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
     user_cache users = {0};
     size_t shown = 0;
+    reply_budget budget;
 
+    reply_budget_init(&budget);
     json_object_object_add(o, "t", json_object_new_double((double)snap->t_ns / 1e9));
     json_object_object_add(o, "host", host_json(&snap->st));
     for (size_t i = 0; i < snap->n_procs && (sub->limit == 0 || shown < sub->limit); i++) {
         if (sub->uid >= 0 && snap->procs[i].uid != (uid_t)sub->uid)
             continue;
-        json_object_array_add(a, live_json(&snap->procs[i], m, &users));
+        json_object *p = live_json(&snap->procs[i], m, &users);
+        json_object_array_add(a, p);
+        if (!reply_budget_take(&budget, p)) {
+            json_object_put(a);
+            json_object_put(o);
+            return NULL;
+        }
         shown++;
     }
     json_object_object_add(o, "processes", a);
@@ -84,8 +93,18 @@ void methods_publish(daemon_ctx *ctx)
             continue;
         }
         if (now >= sub->next_ns) {
-            rpc_reply_more(sub->call, subscription_reply(sub, snap, ctx->model));
+            json_object *reply = subscription_reply(sub, snap, ctx->model);
             sub->next_ns = now + (int64_t)(sub->interval_s * 1e9);
+            if (!reply) { /* the subscription ends: the caller asks for fewer */
+                reply_too_large(sub->call, "limit",
+                                "the top processes (limit %zu, 0: all) take more than %d bytes",
+                                sub->limit, REPLY_MAX_BYTES);
+                *pp = sub->next;
+                rpc_call_unref(sub->call);
+                free(sub);
+                continue;
+            }
+            rpc_reply_more(sub->call, reply);
         }
         pp = &sub->next;
     }

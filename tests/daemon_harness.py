@@ -134,6 +134,45 @@ def one_event_model(path):
     return path
 
 
+def write_replay(path, procs, ticks=3, dt=20_000_000):
+    """Writes to `path` a recording of task-clock alone over `ticks` ticks
+    in which every process of `procs`, (pid, comm, cmdline) under uid 0,
+    runs, the later ones longer. Replay it with one_event_model."""
+    lines = [{"format": "wattprof-trace/1", "events": ["perf::TASK-CLOCK"], "zones": [],
+              "rate_hz": 50, "boot_id": "00000000-0000-0000-0000-00000000fa9f"}]
+    for pid, comm, cmdline in procs:
+        lines.append({"proc": {"pid": pid, "ppid": 1, "start": 7, "uid": 0, "comm": comm,
+                               "cmdline": cmdline, "cgroup": "/t"}})
+    for k in range(ticks):
+        lines.append({"tick": {"t": 1_000_000_000 + (k + 1) * dt, "dt": dt, "energy_j": [],
+                               "procs": [{"pid": p[0], "start": 7,
+                                          "d": [dt * (i + 1) / len(procs)], "r": [1]}
+                                         for i, p in enumerate(procs)]}})
+    with open(path, "w") as f:
+        f.write("\n".join(json.dumps(x) for x in lines) + "\n")
+    return path
+
+
+def insert_processes(con, rows):
+    """Stores processes behind the daemon's back (between two runs of it):
+    rows of (id, pid, comm, first_seen, last_seen, exit_time, job), each of
+    uid 0 with 1 J and 1 CPU second in total."""
+    con.executemany(
+        "INSERT INTO processes (id, boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+        " first_seen, last_seen, exit_time, attributed_j, standalone_j, cpu_s, job)"
+        " VALUES (?, 'b', ?, 1, ?3, ?3, 0, '/t', ?, ?, ?, 1, 1, 1, ?)", rows)
+
+
+def insert_minute_rows(con, where):
+    """Gives each stored process matching `where` (SQL over processes p)
+    three minute rows up to its last second, 1 J and 0.1 CPU s each."""
+    con.execute(
+        "INSERT INTO process_energy_minute (process_id, t, attributed_j, standalone_j, cpu_s,"
+        " class, seconds) SELECT p.id, (p.last_seen / 60 - k.k) * 60, 1, 1, 0.1, 0, 60"
+        " FROM processes p, (SELECT 0 AS k UNION ALL SELECT 1 UNION ALL SELECT 2) k"
+        " WHERE " + where)
+
+
 def energy_by_job(url, command):
     """The exporter's energy of `command` by job_id, from GET url."""
     import re, urllib.request

@@ -18,7 +18,7 @@ every row, and takes some hundreds of ms.
 import os, sqlite3, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import cleaned_up, Daemon, check, finish  # noqa: E402
+from daemon_harness import cleaned_up, Daemon, check, finish, insert_minute_rows  # noqa: E402
 from varlink_peer import VarlinkError  # noqa: E402
 
 N = 100_000
@@ -38,11 +38,7 @@ def fill(db):
         " VALUES (?, 'b', ?, 1, ?, ?, 0, '/user.slice/x.scope', ?, ?, ?, 1, 1, 1)",
         [(10_000_000 + i, 100_000 + i, f"p{i}", f"/usr/bin/p{i} --an-argument={i}",
           now - 3 * 86400, now - 2 * 86400, now - 2 * 86400) for i in range(N)])
-    con.execute(
-        "INSERT INTO process_energy_minute (process_id, t, attributed_j, standalone_j, cpu_s,"
-        " class, seconds) SELECT p.id, (p.last_seen / 60 - k.k) * 60, 1, 1, 0.1, 0, 60"
-        " FROM processes p, (SELECT 0 AS k UNION ALL SELECT 1 UNION ALL SELECT 2) k"
-        " WHERE p.boot_id = 'b'")
+    insert_minute_rows(con, "p.boot_id = 'b'")
     con.commit()
     con.close()
 

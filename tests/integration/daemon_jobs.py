@@ -62,6 +62,8 @@ with cleaned_up(d, tmp):
         check(f"job {jid}: ListProcesses(job) has its wpjob and the same energy",
               "wpjob" in [p["comm"] for p in procs] and abs(psum - j.get("energy_j", -1)) < 1e-6,
               f"{[(p['comm'], p['energy_j']) for p in procs]} vs {j.get('energy_j')}")
+        check(f"job {jid}: each of its processes names it",
+              all(p.get("job") == jid for p in procs), str([p.get("job") for p in procs]))
         share = j.get("share")
         check(f"job {jid}: its share of the node's energy is in (0, 1]",
               share is not None and 0 < share <= 1, str(share))
@@ -126,7 +128,7 @@ print(json.dumps(out))
                            capture_output=True, text=True, timeout=60)
         got = json.loads(p.stdout) if p.returncode == 0 else p.stderr
         check("a user lists none of root's jobs and is refused their history",
-              isinstance(got, list) and got[0] == {"jobs": []} and
+              isinstance(got, list) and got[0] == {"jobs": [], "next_offset": None} and
               got[1] == "org.varlink.service.PermissionDenied", str(got))
     else:
         print("skip - not root: the unprivileged caller needs setpriv")

@@ -517,6 +517,10 @@ class InterfaceDefinitions(unittest.TestCase):
                                  "Subscribe", "ListJobs", "ListModels", "ReloadModels"]))
         self.assertIn("NoSuchProcess", idl["errors"])
         self.assertEqual(idl["methods"]["GetProcess"][0], "(pid: int, series_s: ?float)")
+        # Replies name a process's batch job (daemon_jobs checks it in
+        # real replies).
+        self.assertTrue(idl["types"]["Process"].endswith(", job: ?string)"),
+                        idl["types"]["Process"])
 
     def test_every_served_definition_parses(self):
         srv = Server()
