@@ -255,7 +255,13 @@ static int track_untracked_pid(sampler *s, pid_t pid)
             warn_unskippable(s, pid, ch);
         if (r == 0 && (r = proctable_add(s, &info, ch)) < 0)
             s->be->close(ch);
-        else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM)
+        else if (r == -EMFILE && !s->fd_warned) {
+            /* Once: past the limit every start would say the same. */
+            log_warning("not tracking pid %d (%s), nor further processes until descriptors "
+                        "are free again: %s",
+                        (int)pid, info.comm, err);
+            s->fd_warned = true;
+        } else if (r < 0 && r != -ESRCH && r != -EACCES && r != -EPERM && r != -EMFILE)
             log_warning("not tracking pid %d (%s): %s", (int)pid, info.comm, err);
     }
     procs_info_clear(&info);

@@ -185,6 +185,7 @@ struct sampler {
     uint64_t procs_missed;           /* forked, wanted, not tracked (mostly: gone too soon) */
     uint64_t connector_overruns;     /* ENOBUFS: the kernel dropped proc events */
     bool skip_warned;                /* the log said once why some are never skipped */
+    bool fd_warned;                  /* the log said once that descriptors ran short */
     double idle_w;
     calib *fit;             /* measured against the model's dynamic power, per second */
     daemon_calib cal;       /* the idle in use and where it comes from */

@@ -22,14 +22,19 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef PERF_FLAG_FD_CLOEXEC
 #define PERF_FLAG_FD_CLOEXEC (1UL << 3)
 #endif
+
+/* Descriptors counters leave free below the limit of open files. */
+#define COUNTERS_FD_RESERVE 256
 
 /* One group of events open on one thread. */
 struct counters_group {
@@ -54,6 +59,7 @@ struct counters_proc {
     uint64_t *total_enabled, *total_running; /* per event */
     runwatch *rw;                            /* NULL: read every time */
     int rw_error;                            /* why there is no runwatch under COUNTERS_SKIP_IDLE */
+    long fd_ceiling; /* a counter's descriptor at or above this is refused (EMFILE) */
 };
 
 static int counters_layout(counters_proc *p)
@@ -117,8 +123,29 @@ static int counters_open_group(counters_proc *p, struct counters_group *grp, uns
                             strerror(e));
         }
         grp->fds[m] = fd;
+        /* The kernel hands out the lowest free descriptor, so one this
+         * high means fewer than COUNTERS_FD_RESERVE are left free. */
+        if (fd >= p->fd_ceiling)
+            return util_err(err, errlen, -EMFILE,
+                            "event '%s' on task %d: descriptor %d is within the %d kept free "
+                            "below the limit of open files (%ld)",
+                            ev->name, (int)tid, fd, COUNTERS_FD_RESERVE,
+                            p->fd_ceiling + COUNTERS_FD_RESERVE);
     }
     return 0;
+}
+
+/* Where counters stop: the soft limit of open files less a reserve, so that
+ * counting many processes never takes the last descriptors from the
+ * database, its temporary files and the clients' sockets. */
+static long counters_fd_ceiling(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY ||
+        rl.rlim_cur > (rlim_t)INT_MAX)
+        return INT_MAX;
+    return (long)rl.rlim_cur - COUNTERS_FD_RESERVE;
 }
 
 /* Threads of `pid` now; with COUNTERS_CHILDREN only the task itself. */
@@ -171,6 +198,7 @@ int counters_open(const sample_eventset *es, pid_t pid, unsigned flags, counters
         return -ENOMEM;
     p->es = es;
     p->pid = pid;
+    p->fd_ceiling = counters_fd_ceiling();
     p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     r = p->pidfd < 0 ? -errno : counters_layout(p);
     if (r < 0)

@@ -76,7 +76,9 @@ typedef struct counters_proc counters_proc;
 /* Opens the event set on process `pid`. Without COUNTERS_CHILDREN the
  * events use inherit + inherit_thread: the process's future threads are
  * counted, its children are not; one set of groups is opened per thread that
- * already exists (from /proc/PID/task). */
+ * already exists (from /proc/PID/task). -EMFILE when the counters would
+ * come within 256 descriptors of the limit of open files: those are kept
+ * for the database and the clients. */
 int counters_open(const sample_eventset *es, pid_t pid, unsigned flags, counters_proc **out,
                   char *err, size_t errlen);
 void counters_close(counters_proc *p);
