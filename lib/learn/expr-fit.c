@@ -161,7 +161,7 @@ static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scr
 {
     size_t p = ctx->p;
     double *a = scratch, *m = a + p * p, *g = m + p * p, *d = g + p, *c = d + p, *trial = c + p;
-    double lambda = FIT_LAMBDA0;
+    double lambda = FIT_LAMBDA0, nu = 2;
 
     expr_get_consts(ctx->e, c);
     for (int it = 0; it < max_iter; it++) {
@@ -175,7 +175,8 @@ static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scr
         while (!accepted && lambda <= FIT_LAMBDA_MAX && rejected < ctx->rejects) {
             rejected++;
             if (!damped_step(p, a, g, lambda, m, d)) {
-                lambda *= 10;
+                lambda *= nu;
+                nu *= 2;
                 continue;
             }
             for (size_t k = 0; k < p; k++)
@@ -188,11 +189,26 @@ static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scr
                     small_step &= fabs(d[k]) <= FIT_XTOL * (fabs(c[k]) + FIT_XTOL);
                 converged = small_step || *best - rss <= ctx->ftol * *best;
                 accepted = true;
+                /* Nielsen's update: λ shrinks as far as the quadratic model
+                 * predicted the drop well (ρ near 1), by at most 3. */
+                double pred = 0;
+                for (size_t k = 0; k < p; k++) {
+                    double ad = 0;
+                    for (size_t l = 0; l < p; l++)
+                        ad += a[k * p + l] * d[l];
+                    pred -= 2 * g[k] * d[k] + d[k] * ad;
+                }
+                double rho = pred > 0 ? (*best - rss) / pred : 0, t = 2 * rho - 1;
+                double f = 1 - t * t * t;
+                lambda *= f > 1.0 / 3 ? f : 1.0 / 3;
+                if (lambda < 1e-12)
+                    lambda = 1e-12;
+                nu = 2;
                 *best = rss;
                 memcpy(c, trial, p * sizeof(double));
-                lambda = lambda / 10 > 1e-12 ? lambda / 10 : 1e-12;
             } else {
-                lambda *= 10;
+                lambda *= nu;
+                nu *= 2;
             }
         }
         expr_set_consts(ctx->e, c);
