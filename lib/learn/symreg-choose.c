@@ -491,9 +491,9 @@ int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, 
         }
     }
     if (r == 0 && rss <= floor && expr_n_consts(best) > 0) {
-        /* Only round-off moves: the RSS may reach a millionth of the
-         * floor's (errors a thousandth of it), so 0.550321208149104 stays. */
-        double exact = floor * 1e-6 > rss * 1.01 ? floor * 1e-6 : rss * 1.01;
+        /* Only round-off moves: the RSS may reach a ten-thousandth of the
+         * floor's (errors a hundredth of it, 1e-12 of the target). */
+        double exact = floor * 1e-4 > rss * 1.01 ? floor * 1e-4 : rss * 1.01;
         expr *t;
         round_exact(&pl, best, exact);
         if (!(t = expr_simplify(best)))
