@@ -238,6 +238,23 @@ static int simplify_unary(expr *d, size_t s, bool *changed)
         keep_range(d, s, a, d->n);
         return 0;
     }
+    if (d->node[a].op == EXPR_NEG) {
+        switch (op) {
+        case EXPR_SQUARE: /* even, log and sqrt being of |y|: f(-y) -> f(y) */
+        case EXPR_COS:
+        case EXPR_SQRT:
+        case EXPR_LOG:
+            drop_node(d, a);
+            return 0;
+        case EXPR_CUBE: /* odd: f(-y) -> -f(y), where sums can take the sign */
+        case EXPR_SIN:
+            d->node[s].op = EXPR_NEG;
+            d->node[a].op = (uint8_t)op;
+            return 0;
+        default:
+            break;
+        }
+    }
     *changed = false;
     return 0;
 }

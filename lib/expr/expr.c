@@ -353,6 +353,18 @@ static void apply_values(enum expr_op op, const double *a, double *b, size_t m)
         for (size_t j = 0; j < m; j++)
             b[j] = a[j] == 0 ? 0 : log(fabs(a[j]));
         break;
+    case EXPR_SIN: /* apply() would take the derivative too: a second call */
+        for (size_t j = 0; j < m; j++)
+            b[j] = sin(a[j]);
+        break;
+    case EXPR_COS:
+        for (size_t j = 0; j < m; j++)
+            b[j] = cos(a[j]);
+        break;
+    case EXPR_EXP:
+        for (size_t j = 0; j < m; j++)
+            b[j] = exp(a[j] > EXPR_EXP_MAX ? EXPR_EXP_MAX : a[j]);
+        break;
     default:
         for (size_t j = 0; j < m; j++)
             b[j] = apply(op, a[j], b[j], &d1, &d2);
@@ -416,6 +428,17 @@ static void apply_partials(enum expr_op op, const double *a, double *b, size_t m
             double x = a[j];
             pa[j] = x == 0 ? 0 : 1 / x;
             b[j] = x == 0 ? 0 : log(fabs(x));
+        }
+        break;
+    case EXPR_SIN: /* sin and cos in one call */
+        for (size_t j = 0; j < m; j++)
+            sincos(a[j], &b[j], &pa[j]);
+        break;
+    case EXPR_COS:
+        for (size_t j = 0; j < m; j++) {
+            double sn;
+            sincos(a[j], &sn, &b[j]);
+            pa[j] = -sn;
         }
         break;
     default:

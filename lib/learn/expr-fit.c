@@ -12,6 +12,7 @@
 #include "learn/learn.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,17 @@
 #define FIT_FTOL 1e-10
 #define FIT_LAMBDA0 1e-3
 #define FIT_LAMBDA_MAX 1e16
+/* The search's fits (expr_fit_consts_search) stop sooner: a sum lowered by
+ * less than SEARCH_FTOL of it, or a step rejected SEARCH_REJECTS times in a
+ * row (λ grown a millionfold: a gradient step too short to matter), ends
+ * the fit. Selection cannot tell such a fit from a converged one. */
+#define SEARCH_FTOL 1e-6
+#define SEARCH_REJECTS 6
 
 struct fit_ctx {
     expr *e;
+    double ftol, goal; /* converged below ftol relative change, or at a sum <= goal */
+    int rejects;       /* rejected steps in a row that end the fit */
     const double *const *cols;
     const double *y, *w; /* w may be NULL: unit weights */
     size_t n, p;
@@ -152,19 +161,22 @@ static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scr
 {
     size_t p = ctx->p;
     double *a = scratch, *m = a + p * p, *g = m + p * p, *d = g + p, *c = d + p, *trial = c + p;
-    double lambda = FIT_LAMBDA0;
+    double lambda = FIT_LAMBDA0, nu = 2;
 
     expr_get_consts(ctx->e, c);
     for (int it = 0; it < max_iter; it++) {
-        if (!(*best > 0)) /* exact: nothing left to lower */
+        if (!(*best > ctx->goal)) /* exact, or as close as the caller needs */
             break;
         bool accepted = false, converged = false;
+        int rejected = 0;
 
         if (!normal_equations(ctx, a, g))
             break;
-        while (!accepted && lambda <= FIT_LAMBDA_MAX) {
+        while (!accepted && lambda <= FIT_LAMBDA_MAX && rejected < ctx->rejects) {
+            rejected++;
             if (!damped_step(p, a, g, lambda, m, d)) {
-                lambda *= 10;
+                lambda *= nu;
+                nu *= 2;
                 continue;
             }
             for (size_t k = 0; k < p; k++)
@@ -175,13 +187,28 @@ static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scr
                 bool small_step = true;
                 for (size_t k = 0; k < p; k++)
                     small_step &= fabs(d[k]) <= FIT_XTOL * (fabs(c[k]) + FIT_XTOL);
-                converged = small_step || *best - rss <= FIT_FTOL * *best;
+                converged = small_step || *best - rss <= ctx->ftol * *best;
                 accepted = true;
+                /* Nielsen's update: λ shrinks as far as the quadratic model
+                 * predicted the drop well (ρ near 1), by at most 3. */
+                double pred = 0;
+                for (size_t k = 0; k < p; k++) {
+                    double ad = 0;
+                    for (size_t l = 0; l < p; l++)
+                        ad += a[k * p + l] * d[l];
+                    pred -= 2 * g[k] * d[k] + d[k] * ad;
+                }
+                double rho = pred > 0 ? (*best - rss) / pred : 0, t = 2 * rho - 1;
+                double f = 1 - t * t * t;
+                lambda *= f > 1.0 / 3 ? f : 1.0 / 3;
+                if (lambda < 1e-12)
+                    lambda = 1e-12;
+                nu = 2;
                 *best = rss;
                 memcpy(c, trial, p * sizeof(double));
-                lambda = lambda / 10 > 1e-12 ? lambda / 10 : 1e-12;
             } else {
-                lambda *= 10;
+                lambda *= nu;
+                nu *= 2;
             }
         }
         expr_set_consts(ctx->e, c);
@@ -190,19 +217,15 @@ static void fit_run(struct fit_ctx *ctx, int max_iter, double *best, double *scr
     }
 }
 
-int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
-                    double *rss)
+/* Fits the constants of c->e (its tolerances set) to y from where they are. */
+static int fit(struct fit_ctx *c, const double *const *cols, const double *y, const double *w,
+               size_t n, int max_iter, double *rss)
 {
-    return expr_fit_consts_weighted(e, cols, y, NULL, n, max_iter, rss);
-}
-
-int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
-                             size_t n, int max_iter, double *rss)
-{
-    struct fit_ctx ctx = {.e = e, .cols = cols, .y = y, .w = w, .n = n, .p = expr_n_consts(e)};
-    size_t p = ctx.p;
+    struct fit_ctx ctx = *c;
     double best, *scratch;
 
+    ctx.cols = cols, ctx.y = y, ctx.w = w, ctx.n = n, ctx.p = expr_n_consts(ctx.e);
+    size_t p = ctx.p;
     ctx.val = malloc((n ? n : 1) * sizeof(double));
     ctx.jac = malloc((n * p > 0 ? n * p : 1) * sizeof(double));
     scratch = malloc((2 * p * p + 4 * p + 1) * sizeof(double));
@@ -222,4 +245,26 @@ int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y
     free(ctx.jac);
     free(scratch);
     return 0;
+}
+
+int expr_fit_consts(expr *e, const double *const *cols, const double *y, size_t n, int max_iter,
+                    double *rss)
+{
+    return expr_fit_consts_weighted(e, cols, y, NULL, n, max_iter, rss);
+}
+
+int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
+                             size_t n, int max_iter, double *rss)
+{
+    struct fit_ctx ctx = {.e = e, .ftol = FIT_FTOL, .goal = 0, .rejects = INT_MAX};
+
+    return fit(&ctx, cols, y, w, n, max_iter, rss);
+}
+
+int expr_fit_consts_search(expr *e, const double *const *cols, const double *y, const double *w,
+                           size_t n, int max_iter, double goal, double *rss)
+{
+    struct fit_ctx ctx = {.e = e, .ftol = SEARCH_FTOL, .goal = goal, .rejects = SEARCH_REJECTS};
+
+    return fit(&ctx, cols, y, w, n, max_iter, rss);
 }

@@ -526,6 +526,13 @@ const char *const *gp_features(const gp_model *m, size_t *d);
  * were when fitting does not lower the sum, or when n is below their count. */
 int expr_fit_consts_weighted(expr *e, const double *const *cols, const double *y, const double *w,
                              size_t n, int max_iter, double *rss);
+/* As expr_fit_consts_weighted, with the looser stops symbolic regression's
+ * search can afford (its selection cannot tell the difference): done once
+ * the sum is at most `goal`, or lowered by less than 1e-6 of it, or a step
+ * is rejected six times in a row. The reported equation is refitted with
+ * the full tolerances. */
+int expr_fit_consts_search(expr *e, const double *const *cols, const double *y, const double *w,
+                           size_t n, int max_iter, double goal, double *rss);
 
 /* ---- Symbolic regression (symreg.c, symreg-ops.c) -----------------------
  * Genetic programming over expr trees with the paper's loop: ramped

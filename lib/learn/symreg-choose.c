@@ -22,6 +22,9 @@
 #define SCORE_WINDOW 1.5      /* the score rule looks within this factor of the lowest MSE */
 #define POLISH_ITERATIONS 200 /* Levenberg-Marquardt iterations of the final refit */
 
+/* Rounding tries within these many standard errors, in turn. */
+static const double factors[] = {1, 0.1, 0.01, 1e-3};
+
 static const char *const rule_names[] = {"bic", "cv", "score", "accurate"};
 
 const char *symreg_rule_name(enum symreg_rule r)
@@ -344,12 +347,96 @@ static int try_rounding(struct polish *pl, const expr *e, size_t k, const double
     return 0;
 }
 
+/* Drops the constants of *e that the data cannot tell from 0, one at a
+ * time from the first: each set to 0 and the equation simplified (a term
+ * c * x goes, x + c becomes x), kept when the training RSS stays within
+ * `allowed`. A search that found the right shape often carries such
+ * leftovers, say 1e-15 * y, at coefficients too small for their standard
+ * errors to round away on noiseless data. *dropped says whether any went. */
+static int drop_constants(struct polish *pl, expr **e, double allowed, bool *dropped)
+{
+    *dropped = false;
+    for (size_t q = 0; q < expr_n_consts(*e);) {
+        size_t k = expr_n_consts(*e);
+        double c[k];
+        expr *t = expr_clone(*e), *s;
+        if (!t)
+            return -ENOMEM;
+        expr_get_consts(t, c);
+        c[q] = 0;
+        expr_set_consts(t, c);
+        s = expr_simplify(t);
+        expr_free(t);
+        if (!s)
+            return -ENOMEM;
+        if (s->n < (*e)->n && rss_of(pl, s) <= allowed) {
+            expr_free(*e);
+            *e = s;
+            *dropped = true;
+            q = 0; /* the constants are numbered anew */
+        } else {
+            expr_free(s);
+            q++;
+        }
+    }
+    return 0;
+}
+
+/* On an exact fit (RSS under the round-off floor) standard errors are
+ * round-off too, yet a constant may be 1e-13 from a round number that fits
+ * as exactly: each constant in turn takes the fewest significant digits
+ * that keep the RSS within `allowed`, the others held. */
+static void round_exact(struct polish *pl, expr *e, double allowed)
+{
+    size_t k = expr_n_consts(e);
+    double c[k ? k : 1];
+    char buf[40];
+
+    expr_get_consts(e, c);
+    for (size_t q = 0; q < k; q++) {
+        double was = c[q];
+        for (int d = 1; d <= 15; d++) {
+            snprintf(buf, sizeof(buf), "%.*g", d, was);
+            c[q] = strtod(buf, NULL);
+            if (c[q] == was)
+                break;
+            expr_set_consts(e, c);
+            if (rss_of(pl, e) <= allowed)
+                break;
+            c[q] = was;
+        }
+        expr_set_consts(e, c);
+    }
+}
+
+/* Refits e's constants from where they are (they moved when others were
+ * dropped), then rounds them as symreg_polish does; *out NULL when no
+ * rounding keeps the RSS within `allowed`. */
+static int refit_and_round(struct polish *pl, const expr *e, double allowed, expr **out)
+{
+    size_t k = expr_n_consts(e);
+    expr *t = expr_clone(e);
+    double se[k ? k : 1];
+    int r = t ? 0 : -ENOMEM;
+
+    *out = NULL;
+    if (r == 0 && k > 0)
+        r = expr_fit_consts_weighted(t, pl->x, pl->y, pl->w, pl->n, POLISH_ITERATIONS, NULL);
+    if (r == 0)
+        r = standard_errors(pl, t, k, rss_of(pl, t), se);
+    for (size_t i = 0; i < sizeof(factors) / sizeof(factors[0]) && r == 0 && !*out && k; i++)
+        r = try_rounding(pl, t, k, se, factors[i], allowed, out);
+    if (r == 0 && !*out && rss_of(pl, t) <= allowed)
+        *out = expr_simplify(t);
+    expr_free(t);
+    return r;
+}
+
 int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, const double *y,
                   size_t n, expr **out, symreg_const **consts, size_t *n_consts)
 {
-    static const double factors[] = {1, 0.1, 0.01, 1e-3};
     struct polish pl = {.x = x, .y = y, .n = n};
-    double *w = NULL, rss, floor;
+    double *w = NULL, rss, floor, allowed = 0;
     expr *s = expr_simplify(e), *best = NULL;
     size_t k = s ? expr_n_consts(s) : 0;
     int r = s ? 0 : -ENOMEM;
@@ -382,7 +469,7 @@ int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, 
          * raises the RSS by s^2 each; and anything under the exact floor. */
         double fl = symreg_error_floor(f == SYMREG_MAPE ? SYMREG_MAPE : SYMREG_RMSE, y, n);
         floor = (double)n * fl * fl;
-        double allowed = rss * (1 + (double)(k + 1) / (double)(n > k ? n - k : 1));
+        allowed = rss * (1 + (double)(k + 1) / (double)(n > k ? n - k : 1));
         if (allowed < floor)
             allowed = floor;
         for (size_t i = 0; i < sizeof(factors) / sizeof(factors[0]) && r == 0 && !best && k; i++)
@@ -392,6 +479,30 @@ int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, 
         best = expr_clone(s);
     if (r == 0 && !best)
         r = -ENOMEM;
+    bool dropped = false;
+    if (r == 0 && k > 0) {
+        r = drop_constants(&pl, &best, allowed, &dropped);
+        expr *rounded = NULL;
+        if (r == 0 && dropped && expr_n_consts(best) > 0)
+            r = refit_and_round(&pl, best, allowed, &rounded);
+        if (rounded) {
+            expr_free(best);
+            best = rounded;
+        }
+    }
+    if (r == 0 && rss <= floor && expr_n_consts(best) > 0) {
+        /* Only round-off moves: the RSS may reach a ten-thousandth of the
+         * floor's (errors a hundredth of it, 1e-12 of the target). */
+        double exact = floor * 1e-4 > rss * 1.01 ? floor * 1e-4 : rss * 1.01;
+        expr *t;
+        round_exact(&pl, best, exact);
+        if (!(t = expr_simplify(best)))
+            r = -ENOMEM;
+        else if (t->n < best->n) /* a constant rounded to 0 or 1 */
+            dropped = true;
+        expr_free(best);
+        best = t;
+    }
     size_t kb = best ? expr_n_consts(best) : 0;
     symreg_const *cv = r == 0 ? calloc(kb ? kb : 1, sizeof(*cv)) : NULL;
     if (r == 0 && !cv)
@@ -406,12 +517,12 @@ int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, 
             else
                 r = -ENOMEM;
         }
-        if (r == 0 && kb != k) /* rounding changed the shape: errors at the new one */
+        bool same = kb == k && !dropped;
+        if (r == 0 && !same) /* rounding changed the shape: errors at the new one */
             r = standard_errors(&pl, best, kb, rss_of(&pl, best), se2);
         for (size_t q = 0; q < kb && r == 0; q++)
-            cv[q] = (symreg_const){.fitted = kb == k ? fitted[q] : v[q],
-                                   .value = v[q],
-                                   .se = kb == k ? se[q] : se2[q]};
+            cv[q] = (symreg_const){
+                .fitted = same ? fitted[q] : v[q], .value = v[q], .se = same ? se[q] : se2[q]};
     }
     if (r == 0) {
         *out = best;

@@ -37,6 +37,7 @@ struct engine {
     uint64_t evaluations, cached;
     struct symreg_cache *cache; /* NULL without params.cache */
     double floor;               /* symreg_error_floor */
+    double rss_goal;            /* a fit's (weighted) RSS well under the floor: LM stops there */
     struct ind *archive;        /* the lowest error seen at each size 1..max_size */
 };
 
@@ -208,9 +209,19 @@ static int evaluate(const struct engine *g, struct ind *in, double *pred)
     const symreg_params *p = g->p;
 
     if (p->lm && p->lm_iterations > 0 && expr_n_consts(in->e) > 0) {
-        int r = expr_fit_consts_weighted(in->e, g->x, g->y, g->w, g->n, p->lm_iterations, NULL);
+        double rss;
+        int r = expr_fit_consts_search(in->e, g->x, g->y, g->w, g->n, p->lm_iterations, g->rss_goal,
+                                       &rss);
         if (r < 0)
             return r;
+        /* The fit's sum is the fitness's own (same terms, same order) except
+         * under mape: no need to evaluate the equation again. */
+        if (p->fitness != SYMREG_MAPE) {
+            double mse = rss / (double)g->n;
+            double err = p->fitness == SYMREG_RMSE ? sqrt(mse) : mse;
+            set_error(g, in, isfinite(err) ? err : INFINITY);
+            return 0;
+        }
     }
     set_error(g, in,
               expr_eval(in->e, g->x, g->n, pred) ? symreg_error(p->fitness, g->y, pred, g->n)
@@ -648,6 +659,10 @@ static int engine_init(struct engine *g, const symreg_params *p, const double *c
 {
     *g = (struct engine){.p = p, .x = x, .y = y, .n = n};
     g->floor = symreg_error_floor(p->fitness, y, n);
+    /* A tenth of the floor as a root mean square: every error the fitness
+     * computes from such residuals is below the floor. */
+    double rms = p->fitness == SYMREG_MSE ? sqrt(g->floor) : g->floor;
+    g->rss_goal = (double)n * (0.1 * rms) * (0.1 * rms);
     g->archive = calloc(p->max_size + 1, sizeof(*g->archive));
     if (!g->archive)
         return -ENOMEM;

@@ -95,6 +95,10 @@ static void test_simplification(void **state)
     check_print("x - -m", "x + m");
     check_print("-x + square(m)", "square(m) - x");
     check_print("-x + x + 2", "2");
+    check_print("cos(-x) * square(-m)", "cos(x) * square(m)");
+    check_print("log(-x) + sqrt(-m)", "log(x) + sqrt(m)");
+    check_print("m - sin(-x)", "m + sin(x)");
+    check_print("cube(-x) + m", "m - cube(x)");
 }
 
 /* Found by tests/fuzz/fuzz_expr: folding constants whose result overflows
@@ -377,6 +381,39 @@ static void test_lm_edge_cases(void **state)
     expr_free(e);
 }
 
+/* The search's fit stops at its goal, and short of it fits as well as the
+ * full one on an equation whose constants the data pin down. */
+static void test_lm_search_stops(void **state)
+{
+    enum { N = 40 };
+    double x[N], y[N], rss_full, rss_search, c[2];
+    const double *cols[] = {x, x, x};
+    expr *full = parse_ok("1 * sin(1 * x)"), *search = parse_ok("1 * sin(1 * x)");
+
+    for (int i = 0; i < N; i++) {
+        x[i] = 0.1 * i;
+        y[i] = 2.5 * sin(0.7 * x[i]);
+    }
+    assert_int_equal(expr_fit_consts(full, cols, y, N, 50, &rss_full), 0);
+    assert_int_equal(expr_fit_consts_search(search, cols, y, NULL, N, 50, 0, &rss_search), 0);
+    assert_true(rss_full < 1e-20 && rss_search < 1e-20);
+    expr_get_consts(search, c);
+    assert_float_equal(c[0], 2.5, 1e-9);
+    assert_float_equal(c[1], 0.7, 1e-9);
+    expr_free(search);
+
+    /* A goal met at the start: the constants stay as they were. */
+    search = parse_ok("1 * sin(1 * x)");
+    assert_int_equal(expr_fit_consts_search(search, cols, y, NULL, N, 50, 1e6, &rss_search), 0);
+    expr_get_consts(search, c);
+    assert_true(c[0] == 1 && c[1] == 1 && rss_search > 1);
+    /* A goal met on the way: stops there, not at round-off. */
+    assert_int_equal(expr_fit_consts_search(search, cols, y, NULL, N, 50, 1e-6, &rss_search), 0);
+    assert_true(rss_search <= 1e-6 && rss_search > 1e-26);
+    expr_free(search);
+    expr_free(full);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -393,6 +430,7 @@ int main(void)
         cmocka_unit_test(test_lm_recovers_constants),
         cmocka_unit_test(test_lm_weights),
         cmocka_unit_test(test_lm_edge_cases),
+        cmocka_unit_test(test_lm_search_stops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -168,6 +168,45 @@ static void test_polish_rounds_to_the_data(void **state)
     expr_free(e);
 }
 
+/* Leftovers of a search that found the right shape: a term with a
+ * coefficient of round-off size, a constant 1e-13 from a round number. */
+static void test_polish_drops_leftovers(void **state)
+{
+    static const char *const cases[][2] = {
+        {"1.5 * x * m + 4 + 2.2e-15 * x", "1.5 * x * m + 4"},
+        {"1.4999999999998 * (x + 3e-16) * m + 4.0000000000002", "1.5 * x * m + 4"},
+        {"0.0009372890417794 * (1542.4138920155 - 1.76e-13 * m + 57.946224381774) * x * m + 4",
+         "1.5 * x * m + 4"},
+    };
+    struct data d;
+    symreg_const *k;
+    size_t nk;
+    expr *out;
+
+    make_data(&d, 0, 3);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        expr *e = parse_ok(cases[i][0]);
+        assert_int_equal(symreg_polish(e, SYMREG_RMSE, d.cols, d.y, N, &out, &k, &nk), 0);
+        char *text = expr_print(out, vars);
+        assert_string_equal(text, cases[i][1]);
+        assert_int_equal(nk, 2);
+        assert_true(k[0].value == 1.5 && k[1].value == 4);
+        free(text);
+        free(k);
+        expr_free(out);
+        expr_free(e);
+    }
+    /* Noisy: a term the data cannot see goes, the others stay. */
+    make_data(&d, 0.5, 4);
+    expr *e = parse_ok("1.5 * x * m + 4 + 1e-9 * m");
+    assert_int_equal(symreg_polish(e, SYMREG_RMSE, d.cols, d.y, N, &out, &k, &nk), 0);
+    assert_int_equal(nk, 2);
+    assert_int_equal(expr_size(out), 7);
+    free(k);
+    expr_free(out);
+    expr_free(e);
+}
+
 static void test_budgets_stop_with_the_best(void **state)
 {
     struct data d;
@@ -211,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_rules_noisy),
         cmocka_unit_test(test_rule_exact),
         cmocka_unit_test(test_polish_rounds_to_the_data),
+        cmocka_unit_test(test_polish_drops_leftovers),
         cmocka_unit_test(test_budgets_stop_with_the_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
