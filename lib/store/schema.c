@@ -267,6 +267,9 @@ static int pragmas(sqlite3 *db, int64_t max_db_bytes)
      * still clears deleted rows from the pages a change writes anyway. */
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "PRAGMA secure_delete=FAST", NULL, NULL, NULL);
+    /* the rows a move keeps back (retention.c) and the sorts stay off the disk */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "PRAGMA temp_store=MEMORY", NULL, NULL, NULL);
     if (rc == SQLITE_OK && max_db_bytes > 0)
         rc = schema_int(db, "PRAGMA page_size", 0, &page);
     if (rc == SQLITE_OK && max_db_bytes > 0) {
