@@ -531,6 +531,47 @@ static void test_move_leaves_recent_pages_unwritten(void **state)
     assert_int_equal(store_close(s), 0);
 }
 
+static off_t file_size(const char *path)
+{
+    struct stat st;
+
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* The WAL is copied back when it holds 10,000 pages (checkpoint.c), not at
+ * SQLite's default of 1,000: until then the database file does not change,
+ * and the first checkpoint comes by about 10,000 pages. */
+static void test_checkpoint_every_10000_pages(void **state)
+{
+    fixture *f = *state;
+    char wal[PATH_MAX];
+    double frames = 0, before_first = 0;
+    store_config c;
+    off_t db0;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_flush(s), 0);
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+    db0 = file_size(f->path);
+    for (int64_t t = T0; t < T0 + 3000 && file_size(f->path) == db0; t++) {
+        for (pid_t pid = 1; pid <= 200; pid++)
+            assert_int_equal(push_proc(s, t * NS, pid, pid, 0.5, 1.0, 0.01, 0, 0), 0);
+        if ((t - T0) % 20 == 19) {
+            assert_int_equal(store_flush(s), 0);
+            before_first = frames;
+            frames = (double)file_size(wal) / (1024 + 24);
+        }
+    }
+    assert_int_equal(store_close(s), 0);
+    /* more than SQLite's default before the first, and that one in time */
+    assert_true(file_size(f->path) > db0);
+    assert_true(before_first > 3000);
+    assert_true(frames < 12000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -540,6 +581,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_process_row_folded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v6_fold_watermark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_leaves_recent_pages_unwritten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_every_10000_pages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
