@@ -159,6 +159,7 @@ int conn_open(store *s, char *err, size_t errlen)
     }
     s->db_dev = st.st_dev;
     s->db_ino = st.st_ino;
+    checkpoint_policy(s);
     return 0;
 }
 

@@ -467,8 +467,8 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
     int64_t last = INT64_MIN;
     bool ordered = true;
     sqlite3_stmt *st;
-    int ret = 0, rc = process_rows(r, &r->classes, "SELECT t, class FROM rows", process_id,
-                                   INT64_MIN, INT64_MAX);
+    int ret = 0, rc = process_rows(r, &r->classes, "SELECT t, coalesce(class, -1) FROM rows",
+                                   process_id, INT64_MIN, INT64_MAX);
 
     if (rc != SQLITE_OK)
         return query_fail(r, rc, err, errlen, "reading a process's classes");
@@ -477,9 +477,7 @@ int store_process_classes(store_reader *r, int64_t process_id, store_class_chang
         int64_t t = sqlite3_column_int64(st, 0);
         ordered = t >= last;
         last = t;
-        ret =
-            add_change(&v, &count, &cap, t,
-                       sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 1));
+        ret = add_change(&v, &count, &cap, t, sqlite3_column_int(st, 1));
     }
     sqlite3_reset(st);
     if (!ordered || ret < 0 || rc != SQLITE_DONE)

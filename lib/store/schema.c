@@ -236,8 +236,8 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
  * bytes of 4 KiB ones; queries measured the same (docs/storage.md). WAL
  * lets readers run beside the writer; synchronous=NORMAL keeps every
  * committed transaction across a process crash without an fsync per commit
- * (only a power cut can lose the last ones). The WAL is checkpointed by
- * SQLite's default, every 1,000 pages. */
+ * (only a power cut can lose the last ones). When the WAL is checkpointed
+ * is the writer's own policy (checkpoint.c), not SQLite's default. */
 #define SCHEMA_PAGE_SIZE 1024
 
 static int pragmas(sqlite3 *db, int64_t max_db_bytes)
@@ -267,6 +267,9 @@ static int pragmas(sqlite3 *db, int64_t max_db_bytes)
      * still clears deleted rows from the pages a change writes anyway. */
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "PRAGMA secure_delete=FAST", NULL, NULL, NULL);
+    /* the rows a move keeps back (retention.c) and the sorts stay off the disk */
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "PRAGMA temp_store=MEMORY", NULL, NULL, NULL);
     if (rc == SQLITE_OK && max_db_bytes > 0)
         rc = schema_int(db, "PRAGMA page_size", 0, &page);
     if (rc == SQLITE_OK && max_db_bytes > 0) {

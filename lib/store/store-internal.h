@@ -258,6 +258,8 @@ struct store {
     int64_t fold_t;       /* process_fold.t: the processes rows count every
                              second before it (conn.c) */
     int64_t fold_txn;     /* the fold the transaction under way wrote, 0: none */
+    int64_t ckpt_since;   /* CLOCK_MONOTONIC s of the first commit since the
+                             last checkpoint, 0: none (checkpoint.c) */
     dev_t db_dev;
     ino_t db_ino;
     int64_t last_error_logged;
@@ -291,6 +293,9 @@ void *writer_main(void *arg);
 /* Opens the database for the writer (first open, and again after trouble)
  * and prepares its statements; records the file's identity. */
 int conn_open(store *s, char *err, size_t errlen);
+/* Replaces SQLite's checkpoint every 1,000 WAL pages on s->db with the
+ * writer's own policy (checkpoint.c). */
+void checkpoint_policy(store *s);
 void conn_close(store *s);
 /* The node calibration (node.c): written inside the caller's transaction
  * when one is pending; whether one is; after the transaction, committed or

@@ -17,6 +17,8 @@
 #include "store-fixture.h"
 
 #include <math.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -493,6 +495,83 @@ static void test_migrates_v6_fold_watermark(void **state)
     assert_float_equal(file_num(f->path, "SELECT attributed_j FROM processes"), 16.0, 1e-12);
 }
 
+/* A move frees the recent table's pages without writing them: the WAL
+ * frames it adds are about the settled table's new pages (a range DELETE
+ * wrote each recent page once more, nearly twice as many). */
+static void test_move_leaves_recent_pages_unwritten(void **state)
+{
+    fixture *f = *state;
+    char wal[PATH_MAX];
+    struct stat st;
+    double recent, settled;
+    off_t before;
+    store_config c;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    for (int64_t t = T0; t < T0 + 30; t++)
+        for (pid_t pid = 1; pid <= 100; pid++)
+            assert_int_equal(push_proc(s, t * NS, pid, pid, 0.5, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(push_proc(s, (T0 + 30) * NS, 1, 1, 1.0, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+    assert_int_equal(stat(wal, &st), 0);
+    before = st.st_size;
+    recent = file_num(f->path, "SELECT count(*) FROM dbstat WHERE name = 'process_energy_recent'");
+    assert_int_equal(store_maintain(s, T0 + 31), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_settled"), 3000);
+    settled =
+        file_num(f->path, "SELECT count(*) FROM dbstat WHERE name = 'process_energy_settled'");
+    assert_int_equal(stat(wal, &st), 0);
+    /* frames of 1 KiB pages and their 24-byte headers; the fold and the
+     * batch add a few pages */
+    assert_true(recent > 100 && settled > 100);
+    assert_true((double)(st.st_size - before) / (1024 + 24) < settled + recent / 4);
+    assert_int_equal(store_close(s), 0);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+
+    assert_int_equal(stat(path, &st), 0);
+    return st.st_size;
+}
+
+/* The WAL is copied back when it holds 10,000 pages (checkpoint.c), not at
+ * SQLite's default of 1,000: until then the database file does not change,
+ * and the first checkpoint comes by about 10,000 pages. */
+static void test_checkpoint_every_10000_pages(void **state)
+{
+    fixture *f = *state;
+    char wal[PATH_MAX];
+    double frames = 0, before_first = 0;
+    store_config c;
+    off_t db0;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    assert_int_equal(store_flush(s), 0);
+    snprintf(wal, sizeof(wal), "%s-wal", f->path);
+    db0 = file_size(f->path);
+    for (int64_t t = T0; t < T0 + 3000 && file_size(f->path) == db0; t++) {
+        for (pid_t pid = 1; pid <= 200; pid++)
+            assert_int_equal(push_proc(s, t * NS, pid, pid, 0.5, 1.0, 0.01, 0, 0), 0);
+        if ((t - T0) % 20 == 19) {
+            assert_int_equal(store_flush(s), 0);
+            before_first = frames;
+            frames = (double)file_size(wal) / (1024 + 24);
+        }
+    }
+    assert_int_equal(store_close(s), 0);
+    /* more than SQLite's default before the first, and that one in time */
+    assert_true(file_size(f->path) > db0);
+    assert_true(before_first > 3000);
+    assert_true(frames < 12000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -501,6 +580,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_seconds_read_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_process_row_folded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v6_fold_watermark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_move_leaves_recent_pages_unwritten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpoint_every_10000_pages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
