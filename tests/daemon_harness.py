@@ -26,6 +26,21 @@ def finish():
     sys.exit(0)
 
 
+def finish_rig(work, loads, skipped):
+    """Ends a test on the fake meter: prints the host's load over it, keeps
+    `work` for a look when a check failed, and exits 77 with the reason
+    when the rest was `skipped` (a string), else as finish()."""
+    if loads:
+        print(f"host load average during the test: {min(loads):.1f} to {max(loads):.1f}"
+              f" on {os.cpu_count()} CPUs")
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+        if skipped:
+            print(f"SKIP: {skipped}")
+            sys.exit(77)
+    finish()
+
+
 def in_fake_powercap(script, subzones=None, args=()):
     """Runs the test `script` (its __file__) again inside
     tests/helpers/fake-powercap, unless it already is: a private
@@ -61,10 +76,13 @@ class CgroupMeter:
     neither moves it nor takes a share; the writer runs at real-time
     priority, since a starved writer is a stalled meter. Exits 77 (skip),
     saying why, where that cannot be had. `cgroup` is the folder; add()
-    puts a process in it; close() stops the writer and removes the folder."""
+    puts a process in it; close() stops the writer and removes the folder.
+    event_j: also that many joules per page fault of the group's processes,
+    counted in a cgroup v2 folder of the same name (perf's cgroup mode)."""
 
-    def __init__(self, name, idle_w, per_cpu_w, work):
+    def __init__(self, name, idle_w, per_cpu_w, work, event_j=None):
         self.cgroup = f"/sys/fs/cgroup/cpuacct/{name}-{os.getpid()}"
+        self.event_cgroup = None
         if os.getuid() != 0 or not shutil.which("chrt"):
             print("SKIP: the meter must run at real-time priority (root and chrt): a starved"
                   " writer is a stalled meter")
@@ -74,26 +92,42 @@ class CgroupMeter:
         except OSError as e:
             print(f"SKIP: no cpuacct cgroup for a meter that sees only the test's processes: {e}")
             sys.exit(77)
+        power = f"intel-rapl:0={idle_w}+{per_cpu_w}*load"
+        events = []
+        if event_j is not None:
+            self.event_cgroup = f"/sys/fs/cgroup/unified/{name}-{os.getpid()}"
+            try:
+                os.mkdir(self.event_cgroup)
+            except OSError as e:
+                os.rmdir(self.cgroup)
+                print(f"SKIP: no cgroup v2 folder to count the meter's page faults in: {e}")
+                sys.exit(77)
+            power += f"+{event_j}*event"
+            events = ["--event", "page-faults", "--event-cgroup", self.event_cgroup]
         truth = os.path.join(work, "truth")
         self.writer = subprocess.Popen(
             ["chrt", "-f", "10", os.path.join(BUILDDIR, "tests", "energy-writer"), "--truth",
-             truth, "--cpuacct", self.cgroup, f"intel-rapl:0={idle_w}+{per_cpu_w}*load"])
+             truth, "--cpuacct", self.cgroup, *events, power])
         deadline = time.monotonic() + 5
         while not os.path.exists(truth) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def add(self, pid):
-        with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
-            f.write(str(pid))
+        for group in (self.cgroup, self.event_cgroup):
+            if group:
+                with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
 
     def close(self):
         self.writer.send_signal(signal.SIGTERM)
         self.writer.wait()
         time.sleep(0.2)  # the group empties once its last process is reaped
-        try:
-            os.rmdir(self.cgroup)
-        except OSError as e:
-            print(f"note - {self.cgroup} left: {e}")
+        for group in (self.cgroup, self.event_cgroup):
+            try:
+                if group:
+                    os.rmdir(group)
+            except OSError as e:
+                print(f"note - {group} left: {e}")
 
 
 def fake_meter_model(path, idle_w, per_cpu_w):

@@ -87,6 +87,12 @@ static inline int model_classify(const model *m, double value)
 double model_power(const model *m, int k, const double *rates);
 /* max(0, p_k(x) - p_k(0)): the part of the power that grows with activity. */
 double model_dynamic_power(const model *m, int k, const double *rates);
+/* Each event's part of p_k(x) - p_k(0): out[j] = c_kj x_j / (max_j - min_j),
+ * summing to the dynamic power before its clip at zero. */
+void model_event_power(const model *m, int k, const double *rates, double *out);
+/* max(0, sum_j scale[j] * out[j]): the dynamic power with one calibration
+ * coefficient per event (calib_events.c). */
+double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale);
 
 /* ---- Expression models (expr_model.c) ------------------------------------
  * Files with engine "expr": an equation over named features (program
@@ -171,18 +177,18 @@ typedef struct calib_ev_config {
 } calib_ev_config;
 
 typedef struct calib_ev_fit {
-    bool per_event;              /* coef can be used */
-    const char *why;             /* when not: the reason, a static string */
+    bool per_event;  /* coef can be used */
+    const char *why; /* when not: the reason, a static string */
     size_t n_cols, rows, rejected;
-    double idle_w;               /* intercept: per event when per_event, else single */
-    double scale;                /* the single scale on the same rows */
-    double coef[CALIB_EV_MAX];   /* measured W per model W of each column (scale
-                                    when not per_event or the column is fixed) */
-    bool fixed[CALIB_EV_MAX];    /* the column did not vary: keeps the scale */
-    double alpha;                /* penalty chosen; INFINITY: the single scale */
-    double cv_rmse_w;            /* cross-validated error at alpha */
-    double cv_rmse_single_w;     /* ... and with the single scale */
-    double min_eig;              /* of the varying columns' correlation matrix */
+    double idle_w;             /* intercept: per event when per_event, else single */
+    double scale;              /* the single scale on the same rows */
+    double coef[CALIB_EV_MAX]; /* measured W per model W of each column (scale
+                                  when not per_event or the column is fixed) */
+    bool fixed[CALIB_EV_MAX];  /* the column did not vary: keeps the scale */
+    double alpha;              /* penalty chosen; INFINITY: the single scale */
+    double cv_rmse_w;          /* cross-validated error at alpha */
+    double cv_rmse_single_w;   /* ... and with the single scale */
+    double min_eig;            /* of the varying columns' correlation matrix */
 } calib_ev_fit;
 
 typedef struct calib_ev calib_ev;
@@ -222,13 +228,19 @@ typedef struct attrib_tick {
     double dynamic_scale;       /* measured watts per model watt (a calibration's
                                    scale) for host_j without a measurement;
                                    0 (unset) is 1 */
+    const double *event_scale;  /* NULL, or one calibration coefficient per
+                                   model event: processes' dynamic power is
+                                   model_dynamic_power_scaled (measured watts;
+                                   untracked_dynamic_w must be too) */
     /* outputs */
     double modeled_host_j; /* idle*dt + sum d_i*dt (+ untracked): the model's view */
     double idle_j, active_j, attributed_j, unattributed_j;
 } attrib_tick;
 
 /* Splits one tick's host energy: idle = min(idle_w*dt, host), active = host -
- * idle, process i gets active * d_i / D where D = sum d_i + untracked; the
+ * idle, process i gets active * d_i / D where D = sum d_i + untracked (d_i
+ * through event_scale when set: then modeled_host_j still uses the
+ * model's own d_i); the
  * rest is unattributed. Without a measurement host_j is set to the modeled
  * host energy, its dynamic part times dynamic_scale (modeled_host_j stays
  * the model's own). Guarantees sum attributed + idle + unattributed = host_j to

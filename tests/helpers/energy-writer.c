@@ -38,11 +38,14 @@
  *                   so a test can wait for it to know the writer is running:
  *                     awk '$1 == "total_j" { print $2 }' FILE
  *   --event NAME    the software event of the "*event" term, counted with
- *                   perf_event_open on every online CPU: in the --cgroup
- *                   (a cgroup v2 folder, perf's cgroup mode) or else
+ *                   perf_event_open on every online CPU: in the
+ *                   --event-cgroup, else in the --cgroup, else
  *                   system-wide. NAME: page-faults, context-switches or
  *                   cpu-migrations (default page-faults). Needs
  *                   perf_event_paranoid <= 0 or CAP_PERFMON.
+ *   --event-cgroup DIR  count the --event in this cgroup (perf's cgroup
+ *                   mode: a cgroup v2 folder, or one of a v1 perf_event
+ *                   hierarchy), e.g. beside a v1 --cpuacct group
  *   --log FILE      appends "T_NS TOTAL_J" at the start (0 J, before the
  *                   truth file first appears) and at every update, after a
  *                   "#" header; tests/helpers/energy-truth reads it as the energy
@@ -127,9 +130,10 @@ typedef struct writer {
     FILE *logf;
     uint64_t t0_ns, last_ns;
     double busy_cpu_s;
-    double last_busy;       /* busy CPU seconds (/proc/stat or the cgroup) at the last update */
-    const char *event;      /* --event */
-    int event_fd[MAX_CPUS]; /* one counter per online CPU; n_event_fd of them */
+    double last_busy;         /* busy CPU seconds (/proc/stat or the cgroup) at the last update */
+    const char *event;        /* --event */
+    const char *event_cgroup; /* --event-cgroup, or --cgroup */
+    int event_fd[MAX_CPUS];   /* one counter per online CPU; n_event_fd of them */
     size_t n_event_fd;
     uint64_t events, last_events; /* counted since the start, at the last update */
 } writer;
@@ -209,8 +213,8 @@ static int event_open(writer *w)
         return 2;
     }
     attr.config = names[k].config;
-    if (w->cgroup && (cg = open(w->cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        fprintf(stderr, "energy-writer: %s: %s\n", w->cgroup, strerror(errno));
+    if (w->event_cgroup && (cg = open(w->event_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", w->event_cgroup, strerror(errno));
         return 1;
     }
     for (long cpu = 0; cpu < ncpu && cpu < MAX_CPUS; cpu++) {
@@ -219,7 +223,7 @@ static int event_open(writer *w)
                                       : PERF_FLAG_FD_CLOEXEC);
         if (fd < 0) {
             fprintf(stderr, "energy-writer: perf_event_open of %s on CPU %ld%s%s: %s\n", w->event,
-                    cpu, cg >= 0 ? " in " : "", cg >= 0 ? w->cgroup : "", strerror(errno));
+                    cpu, cg >= 0 ? " in " : "", cg >= 0 ? w->event_cgroup : "", strerror(errno));
             if (cg >= 0)
                 close(cg);
             return 1;
@@ -622,6 +626,8 @@ static int parse_args(writer *w, int argc, char **argv)
             w->cgroup = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--event") == 0) {
             w->event = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--event-cgroup") == 0) {
+            w->event_cgroup = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--log") == 0) {
             w->log = argv[++i];
         } else if (a[0] != '-' && (eq = strchr(a, '=')) != NULL && eq != a) {
@@ -645,6 +651,10 @@ static int parse_args(writer *w, int argc, char **argv)
         w->event = "page-faults";
     if (w->event && !per_event)
         return usage_error("--event without a zone's '*event' term", w->event);
+    if (w->event_cgroup && !per_event)
+        return usage_error("--event-cgroup without a zone's '*event' term", w->event_cgroup);
+    if (!w->event_cgroup)
+        w->event_cgroup = w->cgroup;
     return 0;
 }
 
