@@ -61,7 +61,7 @@ void eventcal_tick(sampler *s, double dt)
     double part[CALIB_EV_MAX];
     size_t ne = s->m->n_events;
 
-    if (!s->evfit)
+    if (!s->evfit || s->power->n == 0)
         return;
     for (size_t i = 0; i < s->n_active; i++) {
         model_event_power(s->m, s->ap[i].klass, s->ap[i].rates, part);
@@ -95,6 +95,11 @@ void eventcal_second(sampler *s, double host_w, double untracked_w, double secs)
 
     if (!s->evfit)
         return;
+    if (s->power->n == 0) { /* host_w is then the model's own */
+        c->events_why = "no power meter (RAPL) to fit against";
+        memset(s->sec_ev_j, 0, sizeof(s->sec_ev_j));
+        return;
+    }
     event_row(s, untracked_w, secs, x);
     memset(s->sec_ev_j, 0, sizeof(s->sec_ev_j));
     if (isfinite(host_w) && !s->model_changed)
