@@ -1,7 +1,7 @@
 """Runs a real wattprofd for integration tests and talks to it through the
 independent Varlink client (varlink_peer). Also reads its SQLite file
 directly, as a second, independent view of what it stored."""
-import contextlib, json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, time
+import contextlib, json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import varlink_peer  # noqa: E402
@@ -144,6 +144,52 @@ def fake_meter_model(path, idle_w, per_cpu_w):
     with open(path, "w") as f:
         json.dump(model, f)
     return path
+
+
+def page_fault_model(path, per_cpu_w, per_fault_j):
+    """Writes to `path` the built-in cputime model with page faults worth
+    2 W per 100,000 a second (task-clock 6.6 W per CPU), uncalibrated, for a
+    fake meter of per_cpu_w per busy CPU and per_fault_j per page fault.
+    Returns the coefficients one per event should find: {event: scale}."""
+    src = os.path.join(os.environ["SRCDIR"], "models", "cputime.json")
+    with open(src) as f:
+        model = json.load(f)
+    assert model["events"][0] == "perf::TASK-CLOCK" and model["events"][3] == "perf::PAGE-FAULTS"
+    model["name"] = "cputime-faults"
+    model["scaler"]["max"][3] = 1e5
+    model["classes"]["models"][0]["coef"] = [6.6, 0, 0, 2.0]
+    with open(path, "w") as f:
+        json.dump(model, f)
+    return {"perf::TASK-CLOCK": per_cpu_w / 6.6, "perf::PAGE-FAULTS": per_fault_j * 1e5 / 2.0}
+
+
+def reap(p):
+    """CPU seconds and page faults of a finished child (the kernel's rusage)."""
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime, ru.ru_minflt + ru.ru_majflt
+
+
+class FaultCycle:
+    """A background of burners (spawn(*args) starts one) taking 0 to 60,000
+    page faults per CPU-second, one after another, until stop(): with a
+    varying CPU load beside it, what lets a fit tell page faults from CPU."""
+
+    def __init__(self, spawn):
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(spawn,))
+        self.thread.start()
+
+    def run(self, spawn):
+        rates = ["0", "40000", "10000", "60000", "20000", "50000"]
+        i = 0
+        while not self.done.is_set():
+            reap(spawn("--faults", rates[i % len(rates)], "0.8"))
+            i += 1
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
 
 
 def one_event_model(path):

@@ -22,17 +22,17 @@ hand. Checked:
   - every second stored: host = idle + attributed + unattributed.
 Where the meter stalled in over a fifth of the seconds, accuracy is not
 asserted (skip, with the reason)."""
-import json, os, shutil, subprocess, sys, tempfile, threading, time
+import os, shutil, subprocess, sys, tempfile, time
 
 SRCDIR = os.environ["SRCDIR"]
 IDLE_W, PER_CPU_W, PER_FAULT_J = 20.0, 30.0, 0.0004
-FAULT_COEF, FAULT_MAX = 2.0, 1e5  # the model: 2 W at 100,000 faults a second
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import CgroupMeter, Daemon, check  # noqa: E402
+from daemon_harness import (CgroupMeter, Daemon, FaultCycle, check, page_fault_model,  # noqa: E402
+                            reap)
 
 work = tempfile.mkdtemp(prefix="wattprofd-evcal-")
 meter = CgroupMeter("wattprof-evcal", IDLE_W, PER_CPU_W, work, event_j=PER_FAULT_J)
@@ -43,17 +43,8 @@ os.chmod(wpburn, 0o755)
 conf = os.path.join(work, "wattprofd.conf")
 with open(conf, "w") as f:
     f.write(f"[track]\ncomm = ^{name}$\n[sampler]\nmeter_cgroup = {meter.cgroup}\n")
-with open(os.path.join(SRCDIR, "models", "cputime.json")) as f:
-    model = json.load(f)
-assert model["events"][3] == "perf::PAGE-FAULTS"
-model["name"] = "cputime-faults"
-model["scaler"]["max"][3] = FAULT_MAX
-model["classes"]["models"][0]["coef"] = [6.6, 0, 0, FAULT_COEF]
 model_path = os.path.join(work, "model.json")
-with open(model_path, "w") as f:
-    json.dump(model, f)
-TRUE_SCALE = {"perf::TASK-CLOCK": PER_CPU_W / 6.6,
-              "perf::PAGE-FAULTS": PER_FAULT_J * FAULT_MAX / FAULT_COEF}
+TRUE_SCALE = page_fault_model(model_path, PER_CPU_W, PER_FAULT_J)
 loads = []
 
 
@@ -63,13 +54,6 @@ def spawn(*args):
     p = subprocess.Popen([wpburn, "--wait", "1", *args])
     meter.add(p.pid)
     return p
-
-
-def reap(p):
-    """CPU seconds and page faults of a finished burner (the kernel's)."""
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return ru.ru_utime + ru.ru_stime, ru.ru_minflt + ru.ru_majflt
 
 
 def status(d):
@@ -95,25 +79,11 @@ def meter_stalled(d):
     return None
 
 
-stop = threading.Event()
-
-
-def fault_cycle():
-    """Burners taking different fault rates one after another."""
-    rates = ["0", "40000", "10000", "60000", "20000", "50000"]
-    i = 0
-    while not stop.is_set():
-        p = spawn("--faults", rates[i % len(rates)], "0.8")
-        reap(p)
-        i += 1
-
-
 background, cycler, d, skipped = None, None, None, None
 try:
     d = Daemon("--config", conf, "--model", model_path, state=os.path.join(work, "node"))
     background = spawn("--vary", "3", "400", "0.2,0.9,0.5,0.3,0.8,0.6")
-    cycler = threading.Thread(target=fault_cycle)
-    cycler.start()
+    cycler = FaultCycle(spawn)
     time.sleep(3)
     c = status(d)["calibration"]
     print(f"after 3 s: {events_line(c)}")
@@ -171,13 +141,12 @@ try:
 except RuntimeError as e:
     skipped = str(e)
 finally:
-    stop.set()
+    if cycler:
+        cycler.stop()
     if d and d.proc.poll() is None:
         d.stop()
     if background:
         background.kill()
         background.wait()
-    if cycler:
-        cycler.join()
     meter.close()
 daemon_harness.finish_rig(work, loads, skipped)
