@@ -109,6 +109,21 @@ static void print_calibration(const query_opts *q, json_object *c)
                query_num(c, "live_idle_se_w"));
     else
         printf("idle not identifiable: %s\n", query_str(c, "reason"));
+    json_object *ev = query_obj(c, "events"), *co = ev ? query_obj(ev, "coefficients") : NULL;
+    if (!ev)
+        return;
+    label(q, "Per event");
+    if (!json_object_get_boolean(query_obj(ev, "used"))) {
+        printf("not used (one scale): %s\n", query_str(ev, "reason"));
+        return;
+    }
+    printf("used, penalty %g:", query_num(ev, "alpha"));
+    for (size_t i = 0; co && i < json_object_array_length(co); i++) {
+        json_object *e = json_object_array_get_idx(co, i);
+        if (!json_object_get_boolean(query_obj(e, "fixed")))
+            printf(" %s %.3f", query_str(e, "event"), query_num(e, "scale"));
+    }
+    printf("\n");
 }
 
 static void print_status(const query_opts *q, json_object *st)

@@ -13,7 +13,7 @@ coefficient per event from its own seconds, with nothing retrained by
 hand. Checked:
   - before it has the seconds, GetStatus says per-event is not used, and why;
   - within 150 s it is used: task-clock's coefficient within 10 % of 4.55,
-    page faults' within 15 % of 20;
+    page faults' within 15 % of 20; `wattprof status` says so;
   - two burners of 2 CPU s, one without faults and one with 30,000 per
     CPU-second, each get their truth (30 W x CPU time + 0.4 mJ x faults,
     from the kernel's rusage) within 5 % (10 % on a host loaded past 4 x
@@ -102,6 +102,12 @@ try:
         raise RuntimeError(stalled)
     check("the daemon fits one coefficient per event within 150 s", c["events"]["used"],
           events_line(c))
+    out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
+                         capture_output=True, text=True)
+    line = [ln for ln in out.stdout.splitlines() if ln.startswith("Per event")]
+    check("wattprof status says whether one coefficient per event is used",
+          out.returncode == 0 and line and
+          ("used, penalty" in line[0]) == c["events"]["used"], out.stdout[-600:])
     for e in c["events"]["coefficients"]:
         want = TRUE_SCALE.get(e["event"])
         if want and c["events"]["used"]:
