@@ -93,7 +93,7 @@ static void print_calibration(const query_opts *q, json_object *c)
 
     label(q, "Idle");
     printf("%s, %s", fmt_power(w, query_num(c, "idle_w")), src);
-    if (!strcmp(src, "fitted") || !strcmp(src, "stored"))
+    if ((!strcmp(src, "fitted") || !strcmp(src, "stored")) && isfinite(query_num(c, "idle_se_w")))
         printf(" (+- %.2f W, scale %.3f, R2 %.4f, fitted %s)", query_num(c, "idle_se_w"),
                query_num(c, "scale"), query_num(c, "r2"),
                fmt_iso8601(when, query_num(c, "fitted")));

@@ -6,10 +6,10 @@
  * sums, with the untracked CPU's power in the task-clock column, and the
  * measured host power are a row of lib/model's calib_ev fit, which is
  * refitted every SAMPLER_EV_FIT_S seconds. When the fit can tell the
- * events apart, and idle is identified from this node's live fit,
- * attribution weighs each process's dynamic power by the coefficients and
- * takes idle from the fit's intercept; otherwise the single scale stands,
- * and GetStatus says why. */
+ * events apart, and idle is identified (by the single-scale fit or by this
+ * one's own standard error), attribution weighs each process's dynamic power by the coefficients
+ * and takes idle from the fit's intercept; otherwise the single scale stands, and GetStatus says
+ * why. */
 #include "sampler-internal.h"
 
 #include <errno.h>
@@ -110,13 +110,17 @@ void eventcal_second(sampler *s, double host_w, double untracked_w, double secs)
     }
     if (!c->events.per_event)
         c->events_why = c->events.why ? c->events.why : "too few measured seconds";
-    else if (c->source != DAEMON_IDLE_FITTED)
-        c->events_why = "idle is not identified by this node's live fit";
+    else if (c->source != DAEMON_IDLE_FITTED && !c->events.idle_identified)
+        c->events_why = "the fitted idle is too uncertain";
     else
         c->events_why = NULL;
     s->ev_used = c->events_used = c->events_why == NULL;
     if (!s->ev_used)
         return;
+    /* Power that follows an event the single scale cannot explain leaves
+     * that fit too uncertain to name idle while this one can: it is then
+     * this fit's idle. */
+    c->source = DAEMON_IDLE_FITTED;
     memcpy(s->ev_scale, c->events.coef, s->m->n_events * sizeof(double));
     s->ev_untracked_scale = s->cpu_event >= 0 ? c->events.coef[s->cpu_event] : c->events.scale;
     s->idle_w = c->idle_w = c->events.idle_w;

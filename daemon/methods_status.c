@@ -22,6 +22,7 @@ static json_object *calibration_events_json(const daemon_calib *c, const model *
                            c->events_why ? json_object_new_string(c->events_why) : NULL);
     json_object_object_add(o, "alpha", f->per_event ? num_or_null(f->alpha) : NULL);
     json_object_object_add(o, "idle_w", fitted ? num_or_null(f->idle_w) : NULL);
+    json_object_object_add(o, "idle_se_w", f->per_event ? num_or_null(f->idle_se_w) : NULL);
     for (size_t j = 0; j < f->n_cols; j++) {
         json_object *e = json_object_new_object();
         char name[32];
@@ -43,7 +44,9 @@ static json_object *calibration_events_json(const daemon_calib *c, const model *
 static json_object *calibration_json(const daemon_calib *c, const model *m)
 {
     json_object *o = json_object_new_object();
-    bool fit = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+    /* best.t 0: idle is the per-event fit's, the single-scale fit has none */
+    bool fit =
+        (c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED) && c->best.t > 0;
     const calib_fit *live = &c->live;
 
     json_object_object_add(o, "source", json_object_new_string(daemon_idle_source_name(c->source)));

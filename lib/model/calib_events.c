@@ -76,6 +76,8 @@ void calib_ev_config_default(calib_ev_config *c)
         .min_gain = 0.05,
         .min_col_spread_w = 0.2,
         .reject_k = 4.0,
+        .max_idle_se_w = 0.5,
+        .max_idle_se_rel = 0.02,
     };
 }
 
@@ -100,7 +102,7 @@ int calib_ev_new(const calib_ev_config *cfg, size_t n_cols, calib_ev **out)
     if (n_cols < 1 || n_cols > CALIB_EV_MAX || cfg->window < 3 || !(cfg->half_life_s > 0) ||
         cfg->folds < 2 || cfg->folds > EV_MAX_FOLDS || cfg->min_rows < cfg->folds * 3 ||
         !(cfg->min_eig >= 0) || !(cfg->min_gain >= 0) || !(cfg->min_col_spread_w >= 0) ||
-        !(cfg->reject_k > 0))
+        !(cfg->reject_k > 0) || !(cfg->max_idle_se_w >= 0) || !(cfg->max_idle_se_rel >= 0))
         return -EINVAL;
     c = calloc(1, sizeof(*c));
     if (!c)
@@ -346,6 +348,54 @@ static void cross_validate(const calib_ev *c, const bool *vary, size_t kept, dou
         mse[a] /= wsum;
 }
 
+/* Standard error of the intercept of the fit `sol` at penalty alpha, as in
+ * calib.c: the weighted residual variance with Kish's effective number of
+ * rows, and var(idle) = sigma^2 (1/n_eff + (W/n_eff) m' (C + alpha D)^-1 m)
+ * over the varying columns (their means m, centred cross-products C).
+ * Optimistic, like calib.c's, as neighbouring seconds are correlated. */
+static double idle_stderr(const calib_ev *c, const ev_sums *s, const bool *vary, double alpha,
+                          const ev_solution *sol)
+{
+    double cov[CALIB_EV_MAX][CALIB_EV_MAX], cy[CALIB_EV_MAX], a[CALIB_EV_MAX * CALIB_EV_MAX];
+    double m[CALIB_EV_MAX], v[CALIB_EV_MAX], rss = 0, w2 = 0;
+    size_t idx[CALIB_EV_MAX], q = 0;
+    ev_solution centred;
+
+    for (size_t i = 0; i < c->r.n; i++) {
+        if (!c->r.keep[i])
+            continue;
+        double e = c->r.y[i] - predict(c, sol, i);
+        rss += c->r.w[i] * e * e;
+        w2 += c->r.w[i] * c->r.w[i];
+    }
+    double n_eff = s->w * s->w / w2;
+    centre(c, s, &centred, cov, cy);
+    for (size_t j = 0; j < c->p; j++)
+        if (vary[j])
+            idx[q++] = j;
+    if (!(n_eff > (double)q + 1))
+        return NAN;
+    double sigma2 = rss / s->w * n_eff / (n_eff - (double)q - 1);
+    for (size_t u = 0; u < q; u++) {
+        m[u] = centred.mx[idx[u]];
+        for (size_t k = 0; k < q; k++)
+            a[u * q + k] = cov[idx[u]][idx[k]] * (u == k ? 1 + alpha : 1);
+    }
+    gsl_matrix_view am = gsl_matrix_view_array(a, q, q);
+    gsl_vector_view mv = gsl_vector_view_array(m, q), vv = gsl_vector_view_array(v, q);
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int ret = gsl_linalg_cholesky_decomp1(&am.matrix);
+    if (ret == 0)
+        ret = gsl_linalg_cholesky_solve(&am.matrix, &mv.vector, &vv.vector);
+    gsl_set_error_handler(old);
+    if (ret != 0)
+        return NAN;
+    double quad = 0;
+    for (size_t u = 0; u < q; u++)
+        quad += m[u] * v[u];
+    return sqrt(sigma2 * (1 / n_eff + s->w / n_eff * quad));
+}
+
 static int ev_give_up(calib_ev_fit *f, const char *why)
 {
     f->per_event = false;
@@ -366,6 +416,7 @@ int calib_ev_fit_now(calib_ev *c, calib_ev_fit *f)
     memset(f, 0, sizeof(*f));
     f->n_cols = c->p;
     f->idle_w = f->scale = f->alpha = f->cv_rmse_w = f->cv_rmse_single_w = f->min_eig = NAN;
+    f->idle_se_w = NAN;
     f->why = "too few measured seconds";
     for (size_t j = 0; j < c->p; j++)
         f->coef[j] = NAN;
@@ -434,6 +485,8 @@ int calib_ev_fit_now(calib_ev *c, calib_ev_fit *f)
     f->idle_w = sum;
     if (!(f->idle_w >= 0))
         return ev_give_up(f, "the fitted idle is negative");
+    f->idle_se_w = idle_stderr(c, &s, vary, f->alpha, &sol);
+    f->idle_identified = f->idle_se_w <= fmax(c->cfg.max_idle_se_w, c->cfg.max_idle_se_rel * sum);
     f->per_event = true;
     f->why = NULL;
     return 0;

@@ -174,6 +174,8 @@ typedef struct calib_ev_config {
                                 error must beat the single scale's; 0.05 */
     double min_col_spread_w; /* a column varies when s * its sd reaches this; 0.2 */
     double reject_k;         /* outliers: residual over k robust sigmas; 4 */
+    double max_idle_se_w;    /* idle is identified by this fit when its standard */
+    double max_idle_se_rel;  /* error is at most max(this W, this share); 0.5, 0.02 */
 } calib_ev_config;
 
 typedef struct calib_ev_fit {
@@ -181,6 +183,8 @@ typedef struct calib_ev_fit {
     const char *why; /* when not: the reason, a static string */
     size_t n_cols, rows, rejected;
     double idle_w;             /* intercept: per event when per_event, else single */
+    double idle_se_w;          /* its standard error (per_event only), watts */
+    bool idle_identified;      /* per_event, and idle_se_w within the config's bound */
     double scale;              /* the single scale on the same rows */
     double coef[CALIB_EV_MAX]; /* measured W per model W of each column (scale
                                   when not per_event or the column is fixed) */

@@ -86,10 +86,11 @@ static calib_ev *fit_series(const series *sr, int seconds, const calib_ev_config
     assert_int_equal(calib_ev_new(cfg, 2, &c), 0);
     feed(c, 0, seconds, sr, &seed, &nbad);
     assert_int_equal(calib_ev_fit_now(c, f), 0);
-    printf("idle %.3f W, scale %.3f, coef %.3f %.3f, alpha %g, cv rmse %.3f (single %.3f) W, "
-           "min eig %.3f, rows %zu (%zu rejected): %s\n",
-           f->idle_w, f->scale, f->coef[0], f->coef[1], f->alpha, f->cv_rmse_w, f->cv_rmse_single_w,
-           f->min_eig, f->rows, f->rejected, f->per_event ? "per event" : f->why);
+    printf(
+        "idle %.3f +- %.3f W, scale %.3f, coef %.3f %.3f, alpha %g, cv rmse %.3f (single %.3f) W, "
+        "min eig %.3f, rows %zu (%zu rejected): %s\n",
+        f->idle_w, f->idle_se_w, f->scale, f->coef[0], f->coef[1], f->alpha, f->cv_rmse_w,
+        f->cv_rmse_single_w, f->min_eig, f->rows, f->rejected, f->per_event ? "per event" : f->why);
     if (bad)
         *bad = nbad;
     return c;
@@ -111,6 +112,10 @@ static void test_distinct(void **state)
     assert_true(fabs(f.coef[1] - S_EV) <= 0.03 * S_EV);
     assert_true(fabs(f.idle_w - IDLE) <= 0.02 * IDLE);
     assert_true(f.cv_rmse_w < 0.95 * f.cv_rmse_single_w);
+    /* Idle is told by this fit alone, the truth within 4 standard errors. */
+    assert_true(f.idle_identified);
+    assert_true(f.idle_se_w > 0 && f.idle_se_w < 0.5);
+    assert_true(fabs(f.idle_w - IDLE) <= 4 * f.idle_se_w);
     /* The single scale lies between the two. */
     assert_true(f.scale > S_EV && f.scale < S_CPU);
     calib_ev_free(c);
@@ -224,6 +229,8 @@ static void test_outliers(void **state)
     cfg.reject_k = 1e9;
     calib_ev *plain = fit_series(&sr, 400, &cfg, &g, NULL);
     assert_true(fabs(g.idle_w - IDLE) > fabs(f.idle_w - IDLE));
+    assert_true(f.idle_identified);
+    assert_false(g.idle_identified); /* the outliers leave its idle too uncertain */
     calib_ev_free(c);
     calib_ev_free(plain);
 }
