@@ -189,6 +189,21 @@ static void centre(const calib_ev *c, const ev_sums *s, ev_solution *sol,
     }
 }
 
+/* x = a^-1 b for a symmetric positive definite q x q `a` (overwritten);
+ * non-zero when `a` is not (columns that move together). */
+static int chol_solve(double *a, double *b, double *x, size_t q)
+{
+    gsl_matrix_view am = gsl_matrix_view_array(a, q, q);
+    gsl_vector_view bv = gsl_vector_view_array(b, q), xv = gsl_vector_view_array(x, q);
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    int ret = gsl_linalg_cholesky_decomp1(&am.matrix);
+
+    if (ret == 0)
+        ret = gsl_linalg_cholesky_solve(&am.matrix, &bv.vector, &xv.vector);
+    gsl_set_error_handler(old);
+    return ret;
+}
+
 /* Solves the ridge towards the single scale for the columns that vary
  * (vary[j]); the others keep the single scale. */
 static void solve(const calib_ev *c, const ev_sums *s, const bool *vary, double alpha,
@@ -228,14 +243,7 @@ static void solve(const calib_ev *c, const ev_sums *s, const bool *vary, double 
         for (size_t v = 0; v < q; v++)
             a[u * q + v] = cov[idx[u]][idx[v]] * (u == v ? 1 + alpha : 1);
     }
-    gsl_matrix_view am = gsl_matrix_view_array(a, q, q);
-    gsl_vector_view bv = gsl_vector_view_array(b, q), dv = gsl_vector_view_array(d, q);
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
-    int ret = gsl_linalg_cholesky_decomp1(&am.matrix);
-    if (ret == 0)
-        ret = gsl_linalg_cholesky_solve(&am.matrix, &bv.vector, &dv.vector);
-    gsl_set_error_handler(old);
-    if (ret != 0) {
+    if (chol_solve(a, b, d, q) != 0) {
         sol->ok = false;
         return;
     }
@@ -381,14 +389,7 @@ static double idle_stderr(const calib_ev *c, const ev_sums *s, const bool *vary,
         for (size_t k = 0; k < q; k++)
             a[u * q + k] = cov[idx[u]][idx[k]] * (u == k ? 1 + alpha : 1);
     }
-    gsl_matrix_view am = gsl_matrix_view_array(a, q, q);
-    gsl_vector_view mv = gsl_vector_view_array(m, q), vv = gsl_vector_view_array(v, q);
-    gsl_error_handler_t *old = gsl_set_error_handler_off();
-    int ret = gsl_linalg_cholesky_decomp1(&am.matrix);
-    if (ret == 0)
-        ret = gsl_linalg_cholesky_solve(&am.matrix, &mv.vector, &vv.vector);
-    gsl_set_error_handler(old);
-    if (ret != 0)
+    if (chol_solve(a, m, v, q) != 0)
         return NAN;
     double quad = 0;
     for (size_t u = 0; u < q; u++)
