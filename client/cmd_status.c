@@ -93,7 +93,7 @@ static void print_calibration(const query_opts *q, json_object *c)
 
     label(q, "Idle");
     printf("%s, %s", fmt_power(w, query_num(c, "idle_w")), src);
-    if (!strcmp(src, "fitted") || !strcmp(src, "stored"))
+    if ((!strcmp(src, "fitted") || !strcmp(src, "stored")) && isfinite(query_num(c, "idle_se_w")))
         printf(" (+- %.2f W, scale %.3f, R2 %.4f, fitted %s)", query_num(c, "idle_se_w"),
                query_num(c, "scale"), query_num(c, "r2"),
                fmt_iso8601(when, query_num(c, "fitted")));
@@ -109,6 +109,21 @@ static void print_calibration(const query_opts *q, json_object *c)
                query_num(c, "live_idle_se_w"));
     else
         printf("idle not identifiable: %s\n", query_str(c, "reason"));
+    json_object *ev = query_obj(c, "events"), *co = ev ? query_obj(ev, "coefficients") : NULL;
+    if (!ev)
+        return;
+    label(q, "Per event");
+    if (!json_object_get_boolean(query_obj(ev, "used"))) {
+        printf("not used (one scale): %s\n", query_str(ev, "reason"));
+        return;
+    }
+    printf("used, penalty %g:", query_num(ev, "alpha"));
+    for (size_t i = 0; co && i < json_object_array_length(co); i++) {
+        json_object *e = json_object_array_get_idx(co, i);
+        if (!json_object_get_boolean(query_obj(e, "fixed")))
+            printf(" %s %.3f", query_str(e, "event"), query_num(e, "scale"));
+    }
+    printf("\n");
 }
 
 static void print_status(const query_opts *q, json_object *st)

@@ -173,6 +173,11 @@ void account_tick(sampler *s, double dt, attrib_tick *out)
                       .untracked_dynamic_w = s->untracked_w,
                       .dynamic_scale = s->dyn_scale};
 
+    if (s->ev_used) { /* one coefficient per event (eventcal.c) */
+        at.event_scale = s->ev_scale;
+        at.untracked_dynamic_w *= s->ev_untracked_scale;
+    }
+
     for (size_t i = 0; i < n_active; i++) {
         struct tracked *t = active[i];
         double *rates = s->rates + i * ne;
@@ -193,8 +198,10 @@ void account_tick(sampler *s, double dt, attrib_tick *out)
     if (attrib_tick_compute(s->m, &at, s->ap, n_active) < 0) {
         unattributable_tick(s, &at, n_active);
         s->sec_unattributable = true; /* no row for the calibration fit */
-    } else
+    } else {
         keep_idle_debt(s, &at);
+        eventcal_tick(s, dt);
+    }
     add_idle_tick(s, dt);
     uint64_t this_tick = atomic_load(&s->ticks) + 1; /* tick() counts it next */
     for (size_t i = 0; i < n_active; i++) {

@@ -144,6 +144,11 @@ typedef struct daemon_calib {
     calib_fit live;         /* the fit of the recent seconds, identifiable or not */
     store_node_calib best;  /* the node's latest identifiable fit; best.t 0: none */
     size_t percentile_rows; /* seconds behind the percentile */
+    /* One coefficient per model event (docs/calibration.md): the latest
+     * fit, whether attribution uses it, and why not. */
+    calib_ev_fit events;
+    bool events_used;
+    const char *events_why; /* a static string; NULL when used */
 } daemon_calib;
 
 /* "fitted", "stored", "model", "percentile". */

@@ -9,10 +9,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-static json_object *calibration_json(const daemon_calib *c)
+/* One coefficient per event: in use or why not, and the latest fit (the
+ * model's event names when it has as many events as the fit). */
+static json_object *calibration_events_json(const daemon_calib *c, const model *m)
+{
+    json_object *o = json_object_new_object(), *a = json_object_new_array();
+    const calib_ev_fit *f = &c->events;
+    bool fitted = f->rows > 0 && isfinite(f->scale);
+
+    json_object_object_add(o, "used", json_object_new_boolean(c->events_used));
+    json_object_object_add(o, "reason",
+                           c->events_why ? json_object_new_string(c->events_why) : NULL);
+    json_object_object_add(o, "alpha", f->per_event ? num_or_null(f->alpha) : NULL);
+    json_object_object_add(o, "idle_w", fitted ? num_or_null(f->idle_w) : NULL);
+    json_object_object_add(o, "idle_se_w", f->per_event ? num_or_null(f->idle_se_w) : NULL);
+    for (size_t j = 0; j < f->n_cols; j++) {
+        json_object *e = json_object_new_object();
+        char name[32];
+        snprintf(name, sizeof(name), "event %zu", j);
+        json_object_object_add(
+            e, "event",
+            json_object_new_string(m && m->n_events == f->n_cols ? m->events[j] : name));
+        json_object_object_add(e, "scale", fitted ? num_or_null(f->coef[j]) : NULL);
+        json_object_object_add(e, "fixed", json_object_new_boolean(f->fixed[j]));
+        json_object_array_add(a, e);
+    }
+    json_object_object_add(o, "coefficients", a);
+    json_object_object_add(o, "cv_rmse_w", num_or_null(f->cv_rmse_w));
+    json_object_object_add(o, "cv_rmse_single_w", num_or_null(f->cv_rmse_single_w));
+    json_object_object_add(o, "rows", json_object_new_int64((int64_t)f->rows));
+    return o;
+}
+
+static json_object *calibration_json(const daemon_calib *c, const model *m)
 {
     json_object *o = json_object_new_object();
-    bool fit = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+    /* best.t 0: idle is the per-event fit's, the single-scale fit has none */
+    bool fit =
+        (c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED) && c->best.t > 0;
     const calib_fit *live = &c->live;
 
     json_object_object_add(o, "source", json_object_new_string(daemon_idle_source_name(c->source)));
@@ -28,6 +62,7 @@ static json_object *calibration_json(const daemon_calib *c)
     json_object_object_add(o, "spread_w", num_or_null(live->spread_w));
     json_object_object_add(o, "live_idle_w", num_or_null(live->idle_w));
     json_object_object_add(o, "live_idle_se_w", num_or_null(live->idle_se_w));
+    json_object_object_add(o, "events", calibration_events_json(c, m));
     return o;
 }
 
@@ -182,6 +217,8 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
     json_object_object_add(o, "events", events_json(sampler_events(ctx->smp), snap ? st : NULL));
     pthread_mutex_lock(&ctx->lock);
     json_object_object_add(o, "model", model_json(ctx->model, true, NAN));
+    json_object_object_add(o, "calibration",
+                           snap ? calibration_json(&st->calib, ctx->model) : NULL);
     pthread_mutex_unlock(&ctx->lock);
     json_object_object_add(o, "drift", num_or_null(st->drift));
     json_object_object_add(o, "drift_flagged", json_object_new_boolean(st->drift_flagged));
@@ -196,7 +233,6 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
         o, "connector_overruns",
         st->proc_connector ? json_object_new_int64((int64_t)st->connector_overruns) : NULL);
     json_object_object_add(o, "host", host_json(st));
-    json_object_object_add(o, "calibration", snap ? calibration_json(&st->calib) : NULL);
     json_object_object_add(db, "path", json_object_new_string(ctx->cfg->db_path));
     json_object_object_add(db, "size_bytes", json_object_new_int64(ss.db_bytes));
     json_object_object_add(db, "error", ss.error ? json_object_new_string(ss.error_text) : NULL);

@@ -212,8 +212,9 @@ void publish_second(sampler *s)
         t->sec_j = t->sec_standalone_j = t->sec_cpu_s = 0;
     }
     double untracked_w = account_measure_untracked(s, secs);
-    account_update_idle(s, s->sec_fallback || s->sec_unattributable ? NAN : s->sec_host_j / secs,
-                        s->sec_dyn_j / secs + untracked_w);
+    double host_w = s->sec_fallback || s->sec_unattributable ? NAN : s->sec_host_j / secs;
+    account_update_idle(s, host_w, s->sec_dyn_j / secs + untracked_w);
+    eventcal_second(s, host_w, untracked_w, secs);
     if (snap && snap->procs && snap->st.event_ratio && publish_exits(s, snap) == 0) {
         fill_status(s, &snap->st, secs);
         /* trylock: a reader copying the old snapshot must not delay a tick. */

@@ -28,6 +28,7 @@
 #define SAMPLER_IDLE_WINDOW 3600 /* seconds of host power for the idle percentile */
 #define SAMPLER_DRIFT_WINDOW 60  /* seconds averaged into the drift error */
 #define SAMPLER_UNTRACKED_S 5    /* time constant of the untracked CPU's mean */
+#define SAMPLER_EV_FIT_S 5       /* seconds between fits of one coefficient per event */
 #define SAMPLER_MAX_EVENTS 64    /* proc events read per batch (more batches follow) */
 /* Exited processes adopted from the counter backend per tick: 10 times 1,000
  * starts a second at 50 Hz; a burst (a daemon that was stopped) is taken
@@ -194,6 +195,14 @@ struct sampler {
     uint64_t idle_short_ns; /* since a tick last booked all its idle */
     double dyn_scale;       /* the fit's scale for this model, for unmeasured ticks; 0: none */
     int64_t fit_t_ns;       /* sampler_clock of the fit's newest row */
+    /* One calibration coefficient per model event (eventcal.c). */
+    calib_ev *evfit;               /* NULL: the model cannot have one (cal.events_why) */
+    double sec_ev_j[CALIB_EV_MAX]; /* the model's dynamic energy through each event,
+                                      this second */
+    double ev_scale[CALIB_EV_MAX]; /* the coefficients attribution uses (ev_used) */
+    double ev_untracked_scale;     /* ... for the untracked CPU's power */
+    bool ev_used;
+    unsigned ev_fit_wait; /* seconds until the next per-event fit */
 
     pthread_mutex_t snap_lock;
     snapshot *snap;
@@ -287,6 +296,17 @@ void account_settle_idle(sampler *s, struct tracked *t);
 void account_update_idle(sampler *s, double host_w, double dyn_w);
 /* Once a second: the meter's CPU no tracked process used, and its power. */
 double account_measure_untracked(sampler *s, double secs);
+
+/* eventcal.c: one calibration coefficient per model event. */
+int eventcal_setup(sampler *s); /* for the model in use; -ENOMEM */
+void eventcal_free(sampler *s);
+/* Adds an attributed tick's per-event dynamic energy to the second's. */
+void eventcal_tick(sampler *s, double dt);
+/* Once a second, after account_update_idle: the second's row, a fit every
+ * SAMPLER_EV_FIT_S seconds, and whether attribution uses its coefficients
+ * (then idle is its intercept). untracked_w: the model's power of the
+ * second's untracked CPU. */
+void eventcal_second(sampler *s, double host_w, double untracked_w, double secs);
 
 /* ---- publish.c: to the store and to other threads --------------------------- */
 

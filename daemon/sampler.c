@@ -150,6 +150,8 @@ static void take_pending_model(sampler *s)
         /* The fit is of the old model's dynamic power; idle is the node's
          * and stays, for the same domains. */
         calib_reset(s->fit);
+        if (eventcal_setup(s) < 0)
+            s->cal.events_why = "out of memory";
         char target[sizeof(s->cal.best.target)];
         model_target_key(s->m, target, sizeof(target));
         if (strcmp(target, s->cal.best.target) != 0)
@@ -459,7 +461,8 @@ static int alloc_scratch(sampler *s)
     if (stats_ring_init(&s->lateness, per_second * 60) < 0 ||
         stats_ring_init(&s->tick_work, per_second * 60) < 0 ||
         stats_ring_init(&s->idle_power, SAMPLER_IDLE_WINDOW) < 0 ||
-        stats_ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0)
+        stats_ring_init(&s->drift, SAMPLER_DRIFT_WINDOW) < 0 || calib_new(NULL, &s->fit) < 0 ||
+        eventcal_setup(s) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -562,6 +565,7 @@ void sampler_free(sampler *s)
     free(s->idle_power.v);
     free(s->drift.v);
     calib_free(s->fit);
+    eventcal_free(s);
     counters_delta_free(&s->d);
     if (s->rec && trace_writer_close(s->rec) < 0)
         log_error("recording to %s failed: some ticks may be missing", s->cfg->record_path);

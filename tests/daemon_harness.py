@@ -1,7 +1,7 @@
 """Runs a real wattprofd for integration tests and talks to it through the
 independent Varlink client (varlink_peer). Also reads its SQLite file
 directly, as a second, independent view of what it stored."""
-import contextlib, json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, time
+import contextlib, json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import varlink_peer  # noqa: E402
@@ -34,6 +34,21 @@ def workload_env():
     per-process counter does not (6 ms of 0.5 s seen)."""
     asan = os.environ.get("ASAN_OPTIONS", "")
     return dict(os.environ, ASAN_OPTIONS=(asan + ":" if asan else "") + "detect_leaks=0")
+
+
+def finish_rig(work, loads, skipped):
+    """Ends a test on the fake meter: prints the host's load over it, keeps
+    `work` for a look when a check failed, and exits 77 with the reason
+    when the rest was `skipped` (a string), else as finish()."""
+    if loads:
+        print(f"host load average during the test: {min(loads):.1f} to {max(loads):.1f}"
+              f" on {os.cpu_count()} CPUs")
+    if not failures:
+        shutil.rmtree(work, ignore_errors=True)
+        if skipped:
+            print(f"SKIP: {skipped}")
+            sys.exit(77)
+    finish()
 
 
 def in_fake_powercap(script, subzones=None, args=()):
@@ -71,10 +86,13 @@ class CgroupMeter:
     neither moves it nor takes a share; the writer runs at real-time
     priority, since a starved writer is a stalled meter. Exits 77 (skip),
     saying why, where that cannot be had. `cgroup` is the folder; add()
-    puts a process in it; close() stops the writer and removes the folder."""
+    puts a process in it; close() stops the writer and removes the folder.
+    event_j: also that many joules per page fault of the group's processes,
+    counted in a cgroup v2 folder of the same name (perf's cgroup mode)."""
 
-    def __init__(self, name, idle_w, per_cpu_w, work):
+    def __init__(self, name, idle_w, per_cpu_w, work, event_j=None):
         self.cgroup = f"/sys/fs/cgroup/cpuacct/{name}-{os.getpid()}"
+        self.event_cgroup = None
         if os.getuid() != 0 or not shutil.which("chrt"):
             print("SKIP: the meter must run at real-time priority (root and chrt): a starved"
                   " writer is a stalled meter")
@@ -84,26 +102,42 @@ class CgroupMeter:
         except OSError as e:
             print(f"SKIP: no cpuacct cgroup for a meter that sees only the test's processes: {e}")
             sys.exit(77)
+        power = f"intel-rapl:0={idle_w}+{per_cpu_w}*load"
+        events = []
+        if event_j is not None:
+            self.event_cgroup = f"/sys/fs/cgroup/unified/{name}-{os.getpid()}"
+            try:
+                os.mkdir(self.event_cgroup)
+            except OSError as e:
+                os.rmdir(self.cgroup)
+                print(f"SKIP: no cgroup v2 folder to count the meter's page faults in: {e}")
+                sys.exit(77)
+            power += f"+{event_j}*event"
+            events = ["--event", "page-faults", "--event-cgroup", self.event_cgroup]
         truth = os.path.join(work, "truth")
         self.writer = subprocess.Popen(
             ["chrt", "-f", "10", os.path.join(BUILDDIR, "tests", "energy-writer"), "--truth",
-             truth, "--cpuacct", self.cgroup, f"intel-rapl:0={idle_w}+{per_cpu_w}*load"])
+             truth, "--cpuacct", self.cgroup, *events, power])
         deadline = time.monotonic() + 5
         while not os.path.exists(truth) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def add(self, pid):
-        with open(os.path.join(self.cgroup, "cgroup.procs"), "w") as f:
-            f.write(str(pid))
+        for group in (self.cgroup, self.event_cgroup):
+            if group:
+                with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                    f.write(str(pid))
 
     def close(self):
         self.writer.send_signal(signal.SIGTERM)
         self.writer.wait()
         time.sleep(0.2)  # the group empties once its last process is reaped
-        try:
-            os.rmdir(self.cgroup)
-        except OSError as e:
-            print(f"note - {self.cgroup} left: {e}")
+        for group in (self.cgroup, self.event_cgroup):
+            try:
+                if group:
+                    os.rmdir(group)
+            except OSError as e:
+                print(f"note - {group} left: {e}")
 
 
 def fake_meter_model(path, idle_w, per_cpu_w):
@@ -120,6 +154,52 @@ def fake_meter_model(path, idle_w, per_cpu_w):
     with open(path, "w") as f:
         json.dump(model, f)
     return path
+
+
+def page_fault_model(path, per_cpu_w, per_fault_j):
+    """Writes to `path` the built-in cputime model with page faults worth
+    2 W per 100,000 a second (task-clock 6.6 W per CPU), uncalibrated, for a
+    fake meter of per_cpu_w per busy CPU and per_fault_j per page fault.
+    Returns the coefficients one per event should find: {event: scale}."""
+    src = os.path.join(os.environ["SRCDIR"], "models", "cputime.json")
+    with open(src) as f:
+        model = json.load(f)
+    assert model["events"][0] == "perf::TASK-CLOCK" and model["events"][3] == "perf::PAGE-FAULTS"
+    model["name"] = "cputime-faults"
+    model["scaler"]["max"][3] = 1e5
+    model["classes"]["models"][0]["coef"] = [6.6, 0, 0, 2.0]
+    with open(path, "w") as f:
+        json.dump(model, f)
+    return {"perf::TASK-CLOCK": per_cpu_w / 6.6, "perf::PAGE-FAULTS": per_fault_j * 1e5 / 2.0}
+
+
+def reap(p):
+    """CPU seconds and page faults of a finished child (the kernel's rusage)."""
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime, ru.ru_minflt + ru.ru_majflt
+
+
+class FaultCycle:
+    """A background of burners (spawn(*args) starts one) taking 0 to 60,000
+    page faults per CPU-second, one after another, until stop(): with a
+    varying CPU load beside it, what lets a fit tell page faults from CPU."""
+
+    def __init__(self, spawn):
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run, args=(spawn,))
+        self.thread.start()
+
+    def run(self, spawn):
+        rates = ["0", "40000", "10000", "60000", "20000", "50000"]
+        i = 0
+        while not self.done.is_set():
+            reap(spawn("--faults", rates[i % len(rates)], "0.8"))
+            i += 1
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
 
 
 def one_event_model(path):

@@ -13,7 +13,7 @@
 
 int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size_t n)
 {
-    double sum_d = 0, idle_full;
+    double sum_d = 0, sum_model = 0, idle_full;
 
     if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) ||
         !(t->untracked_dynamic_w >= 0) || !(t->dynamic_scale >= 0) || !isfinite(t->dynamic_scale) ||
@@ -26,14 +26,18 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
         if (p->klass < 0 || (size_t)p->klass >= m->n_classes)
             return -EINVAL;
         double power = model_power(m, p->klass, p->rates);
-        p->dynamic_w = model_dynamic_power(m, p->klass, p->rates);
-        if (!isfinite(power) || !isfinite(p->dynamic_w))
+        double own = model_dynamic_power(m, p->klass, p->rates);
+        p->dynamic_w = t->event_scale
+                           ? model_dynamic_power_scaled(m, p->klass, p->rates, t->event_scale)
+                           : own;
+        if (!isfinite(power) || !isfinite(p->dynamic_w) || !isfinite(own))
             return -ERANGE;
         p->standalone_j = power * t->dt_s;
         sum_d += p->dynamic_w;
+        sum_model += own;
     }
     idle_full = t->idle_w * t->dt_s;
-    t->modeled_host_j = idle_full + (sum_d + t->untracked_dynamic_w) * t->dt_s;
+    t->modeled_host_j = idle_full + (sum_model + t->untracked_dynamic_w) * t->dt_s;
     if (!t->measured)
         t->host_j = idle_full + (t->dynamic_scale > 0 ? t->dynamic_scale : 1) *
                                     (sum_d + t->untracked_dynamic_w) * t->dt_s;

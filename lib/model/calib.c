@@ -14,6 +14,7 @@
  * rows, a load spread worth extrapolating from, a positive scale and a
  * small standard error of the intercept; otherwise it says why. */
 #include "model/model.h"
+#include "model/calib_ring.h"
 
 #include <errno.h>
 #include <gsl/gsl_statistics_double.h>
@@ -25,12 +26,8 @@
 
 struct calib {
     calib_config cfg;
-    double *t, *x, *y; /* ring of rows: time, dynamic model power, measured power */
-    bool *keep;        /* kept by the latest fit's outlier test */
-    double *w;         /* each row's weight for the fit under way */
-    double *scratch;
-    size_t n, next;
-    double newest_t;
+    calib_ring r; /* rows: time, measured power */
+    double *x;    /* each row's dynamic model power */
 };
 
 void calib_config_default(calib_config *c)
@@ -62,13 +59,8 @@ int calib_new(const calib_config *cfg, calib **out)
     if (!c)
         return -ENOMEM;
     c->cfg = *cfg;
-    c->t = calloc(cfg->window, sizeof(double));
     c->x = calloc(cfg->window, sizeof(double));
-    c->y = calloc(cfg->window, sizeof(double));
-    c->scratch = calloc(cfg->window, sizeof(double));
-    c->w = calloc(cfg->window, sizeof(double));
-    c->keep = calloc(cfg->window, sizeof(bool));
-    if (!c->t || !c->x || !c->y || !c->scratch || !c->w || !c->keep) {
+    if (!c->x || calib_ring_init(&c->r, cfg->window) < 0) {
         calib_free(c);
         return -ENOMEM;
     }
@@ -80,23 +72,19 @@ void calib_free(calib *c)
 {
     if (!c)
         return;
-    free(c->t);
+    calib_ring_free(&c->r);
     free(c->x);
-    free(c->y);
-    free(c->scratch);
-    free(c->w);
-    free(c->keep);
     free(c);
 }
 
 void calib_reset(calib *c)
 {
-    c->n = c->next = 0;
+    c->r.n = c->r.next = 0;
 }
 
 size_t calib_rows(const calib *c)
 {
-    return c->n;
+    return c->r.n;
 }
 
 int calib_add(calib *c, double t_s, double dyn_w, double host_w)
@@ -104,15 +92,7 @@ int calib_add(calib *c, double t_s, double dyn_w, double host_w)
     /* A host drawing no power is a stalled meter, not a measurement. */
     if (!isfinite(t_s) || !isfinite(dyn_w) || dyn_w < 0 || !isfinite(host_w) || !(host_w > 0))
         return -EINVAL;
-    c->t[c->next] = t_s;
-    c->x[c->next] = dyn_w;
-    c->y[c->next] = host_w;
-    c->keep[c->next] = true;
-    c->next = (c->next + 1) % c->cfg.window;
-    if (c->n < c->cfg.window)
-        c->n++;
-    if (c->n == 1 || t_s > c->newest_t)
-        c->newest_t = t_s;
+    c->x[calib_ring_push(&c->r, t_s, host_w)] = dyn_w;
     return 0;
 }
 
@@ -126,24 +106,24 @@ static sums sum_kept(const calib *c)
 {
     sums s = {0};
 
-    for (size_t i = 0; i < c->n; i++) {
-        if (!c->keep[i])
+    for (size_t i = 0; i < c->r.n; i++) {
+        if (!c->r.keep[i])
             continue;
-        double w = c->w[i];
+        double w = c->r.w[i];
         s.w += w;
         s.w2 += w * w;
         s.mx += w * c->x[i];
-        s.my += w * c->y[i];
+        s.my += w * c->r.y[i];
         s.n++;
     }
     if (!(s.w > 0))
         return s;
     s.mx /= s.w;
     s.my /= s.w;
-    for (size_t i = 0; i < c->n; i++) {
-        if (!c->keep[i])
+    for (size_t i = 0; i < c->r.n; i++) {
+        if (!c->r.keep[i])
             continue;
-        double w = c->w[i], dx = c->x[i] - s.mx, dy = c->y[i] - s.my;
+        double w = c->r.w[i], dx = c->x[i] - s.mx, dy = c->r.y[i] - s.my;
         s.sxx += w * dx * dx;
         s.sxy += w * dx * dy;
         s.syy += w * dy * dy;
@@ -160,14 +140,14 @@ static bool fit_pass(calib *c, sums *s, double *idle, double *scale)
     *s = sum_kept(c);
     *scale = s->sxx > 0 ? s->sxy / s->sxx : 0;
     *idle = s->my - *scale * s->mx;
-    for (size_t i = 0; i < c->n; i++)
-        c->scratch[i] = fabs(c->y[i] - *idle - *scale * c->x[i]);
-    double mad = gsl_stats_select(c->scratch, 1, c->n, c->n / 2);
+    for (size_t i = 0; i < c->r.n; i++)
+        c->r.scratch[i] = fabs(c->r.y[i] - *idle - *scale * c->x[i]);
+    double mad = gsl_stats_select(c->r.scratch, 1, c->r.n, c->r.n / 2);
     double sigma = fmax(1.4826 * mad, 1e-6 * (fabs(s->my) + 1));
-    for (size_t i = 0; i < c->n; i++) {
-        bool keep = fabs(c->y[i] - *idle - *scale * c->x[i]) <= c->cfg.reject_k * sigma;
-        changed |= keep != c->keep[i];
-        c->keep[i] = keep;
+    for (size_t i = 0; i < c->r.n; i++) {
+        bool keep = fabs(c->r.y[i] - *idle - *scale * c->x[i]) <= c->cfg.reject_k * sigma;
+        changed |= keep != c->r.keep[i];
+        c->r.keep[i] = keep;
     }
     return changed;
 }
@@ -197,12 +177,9 @@ int calib_fit_now(calib *c, calib_fit *f)
     f->idle_w = f->idle_se_w = f->scale = f->scale_se = f->r2 = f->spread_w = NAN;
     f->dyn_mean_w = NAN;
     f->why = "too few measured seconds";
-    if (c->n < 3)
+    if (c->r.n < 3)
         return 0;
-    for (size_t i = 0; i < c->n; i++) {
-        c->keep[i] = true;
-        c->w[i] = exp2(-(c->newest_t - c->t[i]) / c->cfg.half_life_s);
-    }
+    calib_ring_weigh(&c->r, c->cfg.half_life_s);
     for (int pass = 0; pass < CALIB_MAX_PASSES && fit_pass(c, &s, &idle, &scale); pass++)
         ;
     s = sum_kept(c);
@@ -215,7 +192,7 @@ int calib_fit_now(calib *c, calib_fit *f)
     double sigma2 = n_eff > 2 ? rss / s.w * n_eff / (n_eff - 2) : NAN;
     double sxx_eff = s.sxx / s.w * n_eff;
     f->rows = s.n;
-    f->rejected = c->n - s.n;
+    f->rejected = c->r.n - s.n;
     f->idle_w = idle;
     f->scale = scale;
     f->idle_se_w = sqrt(sigma2 * (1 / n_eff + s.mx * s.mx / sxx_eff));

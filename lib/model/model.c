@@ -594,6 +594,29 @@ double model_dynamic_power(const model *m, int k, const double *rates)
     return d > 0 ? d : 0;
 }
 
+void model_event_power(const model *m, int k, const double *rates, double *out)
+{
+    const model_class *c = &m->classes[k];
+
+    for (size_t j = 0; j < m->n_events; j++) {
+        double width = m->scale_max[j] - m->scale_min[j];
+        out[j] = width > 0 ? c->coef[j] * rates[j] / width : 0;
+    }
+}
+
+double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale)
+{
+    const model_class *c = &m->classes[k];
+    double d = 0;
+
+    for (size_t j = 0; j < m->n_events; j++) {
+        double width = m->scale_max[j] - m->scale_min[j];
+        if (width > 0)
+            d += scale[j] * c->coef[j] * rates[j] / width;
+    }
+    return d > 0 ? d : 0;
+}
+
 void model_target_key(const model *m, char *out, size_t len)
 {
     size_t used = 0;

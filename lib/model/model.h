@@ -87,6 +87,12 @@ static inline int model_classify(const model *m, double value)
 double model_power(const model *m, int k, const double *rates);
 /* max(0, p_k(x) - p_k(0)): the part of the power that grows with activity. */
 double model_dynamic_power(const model *m, int k, const double *rates);
+/* Each event's part of p_k(x) - p_k(0): out[j] = c_kj x_j / (max_j - min_j),
+ * summing to the dynamic power before its clip at zero. */
+void model_event_power(const model *m, int k, const double *rates, double *out);
+/* max(0, sum_j scale[j] * out[j]): the dynamic power with one calibration
+ * coefficient per event (calib_events.c). */
+double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale);
 
 /* ---- Expression models (expr_model.c) ------------------------------------
  * Files with engine "expr": an equation over named features (program
@@ -150,6 +156,60 @@ int calib_add(calib *c, double t_s, double dyn_w, double host_w);
 /* Fits the rows now (linear in the rows; meant for once a second). */
 int calib_fit_now(calib *c, calib_fit *out);
 
+/* ---- One coefficient per event (calib_events.c) ---------------------------
+ * Fits P_measured = idle + sum_j s_j * P_j, P_j the host's dynamic power
+ * through event j, by ridge towards the single scale with the penalty chosen
+ * by blocked cross-validation; falls back to the single scale, saying why,
+ * where the data cannot tell the events apart (docs/calibration.md). */
+#define CALIB_EV_MAX 8 /* columns */
+
+typedef struct calib_ev_config {
+    size_t window;           /* rows (seconds) kept; 600 */
+    double half_life_s;      /* a row's weight halves every this many seconds; 300 */
+    size_t min_rows;         /* rows kept before coefficients are fitted; 60 */
+    size_t folds;            /* cross-validation folds (runs of seconds); 5 */
+    double min_eig;          /* least smallest eigenvalue of the varying columns'
+                                correlation matrix (0: collinear); 0.05 */
+    double min_gain;         /* share by which the per-event cross-validated
+                                error must beat the single scale's; 0.05 */
+    double min_col_spread_w; /* a column varies when s * its sd reaches this; 0.2 */
+    double reject_k;         /* outliers: residual over k robust sigmas; 4 */
+    double max_idle_se_w;    /* idle is identified by this fit when its standard */
+    double max_idle_se_rel;  /* error is at most max(this W, this share); 0.5, 0.02 */
+} calib_ev_config;
+
+typedef struct calib_ev_fit {
+    bool per_event;  /* coef can be used */
+    const char *why; /* when not: the reason, a static string */
+    size_t n_cols, rows, rejected;
+    double idle_w;             /* intercept: per event when per_event, else single */
+    double idle_se_w;          /* its standard error (per_event only), watts */
+    bool idle_identified;      /* per_event, and idle_se_w within the config's bound */
+    double scale;              /* the single scale on the same rows */
+    double coef[CALIB_EV_MAX]; /* measured W per model W of each column (scale
+                                  when not per_event or the column is fixed) */
+    bool fixed[CALIB_EV_MAX];  /* the column did not vary: keeps the scale */
+    double alpha;              /* penalty chosen; INFINITY: the single scale */
+    double cv_rmse_w;          /* cross-validated error at alpha */
+    double cv_rmse_single_w;   /* ... and with the single scale */
+    double min_eig;            /* of the varying columns' correlation matrix */
+} calib_ev_fit;
+
+typedef struct calib_ev calib_ev;
+
+void calib_ev_config_default(calib_ev_config *c);
+/* n_cols in 1..CALIB_EV_MAX; cfg NULL: the defaults. -EINVAL for bad ones. */
+int calib_ev_new(const calib_ev_config *cfg, size_t n_cols, calib_ev **out);
+void calib_ev_free(calib_ev *c);
+void calib_ev_reset(calib_ev *c);
+size_t calib_ev_rows(const calib_ev *c);
+size_t calib_ev_cols(const calib_ev *c);
+/* One second: n_cols dynamic powers (>= 0) and the measured power (> 0).
+ * -EINVAL, and nothing kept, for a row that is no measurement. */
+int calib_ev_add(calib_ev *c, double t_s, const double *dyn_w, double host_w);
+/* Fits now: O(rows * cols^2) plus small solves; meant for every few seconds. */
+int calib_ev_fit_now(calib_ev *c, calib_ev_fit *out);
+
 /* ---- Attribution (attrib.c) ---------------------------------------------- */
 
 /* One tracked process in one tick. */
@@ -172,13 +232,19 @@ typedef struct attrib_tick {
     double dynamic_scale;       /* measured watts per model watt (a calibration's
                                    scale) for host_j without a measurement;
                                    0 (unset) is 1 */
+    const double *event_scale;  /* NULL, or one calibration coefficient per
+                                   model event: processes' dynamic power is
+                                   model_dynamic_power_scaled (measured watts;
+                                   untracked_dynamic_w must be too) */
     /* outputs */
     double modeled_host_j; /* idle*dt + sum d_i*dt (+ untracked): the model's view */
     double idle_j, active_j, attributed_j, unattributed_j;
 } attrib_tick;
 
 /* Splits one tick's host energy: idle = min(idle_w*dt, host), active = host -
- * idle, process i gets active * d_i / D where D = sum d_i + untracked; the
+ * idle, process i gets active * d_i / D where D = sum d_i + untracked (d_i
+ * through event_scale when set: then modeled_host_j still uses the
+ * model's own d_i); the
  * rest is unattributed. Without a measurement host_j is set to the modeled
  * host energy, its dynamic part times dynamic_scale (modeled_host_j stays
  * the model's own). Guarantees sum attributed + idle + unattributed = host_j to

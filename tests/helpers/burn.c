@@ -13,6 +13,11 @@
  *                                duty cycle F1 for STEP seconds of wall
  *                                time, then F2, ... cycling, for WALL
  *                                seconds of wall time in all
+ *   burn --faults R SECONDS      burn SECONDS of CPU taking R page faults
+ *                                per CPU-second (anonymous pages touched
+ *                                again after MADV_DONTNEED: minor faults,
+ *                                counted by the page-faults software event
+ *                                and by getrusage's ru_minflt)
  *   burn --wait S ...            sleeps S seconds first, then any of the
  *                                above (one process, one name throughout)
  *
@@ -23,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +48,37 @@ static void burn(double seconds)
     while (thread_cpu_s() < end)
         for (int i = 0; i < 10000; i++)
             x += (unsigned long)i;
+}
+
+/* Burns `seconds` of CPU taking `rate` page faults per CPU-second: each
+ * fault touches the next page of a region that is dropped (MADV_DONTNEED)
+ * once every page of it has been touched. */
+static int burn_faults(double seconds, double rate)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = 256;
+    volatile unsigned long x = 0;
+    double start = thread_cpu_s(), end = start + seconds, done = 0;
+    size_t next = 0;
+    char *region =
+        mmap(NULL, page * pages, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (region == MAP_FAILED) {
+        perror("burn: mmap");
+        return 1;
+    }
+    for (double now = start; now < end; now = thread_cpu_s()) {
+        for (; done < rate * (now - start); done++) {
+            if (next == pages) {
+                madvise(region, page * pages, MADV_DONTNEED);
+                next = 0;
+            }
+            region[page * next++] = 1;
+        }
+        for (int i = 0; i < 2000; i++)
+            x += (unsigned long)i;
+    }
+    munmap(region, page * pages);
+    return 0;
 }
 
 static void loops(long millions)
@@ -119,6 +156,14 @@ int main(int argc, char **argv)
         for (size_t i = 0; wall_s() < end; i = (i + 1) % n)
             duty(f[i], INFINITY, fmin(end, wall_s() + step));
         return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "--faults") == 0) {
+        double r = atof(argv[2]), s = atof(argv[3]);
+        if (!(r >= 0 && r <= 1e7) || !(s > 0)) {
+            fprintf(stderr, "burn: --faults needs a rate in [0, 1e7] and seconds > 0\n");
+            return 2;
+        }
+        return burn_faults(s, r);
     }
     if (argc == 3 && strcmp(argv[1], "--loops") == 0) {
         loops(atol(argv[2]));

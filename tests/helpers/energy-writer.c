@@ -11,6 +11,9 @@
  *                          CPUs measured from /proc/stat over each update
  *                          (user+nice+system+irq+softirq; idle, iowait and
  *                          steal are not busy): "10+15*load"
+ *           ...+E*event    plus E joules per software event counted over each
+ *                          update (--event): "20+30*load+0.0005*event", a
+ *                          node whose power also follows an event rate
  *
  *   --dir DIR       powercap folder (default /sys/class/powercap)
  *   --cpuacct DIR   "load" is the CPU time of the processes in this cgroup
@@ -28,11 +31,21 @@
  *                     t_ns NS          CLOCK_MONOTONIC of the last update
  *                     elapsed_s S      since the first update
  *                     busy_cpu_s S     busy CPU time seen in /proc/stat (or the cgroup)
+ *                     events N         the --event's count since the start
  *                     total_j J        energy written, summed over the zones
  *                     ZONE J           energy written into that zone
  *                   It is first written (all zero) before the first update,
  *                   so a test can wait for it to know the writer is running:
  *                     awk '$1 == "total_j" { print $2 }' FILE
+ *   --event NAME    the software event of the "*event" term, counted with
+ *                   perf_event_open on every online CPU: in the
+ *                   --event-cgroup, else in the --cgroup, else
+ *                   system-wide. NAME: page-faults, context-switches or
+ *                   cpu-migrations (default page-faults). Needs
+ *                   perf_event_paranoid <= 0 or CAP_PERFMON.
+ *   --event-cgroup DIR  count the --event in this cgroup (perf's cgroup
+ *                   mode: a cgroup v2 folder, or one of a v1 perf_event
+ *                   hierarchy), e.g. beside a v1 --cpuacct group
  *   --log FILE      appends "T_NS TOTAL_J" at the start (0 J, before the
  *                   truth file first appears) and at every update, after a
  *                   "#" header; tests/helpers/energy-truth reads it as the energy
@@ -63,6 +76,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/perf_event.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -71,16 +85,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_ZONES 32
+#define MAX_CPUS 1024
 
 typedef struct writer_zone {
     const char *id;
     double idle_w;       /* constant part */
     double per_cpu_w;    /* watts per busy CPU */
+    double per_event_j;  /* joules per --event */
     uint64_t range_uj;   /* wrap modulus; UINT64_MAX when none */
     uint64_t start_uj;   /* counter value found at start */
     uint64_t written_uj; /* energy added so far (whole uJ) */
@@ -112,7 +130,12 @@ typedef struct writer {
     FILE *logf;
     uint64_t t0_ns, last_ns;
     double busy_cpu_s;
-    double last_busy; /* busy CPU seconds (/proc/stat or the cgroup) at the last update */
+    double last_busy;         /* busy CPU seconds (/proc/stat or the cgroup) at the last update */
+    const char *event;        /* --event */
+    const char *event_cgroup; /* --event-cgroup, or --cgroup */
+    int event_fd[MAX_CPUS];   /* one counter per online CPU; n_event_fd of them */
+    size_t n_event_fd;
+    uint64_t events, last_events; /* counted since the start, at the last update */
 } writer;
 
 static volatile sig_atomic_t stop_requested;
@@ -138,23 +161,91 @@ static int usage_error(const char *what, const char *arg)
     return 2;
 }
 
-/* "25" or "10+15*load". */
-static int parse_power(const char *s, double *idle, double *per_cpu)
+/* "25", "10+15*load", "10+15*load+0.001*event" (terms in any order, each
+ * at most once). */
+static int parse_power(const char *s, writer_zone *z)
 {
+    bool load = false, event = false;
     char *end;
 
-    *idle = strtod(s, &end);
-    *per_cpu = 0;
-    if (end == s || !isfinite(*idle) || *idle < 0)
+    z->idle_w = strtod(s, &end);
+    z->per_cpu_w = z->per_event_j = 0;
+    if (end == s || !isfinite(z->idle_w) || z->idle_w < 0)
         return -EINVAL;
-    if (*end == '\0')
-        return 0;
-    if (*end != '+')
-        return -EINVAL;
-    s = end + 1;
-    *per_cpu = strtod(s, &end);
-    if (end == s || !isfinite(*per_cpu) || *per_cpu < 0 || strcmp(end, "*load") != 0)
-        return -EINVAL;
+    while (*end == '+') {
+        s = end + 1;
+        double k = strtod(s, &end);
+        if (end == s || !isfinite(k) || k < 0)
+            return -EINVAL;
+        if (strncmp(end, "*load", 5) == 0 && !load) {
+            load = true, z->per_cpu_w = k, end += 5;
+        } else if (strncmp(end, "*event", 6) == 0 && !event) {
+            event = true, z->per_event_j = k, end += 6;
+        } else
+            return -EINVAL;
+    }
+    return *end == '\0' ? 0 : -EINVAL;
+}
+
+/* Opens the --event's counter on every online CPU, in the --cgroup or
+ * system-wide. */
+static int event_open(writer *w)
+{
+    static const struct {
+        const char *name;
+        uint64_t config;
+    } names[] = {{"page-faults", PERF_COUNT_SW_PAGE_FAULTS},
+                 {"context-switches", PERF_COUNT_SW_CONTEXT_SWITCHES},
+                 {"cpu-migrations", PERF_COUNT_SW_CPU_MIGRATIONS}};
+    struct perf_event_attr attr = {.type = PERF_TYPE_SOFTWARE, .size = sizeof(attr)};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int cg = -1;
+    size_t k;
+
+    for (k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+        if (strcmp(names[k].name, w->event) == 0)
+            break;
+    if (k == sizeof(names) / sizeof(names[0])) {
+        fprintf(stderr,
+                "energy-writer: unknown --event '%s' (page-faults, context-switches, "
+                "cpu-migrations)\n",
+                w->event);
+        return 2;
+    }
+    attr.config = names[k].config;
+    if (w->event_cgroup && (cg = open(w->event_cgroup, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        fprintf(stderr, "energy-writer: %s: %s\n", w->event_cgroup, strerror(errno));
+        return 1;
+    }
+    for (long cpu = 0; cpu < ncpu && cpu < MAX_CPUS; cpu++) {
+        int fd = (int)syscall(SYS_perf_event_open, &attr, cg >= 0 ? cg : -1, (int)cpu, -1,
+                              cg >= 0 ? PERF_FLAG_PID_CGROUP | PERF_FLAG_FD_CLOEXEC
+                                      : PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "energy-writer: perf_event_open of %s on CPU %ld%s%s: %s\n", w->event,
+                    cpu, cg >= 0 ? " in " : "", cg >= 0 ? w->event_cgroup : "", strerror(errno));
+            if (cg >= 0)
+                close(cg);
+            return 1;
+        }
+        w->event_fd[w->n_event_fd++] = fd;
+    }
+    if (cg >= 0)
+        close(cg);
+    return 0;
+}
+
+/* The --event's count since the counters opened. */
+static int event_read(writer *w, uint64_t *count)
+{
+    uint64_t sum = 0, v;
+
+    for (size_t i = 0; i < w->n_event_fd; i++) {
+        if (read(w->event_fd[i], &v, sizeof(v)) != (ssize_t)sizeof(v))
+            return -EIO;
+        sum += v;
+    }
+    *count = sum;
     return 0;
 }
 
@@ -323,8 +414,9 @@ static double total_j(const writer *w)
 static void format_truth(const writer *w, char *text, size_t size)
 {
     size_t used = (size_t)snprintf(
-        text, size, "t_ns %" PRIu64 "\nelapsed_s %.9f\nbusy_cpu_s %.6f\ntotal_j %.6f\n", w->last_ns,
-        (double)(w->last_ns - w->t0_ns) * 1e-9, w->busy_cpu_s, total_j(w));
+        text, size,
+        "t_ns %" PRIu64 "\nelapsed_s %.9f\nbusy_cpu_s %.6f\nevents %" PRIu64 "\ntotal_j %.6f\n",
+        w->last_ns, (double)(w->last_ns - w->t0_ns) * 1e-9, w->busy_cpu_s, w->events, total_j(w));
     for (size_t i = 0; i < w->n && used < size; i++)
         used += (size_t)snprintf(text + used, size - used, "%s %.6f\n", w->zone[i].id,
                                  (double)w->zone[i].written_uj * 1e-6);
@@ -479,12 +571,21 @@ static int update(writer *w)
     }
     busy_s = busy - w->last_busy;
     w->last_busy = busy;
+    uint64_t count = w->last_events;
+    if (w->n_event_fd && event_read(w, &count) < 0) {
+        fprintf(stderr, "energy-writer: cannot read the %s counters\n", w->event);
+        return 1;
+    }
+    double events = (double)(count - w->last_events);
+    w->events += count - w->last_events;
+    w->last_events = count;
     w->busy_cpu_s += busy_s;
     w->last_ns = t;
 
     for (size_t i = 0; i < w->n; i++) {
         writer_zone *z = &w->zone[i];
-        double uj = z->frac_uj + (z->idle_w * dt + z->per_cpu_w * busy_s) * 1e6;
+        double uj =
+            z->frac_uj + (z->idle_w * dt + z->per_cpu_w * busy_s + z->per_event_j * events) * 1e6;
         double whole = floor(uj);
 
         z->written_uj += (uint64_t)whole;
@@ -523,6 +624,10 @@ static int parse_args(writer *w, int argc, char **argv)
             w->truth = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--cgroup") == 0) {
             w->cgroup = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--event") == 0) {
+            w->event = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--event-cgroup") == 0) {
+            w->event_cgroup = argv[++i];
         } else if (i + 1 < argc && strcmp(a, "--log") == 0) {
             w->log = argv[++i];
         } else if (a[0] != '-' && (eq = strchr(a, '=')) != NULL && eq != a) {
@@ -530,8 +635,8 @@ static int parse_args(writer *w, int argc, char **argv)
                 return usage_error("too many zones", a);
             *eq = '\0';
             w->zone[w->n].id = a;
-            if (parse_power(eq + 1, &w->zone[w->n].idle_w, &w->zone[w->n].per_cpu_w) < 0)
-                return usage_error("bad power (W or IDLE+K*load)", eq + 1);
+            if (parse_power(eq + 1, &w->zone[w->n]) < 0)
+                return usage_error("bad power (W, IDLE+K*load, IDLE+K*load+E*event)", eq + 1);
             w->n++;
         } else {
             return usage_error("unknown argument", a);
@@ -539,6 +644,17 @@ static int parse_args(writer *w, int argc, char **argv)
     }
     if (w->n == 0)
         return usage_error("no ZONE=POWER given", "");
+    bool per_event = false;
+    for (size_t i = 0; i < w->n; i++)
+        per_event |= w->zone[i].per_event_j > 0;
+    if (per_event && !w->event)
+        w->event = "page-faults";
+    if (w->event && !per_event)
+        return usage_error("--event without a zone's '*event' term", w->event);
+    if (w->event_cgroup && !per_event)
+        return usage_error("--event-cgroup without a zone's '*event' term", w->event_cgroup);
+    if (!w->event_cgroup)
+        w->event_cgroup = w->cgroup;
     return 0;
 }
 
@@ -551,6 +667,12 @@ static int run(writer *w)
     for (size_t i = 0; i < w->n; i++)
         if ((r = zone_setup(w, &w->zone[i])) != 0)
             return r;
+    if (w->event && (r = event_open(w)) != 0)
+        return r;
+    if (w->event && event_read(w, &w->last_events) < 0) {
+        fprintf(stderr, "energy-writer: cannot read the %s counters\n", w->event);
+        return 1;
+    }
     if (w->log) {
         w->logf = fopen(w->log, "a");
         if (!w->logf) {
@@ -616,5 +738,7 @@ int main(int argc, char **argv)
     r = run(&w);
     if (w.logf)
         fclose(w.logf);
+    for (size_t i = 0; i < w.n_event_fd; i++)
+        close(w.event_fd[i]);
     return r;
 }

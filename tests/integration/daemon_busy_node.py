@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import CgroupMeter, Daemon, check, fake_meter_model, finish  # noqa: E402
+from daemon_harness import CgroupMeter, Daemon, check, fake_meter_model  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-busy-")
 meter = CgroupMeter("wattprof-busy", IDLE_W, PER_CPU_W, work)
@@ -292,11 +292,4 @@ finally:
         background.kill()
         background.wait()
     meter.close()
-print(f"host load average during the test: {min(loads):.1f} to {max(loads):.1f}"
-      f" on {os.cpu_count()} CPUs" if loads else "")
-if not daemon_harness.failures:
-    shutil.rmtree(work, ignore_errors=True)
-    if skipped:
-        print(f"SKIP: {skipped}")
-        sys.exit(77)
-finish()
+daemon_harness.finish_rig(work, loads, skipped)

@@ -229,6 +229,22 @@ within "writer truth = 10 W x ${el} s + 15 W x ${busy} CPU-s" "$tj" \
   "$(awk -v t="$el" -v b="$busy" 'BEGIN { print 10 * t + 15 * b }')" 0.001
 ok "load mode: $(awk -v j="$tj" -v t="$el" 'BEGIN { printf "%.1f W mean", j / t }')"
 
+# Following a software event: 10 W + 1 mJ per page fault, system-wide,
+# while a burner takes 50000 faults in its half CPU-second. The truth is
+# exactly 10 W x elapsed + 1 mJ x the faults the writer counted, and those
+# include the burner's own (its rate x its CPU time).
+# shellcheck disable=SC2016 # expanded by the inner shell
+"$fake" -- bash -c '
+  "$1" --truth "$2" --duration 2 --event page-faults intel-rapl:0=10+0.001*event & w=$!
+  for _ in $(seq 200); do [ -s "$2" ] && break; sleep 0.01; done
+  "$3" --faults 100000 0.5; wait $w' _ "$writer" "$work/t4" "$BUILDDIR/tests/burn" ||
+  fail "the writer with a page-faults term"
+ev=$(key "$work/t4" events) el=$(key "$work/t4" elapsed_s) tj=$(key "$work/t4" total_j)
+awk -v e="$ev" 'BEGIN { exit !(e >= 45000) }' ||
+  fail "the writer counted $ev page faults system-wide; the burner alone took 50000"
+within "writer truth = 10 W x ${el} s + 1 mJ x ${ev} page faults" "$tj" \
+  "$(awk -v t="$el" -v e="$ev" 'BEGIN { print 10 * t + 0.001 * e }')" 0.001
+
 # ---- Bad input to the helpers: one line naming it, non-zero exit -----------
 expect_error() { # NAME STATUS PATTERN CMD...: CMD fails with STATUS and a line matching PATTERN
   local name=$1 want=$2 pat=$3 rc=0; shift 3
@@ -239,8 +255,14 @@ expect_error() { # NAME STATUS PATTERN CMD...: CMD fails with STATUS and a line 
   fi
   ok "$name: $(cat "$work/err")"
 }
-expect_error "writer, bad power" 2 "bad power (W or IDLE+K\*load): '10+x'" \
+expect_error "writer, bad power" 2 "bad power (W, IDLE+K\*load, IDLE+K\*load+E\*event): '10+x'" \
   "$fake" -- "$writer" intel-rapl:0=10+x
+expect_error "writer, a term twice" 2 "bad power .*'10+1\*load+1\*load'" \
+  "$fake" -- "$writer" intel-rapl:0=10+1*load+1*load
+expect_error "writer, unknown event" 2 "unknown --event 'bogus'" \
+  "$fake" -- "$writer" --event bogus intel-rapl:0=10+1*event
+expect_error "writer, --event without a term" 2 "--event without a zone's '\*event' term" \
+  "$fake" -- "$writer" --event page-faults intel-rapl:0=10
 expect_error "writer, zone not in the tree" 1 "/sys/class/powercap/intel-rapl:7/energy_uj: No such file" \
   "$fake" -- "$writer" --duration 1 intel-rapl:0=1 intel-rapl:7=1
 expect_error "probe, unknown command" 2 "expected list, delta or measure: 'lsit'" "$probe" lsit

@@ -135,6 +135,39 @@ static void test_scale_and_untracked(void **state)
     model_free(m);
 }
 
+/* One calibration coefficient per event: a process's share follows its
+ * events' powers weighed by the coefficients, so two processes with equal
+ * model power split differently; energy still adds up, and the model's own
+ * estimate (modeled_host_j) is unchanged. */
+static void test_event_scale(void **state)
+{
+    model *m = model_new(2, 1);
+    double r0[] = {1e9, 0}, r1[] = {0.5e9, 1e4}, scale[] = {4.5, 1.5};
+    attrib_proc p[] = {{.rates = r0}, {.rates = r1}};
+    attrib_tick t = {.dt_s = 0.02, .idle_w = 20, .measured = true, .untracked_dynamic_w = 0};
+
+    assert_non_null(m);
+    m->scale_max[0] = 1e9, m->scale_max[1] = 2e4;
+    m->classes[0].coef[0] = 6.6, m->classes[0].coef[1] = 6.6; /* both 6.6 W at these rates */
+    m->classes[0].intercept = 20;
+    t.host_j = (20 + 4.5 * 6.6 + 4.5 * 3.3 + 1.5 * 3.3) * 0.02;
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), 0);
+    assert_float_equal(p[0].attributed_j, p[1].attributed_j, 1e-12); /* the model's split */
+    double own = t.modeled_host_j;
+    t.event_scale = scale;
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), 0);
+    assert_float_equal(p[0].attributed_j, 4.5 * 6.6 * 0.02, 1e-12);
+    assert_float_equal(p[1].attributed_j, (4.5 * 3.3 + 1.5 * 3.3) * 0.02, 1e-12);
+    assert_float_equal(t.modeled_host_j, own, 1e-12);
+    check_invariant(&t, p, 2);
+    /* Without a measurement the coefficients give measured watts. */
+    t.measured = false;
+    assert_int_equal(attrib_tick_compute(m, &t, p, 2), 0);
+    assert_float_equal(t.host_j, (20 + 4.5 * 6.6 + 4.5 * 3.3 + 1.5 * 3.3) * 0.02, 1e-12);
+    check_invariant(&t, p, 2);
+    model_free(m);
+}
+
 static void test_edges(void **state)
 {
     uint64_t seed = 9;
@@ -305,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_invariant_random),
         cmocka_unit_test(test_without_rapl_split_is_the_model),
         cmocka_unit_test(test_scale_and_untracked),
+        cmocka_unit_test(test_event_scale),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_paper_events_group),
         cmocka_unit_test(test_paper_events_through_the_core),
