@@ -518,28 +518,6 @@ uint64_t backend_bpf_overflows(void)
 
 #else /* built without libbpf */
 
-/* Deletes `n` entries of the map in batches; a key already gone is skipped. */
-static void delete_keys(const struct wattprof_key *keys, size_t n)
-{
-    int fd = bpf_map__fd(B.skel->maps.procs);
-
-    while (n > 0) {
-        __u32 count = (__u32)n;
-        if (bpf_map_delete_batch(fd, keys, &count, NULL) == 0)
-            return;
-        /* count: those deleted before the one that failed (not there). */
-        count = count < n ? count + 1 : (__u32)n;
-        keys += count;
-        n -= count;
-    }
-}
-
-static void flush_closed(void)
-{
-    delete_keys(B.closed, B.n_closed);
-    B.n_closed = 0;
-}
-
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
                     backend_handle **out, char *err, size_t errlen)
 {
