@@ -582,16 +582,7 @@ double model_power(const model *m, int k, const double *rates)
 
 double model_dynamic_power(const model *m, int k, const double *rates)
 {
-    const model_class *c = &m->classes[k];
-    double d = 0;
-
-    /* p_k(x) - p_k(0): the intercept and the -min terms cancel. */
-    for (size_t j = 0; j < m->n_events; j++) {
-        double width = m->scale_max[j] - m->scale_min[j];
-        if (width > 0)
-            d += c->coef[j] * rates[j] / width;
-    }
-    return d > 0 ? d : 0;
+    return model_dynamic_power_scaled(m, k, rates, NULL);
 }
 
 void model_event_power(const model *m, int k, const double *rates, double *out)
@@ -609,10 +600,11 @@ double model_dynamic_power_scaled(const model *m, int k, const double *rates, co
     const model_class *c = &m->classes[k];
     double d = 0;
 
+    /* p_k(x) - p_k(0): the intercept and the -min terms cancel. */
     for (size_t j = 0; j < m->n_events; j++) {
         double width = m->scale_max[j] - m->scale_min[j];
         if (width > 0)
-            d += scale[j] * c->coef[j] * rates[j] / width;
+            d += (scale ? scale[j] : 1) * c->coef[j] * rates[j] / width;
     }
     return d > 0 ? d : 0;
 }

@@ -91,7 +91,8 @@ double model_dynamic_power(const model *m, int k, const double *rates);
  * summing to the dynamic power before its clip at zero. */
 void model_event_power(const model *m, int k, const double *rates, double *out);
 /* max(0, sum_j scale[j] * out[j]): the dynamic power with one calibration
- * coefficient per event (calib_events.c). */
+ * coefficient per event (calib_events.c); scale NULL: all 1, which is
+ * model_dynamic_power. */
 double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale);
 
 /* ---- Expression models (expr_model.c) ------------------------------------
