@@ -17,7 +17,7 @@ model, --meter-cgroup) as unattributed. Checked:
   measured  with neither, idle is measured before the run, and the report
             says that no calibration was found and why.
 The host's load average is printed with the figures."""
-import json, os, shutil, subprocess, sys, tempfile, time
+import json, os, shutil, subprocess, sys, time
 
 SRCDIR = os.environ["SRCDIR"]
 WATTPROF = os.environ["WATTPROF"]
@@ -27,15 +27,9 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import CgroupMeter, Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, busy_rig, check, finish  # noqa: E402
 
-work = tempfile.mkdtemp(prefix="wattprof-run-busy-")
-meter = CgroupMeter("wattprof-run-busy", IDLE_W, PER_CPU_W, work)
-bg = os.path.join(work, f"wprb{os.getpid()}"[:15])
-shutil.copy(os.environ["BURN"], bg)
-conf = os.path.join(work, "wattprofd.conf")
-with open(conf, "w") as f:
-    f.write(f"[track]\ncomm = ^{os.path.basename(bg)}$\n[sampler]\nmeter_cgroup = {meter.cgroup}\n")
+work, meter, bg, conf = busy_rig("run-busy", "wprb", IDLE_W, PER_CPU_W)
 loads = []
 
 
