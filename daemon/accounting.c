@@ -185,7 +185,8 @@ void account_tick(sampler *s, double dt, attrib_tick *out)
             rates[j] = t->delta[s->model_map[j]] / dt;
         account_settle_idle(s, t);
         class_of(s, t, rates);
-        s->ap[i] = (attrib_proc){.rates = rates, .klass = t->klass};
+        s->ap[i] = (attrib_proc){
+            .rates = rates, .klass = t->klass, .event_w = s->evfit ? s->ev_part + i * ne : NULL};
     }
     if (s->power->n > 0 && reading_power_usable(s, dt)) {
         at.measured = true;

@@ -2,7 +2,8 @@
  * (docs/calibration.md, "One coefficient per event").
  *
  * Each attributed tick adds every active process's dynamic power through
- * each event (model_event_power) to the second's sums; once a second those
+ * each event (model_event_power, which attribution computed for it into
+ * s->ev_part) to the second's sums; once a second those
  * sums, with the untracked CPU's power in the task-clock column, and the
  * measured host power are a row of lib/model's calib_ev fit, which is
  * refitted every SAMPLER_EV_FIT_S seconds. When the fit can tell the
@@ -58,13 +59,12 @@ int eventcal_setup(sampler *s)
 
 void eventcal_tick(sampler *s, double dt)
 {
-    double part[CALIB_EV_MAX];
     size_t ne = s->m->n_events;
 
     if (!s->evfit || s->power->n == 0)
         return;
     for (size_t i = 0; i < s->n_active; i++) {
-        model_event_power(s->m, s->ap[i].klass, s->ap[i].rates, part);
+        const double *part = s->ap[i].event_w; /* set while s->evfit is */
         for (size_t j = 0; j < ne; j++)
             s->sec_ev_j[j] += part[j] * dt;
     }

@@ -170,6 +170,7 @@ int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
         size_t ncap = s->cap ? s->cap * 2 : 64;
         struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
         double *rates = realloc(s->rates, ncap * (s->m->n_events + 1) * sizeof(double));
+        double *ev_part = realloc(s->ev_part, ncap * (s->m->n_events + 1) * sizeof(double));
         attrib_proc *ap = realloc(s->ap, ncap * sizeof(*ap));
         struct quiet *q = realloc(s->quiet, ncap * sizeof(*q));
         struct tracked **act = realloc(s->active, ncap * sizeof(*act));
@@ -177,13 +178,15 @@ int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
             s->procs = n;
         if (rates)
             s->rates = rates;
+        if (ev_part)
+            s->ev_part = ev_part;
         if (ap)
             s->ap = ap;
         if (q)
             s->quiet = q;
         if (act)
             s->active = act;
-        if (!n || !rates || !ap || !q || !act) {
+        if (!n || !rates || !ev_part || !ap || !q || !act) {
             proctable_free_tracked(s, t);
             return -ENOMEM;
         }

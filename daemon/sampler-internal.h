@@ -143,6 +143,8 @@ struct sampler {
     counters_delta d;
     double *rates; /* n x model events */
     attrib_proc *ap;
+    double *ev_part;     /* n x model events: each event's part of a process's
+                            dynamic power, from attribution, for eventcal */
     double *class_rates; /* MODEL_MAX_CLASSES x model events */
 
     pthread_t thread;
@@ -300,7 +302,8 @@ double account_measure_untracked(sampler *s, double secs);
 /* eventcal.c: one calibration coefficient per model event. */
 int eventcal_setup(sampler *s); /* for the model in use; -ENOMEM */
 void eventcal_free(sampler *s);
-/* Adds an attributed tick's per-event dynamic energy to the second's. */
+/* Adds an attributed tick's per-event dynamic energy (the parts attribution
+ * left in s->ap[i].event_w) to the second's. */
 void eventcal_tick(sampler *s, double dt);
 /* Once a second, after account_update_idle: the second's row, a fit every
  * SAMPLER_EV_FIT_S seconds, and whether attribution uses its coefficients

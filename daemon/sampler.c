@@ -547,6 +547,7 @@ void sampler_free(sampler *s)
     free(s->forked);
     free(s->active);
     free(s->rates);
+    free(s->ev_part);
     free(s->ap);
     free(s->class_rates);
     free(s->zone_delta);

@@ -140,6 +140,25 @@ class CgroupMeter:
                 print(f"note - {group} left: {e}")
 
 
+def busy_rig(tag, prefix, idle_w, per_cpu_w, event_j=None):
+    """The busy-node rig: a folder of the test's own, a CgroupMeter named
+    after `tag` (event_j as there), a copy of $BURN named `prefix` and the
+    test's pid (a name of this run's own: other tests on a shared machine
+    run burners too), and a wattprofd.conf that tracks that name and counts
+    the CPU no tracked process used in the meter's cgroup. Returns (work,
+    meter, burner, conf)."""
+    work = tempfile.mkdtemp(prefix=f"wattprofd-{tag}-")
+    meter = CgroupMeter(f"wattprof-{tag}", idle_w, per_cpu_w, work, event_j=event_j)
+    name = f"{prefix}{os.getpid()}"[:15]
+    burner = os.path.join(work, name)
+    shutil.copy(os.environ["BURN"], burner)
+    os.chmod(burner, 0o755)
+    conf = os.path.join(work, "wattprofd.conf")
+    with open(conf, "w") as f:
+        f.write(f"[track]\ncomm = ^{name}$\n[sampler]\nmeter_cgroup = {meter.cgroup}\n")
+    return work, meter, burner, conf
+
+
 def fake_meter_model(path, idle_w, per_cpu_w):
     """Writes to `path` the built-in cputime model calibrated to a fake meter
     of IDLE_W plus PER_CPU_W per busy core of task-clock (the generic model's

@@ -13,7 +13,7 @@
 
 int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size_t n)
 {
-    double sum_d = 0, sum_model = 0, idle_full;
+    double sum_d = 0, sum_model = 0, idle_full, part_here[m->n_events + 1];
 
     if (!(t->dt_s > 0) || !isfinite(t->dt_s) || !(t->idle_w >= 0) ||
         !(t->untracked_dynamic_w >= 0) || !(t->dynamic_scale >= 0) || !isfinite(t->dynamic_scale) ||
@@ -26,10 +26,10 @@ int attrib_tick_compute(const model *m, attrib_tick *t, attrib_proc *procs, size
         if (p->klass < 0 || (size_t)p->klass >= m->n_classes)
             return -EINVAL;
         double power = model_power(m, p->klass, p->rates);
-        double own = model_dynamic_power(m, p->klass, p->rates);
-        p->dynamic_w = t->event_scale
-                           ? model_dynamic_power_scaled(m, p->klass, p->rates, t->event_scale)
-                           : own;
+        double *part = p->event_w ? p->event_w : part_here;
+        model_event_power(m, p->klass, p->rates, part);
+        double own = model_event_power_sum(m, part, NULL);
+        p->dynamic_w = t->event_scale ? model_event_power_sum(m, part, t->event_scale) : own;
         if (!isfinite(power) || !isfinite(p->dynamic_w) || !isfinite(own))
             return -ERANGE;
         p->standalone_j = power * t->dt_s;

@@ -595,18 +595,23 @@ void model_event_power(const model *m, int k, const double *rates, double *out)
     }
 }
 
-double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale)
+double model_event_power_sum(const model *m, const double *part, const double *scale)
 {
-    const model_class *c = &m->classes[k];
     double d = 0;
 
     /* p_k(x) - p_k(0): the intercept and the -min terms cancel. */
-    for (size_t j = 0; j < m->n_events; j++) {
-        double width = m->scale_max[j] - m->scale_min[j];
-        if (width > 0)
-            d += (scale ? scale[j] : 1) * c->coef[j] * rates[j] / width;
-    }
+    for (size_t j = 0; j < m->n_events; j++)
+        if (m->scale_max[j] - m->scale_min[j] > 0)
+            d += (scale ? scale[j] : 1) * part[j];
     return d > 0 ? d : 0;
+}
+
+double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale)
+{
+    double part[m->n_events + 1];
+
+    model_event_power(m, k, rates, part);
+    return model_event_power_sum(m, part, scale);
 }
 
 void model_target_key(const model *m, char *out, size_t len)

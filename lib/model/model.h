@@ -90,9 +90,11 @@ double model_dynamic_power(const model *m, int k, const double *rates);
 /* Each event's part of p_k(x) - p_k(0): out[j] = c_kj x_j / (max_j - min_j),
  * summing to the dynamic power before its clip at zero. */
 void model_event_power(const model *m, int k, const double *rates, double *out);
-/* max(0, sum_j scale[j] * out[j]): the dynamic power with one calibration
- * coefficient per event (calib_events.c); scale NULL: all 1, which is
- * model_dynamic_power. */
+/* max(0, sum_j scale[j] * part[j]) over the parts model_event_power gave:
+ * the dynamic power with one calibration coefficient per event
+ * (calib_events.c); scale NULL: all 1, which is model_dynamic_power. */
+double model_event_power_sum(const model *m, const double *part, const double *scale);
+/* model_event_power_sum of the parts of `rates`. */
 double model_dynamic_power_scaled(const model *m, int k, const double *rates, const double *scale);
 
 /* ---- Expression models (expr_model.c) ------------------------------------
@@ -217,6 +219,10 @@ int calib_ev_fit_now(calib_ev *c, calib_ev_fit *out);
 typedef struct attrib_proc {
     const double *rates; /* events per second, model event order */
     int klass;           /* from model_classify */
+    double *event_w;     /* NULL, or room for the model's events: set to each
+                            event's part of the dynamic power, unscaled
+                            (model_event_power), for a caller that needs
+                            them too (the daemon's per-event fit) */
     /* outputs */
     double standalone_j; /* p_k(x) * dt: the paper's real-time model */
     double dynamic_w;    /* d_i */

@@ -28,7 +28,7 @@ and the output says so; where the fake meter itself stalled in over a
 fifth of the seconds, accuracy is not asserted (skip, with the reason).
 Every second stored: host = idle + attributed + unattributed, none negative.
 Figures, with the host's load, are printed for docs/calibration.md."""
-import os, shutil, subprocess, sys, tempfile, time
+import os, shutil, subprocess, sys, time
 
 SRCDIR = os.environ["SRCDIR"]
 BUILDDIR = os.environ["BUILDDIR"]
@@ -38,24 +38,13 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import CgroupMeter, Daemon, check, fake_meter_model  # noqa: E402
+from daemon_harness import (Daemon, busy_rig, check, fake_meter_model,  # noqa: E402
+                            workload_env)
 
-work = tempfile.mkdtemp(prefix="wattprofd-busy-")
-meter = CgroupMeter("wattprof-busy", IDLE_W, PER_CPU_W, work)
-cgroup = meter.cgroup
-
-# A name of this run's own: other tests on a shared machine run burners too.
-name = f"wpbn{os.getpid()}"[:15]
-wpburn = os.path.join(work, name)
-shutil.copy(os.environ["BURN"], wpburn)
-os.chmod(wpburn, 0o755)
+work, meter, wpburn, conf = busy_rig("busy", "wpbn", IDLE_W, PER_CPU_W)
 untracked = os.path.join(work, f"wpbg{os.getpid()}"[:15])  # a load no tracked process explains
 shutil.copy(os.environ["BURN"], untracked)
 os.chmod(untracked, 0o755)
-conf = os.path.join(work, "wattprofd.conf")
-with open(conf, "w") as f:
-    # The daemon counts the CPU no tracked process used in the meter's cgroup.
-    f.write(f"[track]\ncomm = ^{name}$\n[sampler]\nmeter_cgroup = {cgroup}\n")
 state = os.path.join(work, "node")
 loads = []
 
@@ -63,7 +52,7 @@ loads = []
 def spawn(*args, prog=None):
     """A burner in the meter's cgroup; it waits first so that the daemon
     tracks it before it works."""
-    p = subprocess.Popen([prog or wpburn, "--wait", "1", *args])
+    p = subprocess.Popen([prog or wpburn, "--wait", "1", *args], env=workload_env())
     meter.add(p.pid)
     return p
 

@@ -22,7 +22,7 @@ hand. Checked:
   - every second stored: host = idle + attributed + unattributed.
 Where the meter stalled in over a fifth of the seconds, accuracy is not
 asserted (skip, with the reason)."""
-import os, shutil, subprocess, sys, tempfile, time
+import os, subprocess, sys, time
 
 SRCDIR = os.environ["SRCDIR"]
 IDLE_W, PER_CPU_W, PER_FAULT_J = 20.0, 30.0, 0.0004
@@ -31,18 +31,10 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import (CgroupMeter, Daemon, FaultCycle, check, page_fault_model,  # noqa: E402
+from daemon_harness import (Daemon, FaultCycle, busy_rig, check, page_fault_model,  # noqa: E402
                             reap)
 
-work = tempfile.mkdtemp(prefix="wattprofd-evcal-")
-meter = CgroupMeter("wattprof-evcal", IDLE_W, PER_CPU_W, work, event_j=PER_FAULT_J)
-name = f"wpev{os.getpid()}"[:15]
-wpburn = os.path.join(work, name)
-shutil.copy(os.environ["BURN"], wpburn)
-os.chmod(wpburn, 0o755)
-conf = os.path.join(work, "wattprofd.conf")
-with open(conf, "w") as f:
-    f.write(f"[track]\ncomm = ^{name}$\n[sampler]\nmeter_cgroup = {meter.cgroup}\n")
+work, meter, wpburn, conf = busy_rig("evcal", "wpev", IDLE_W, PER_CPU_W, event_j=PER_FAULT_J)
 model_path = os.path.join(work, "model.json")
 TRUE_SCALE = page_fault_model(model_path, PER_CPU_W, PER_FAULT_J)
 loads = []

@@ -40,7 +40,7 @@ if os.getpid() != 1:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, finish, workload_env  # noqa: E402
 
 CHURN = 30
 work = tempfile.mkdtemp(prefix="wattprofd-pids-")
@@ -59,7 +59,7 @@ def spawn(*args, pid=None):
         if pid is not None:
             with open("/proc/sys/kernel/ns_last_pid", "w") as f:
                 f.write(str(pid - 1))
-        p = subprocess.Popen([wpburn, *args])
+        p = subprocess.Popen([wpburn, *args], env=workload_env())
         if pid is None or p.pid == pid:
             return p
         p.kill()  # something else took it first: try again

@@ -27,7 +27,7 @@ import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
 import varlink_peer  # noqa: E402
-from daemon_harness import Daemon, check, fake_meter_model, finish  # noqa: E402
+from daemon_harness import Daemon, check, fake_meter_model, finish, workload_env  # noqa: E402
 
 burn = os.environ["BURN"]
 work = tempfile.mkdtemp(prefix="wattprofd-rapl-")
@@ -82,7 +82,7 @@ def spawn(*args, user=None):
     """A wpburn that waits first, so that the daemon (which may only find
     processes by its 1 s rescans here) tracks it before it works."""
     pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if user else []
-    p = subprocess.Popen(pre + [wpburn, "--wait", "1.5", *args])
+    p = subprocess.Popen(pre + [wpburn, "--wait", "1.5", *args], env=workload_env())
     if cgroup:
         with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
             f.write(str(p.pid))

@@ -168,6 +168,51 @@ static void test_event_scale(void **state)
     model_free(m);
 }
 
+/* Processes that ask for their per-event parts get model_event_power's,
+ * and the same attribution, bit for bit, as those that do not. */
+static void test_event_parts(void **state)
+{
+    uint64_t seed = 4242;
+    enum { N_EV = 5, N = 8 };
+    model *m = make_model(N_EV, &seed);
+    double rates[N][N_EV], parts[N][N_EV], want[N_EV], scale[N_EV];
+    attrib_proc plain[N], with[N];
+
+    m->scale_max[3] = m->scale_min[3]; /* a zero-width event has no part */
+    for (size_t j = 0; j < N_EV; j++)
+        scale[j] = 0.5 + 4 * rnd(&seed);
+    for (int pass = 0; pass < 2; pass++) {
+        attrib_tick t = {.dt_s = 0.02,
+                         .measured = true,
+                         .host_j = 5,
+                         .idle_w = 30,
+                         .event_scale = pass ? scale : NULL};
+        attrib_tick u = t;
+        for (size_t i = 0; i < N; i++) {
+            for (size_t j = 0; j < N_EV; j++)
+                rates[i][j] = rnd(&seed) * 2e9;
+            plain[i] = (attrib_proc){.rates = rates[i], .klass = (int)(i % 2)};
+            with[i] = plain[i];
+            with[i].event_w = parts[i];
+        }
+        assert_int_equal(attrib_tick_compute(m, &t, plain, N), 0);
+        assert_int_equal(attrib_tick_compute(m, &u, with, N), 0);
+        assert_memory_equal(&t.attributed_j, &u.attributed_j, sizeof(double));
+        assert_memory_equal(&t.modeled_host_j, &u.modeled_host_j, sizeof(double));
+        for (size_t i = 0; i < N; i++) {
+            model_event_power(m, with[i].klass, rates[i], want);
+            assert_memory_equal(parts[i], want, sizeof(want));
+            assert_float_equal(parts[i][3], 0, 0);
+            assert_memory_equal(&plain[i].dynamic_w, &with[i].dynamic_w, sizeof(double));
+            assert_memory_equal(&plain[i].attributed_j, &with[i].attributed_j, sizeof(double));
+            double d = model_dynamic_power_scaled(m, with[i].klass, rates[i], t.event_scale);
+            assert_memory_equal(&d, &with[i].dynamic_w, sizeof(double));
+        }
+        check_invariant(&u, with, N);
+    }
+    model_free(m);
+}
+
 static void test_edges(void **state)
 {
     uint64_t seed = 9;
@@ -339,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_without_rapl_split_is_the_model),
         cmocka_unit_test(test_scale_and_untracked),
         cmocka_unit_test(test_event_scale),
+        cmocka_unit_test(test_event_parts),
         cmocka_unit_test(test_edges),
         cmocka_unit_test(test_paper_events_group),
         cmocka_unit_test(test_paper_events_through_the_core),
