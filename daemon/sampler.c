@@ -421,6 +421,11 @@ static int choose_backend(sampler *s, char *err, size_t errlen)
     }
     if ((r = backend_bpf_load(s->es, s->period_ns, why, sizeof(why))) == 0) {
         s->be = &backend_bpf;
+        /* Adopted processes come with a cgroup id only; without a cgroup2
+         * mount (cgroup v1 alone) /proc shows them no path either. */
+        if ((r = cgroupids_new("/proc/self/mountinfo", &s->cgids)) < 0 && r != -ENOENT)
+            log_warning("adopted processes get no cgroup path: /proc/self/mountinfo: %s",
+                        strerror(-r));
         snprintf(s->backend_why, sizeof(s->backend_why), "bpf (%s)",
                  want == CONFIG_BACKEND_BPF ? "[sampler] backend = bpf" : "auto: it loaded");
         return 0;
@@ -542,6 +547,7 @@ void sampler_free(sampler *s)
         proctable_free_tracked(s, s->procs[i]);
     if (s->be == &backend_bpf)
         backend_bpf_unload();
+    cgroupids_free(s->cgids);
     free(s->procs);
     free(s->quiet);
     free(s->forked);
