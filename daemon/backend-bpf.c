@@ -238,8 +238,11 @@ static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *
     struct backend_handle *h = *find(k);
 
     if (!h && v->exited && adopt) {
-        backend_orphan o = {
-            .pid = (pid_t)k->tgid, .start = k->start, .uid = v->uid, .ppid = (pid_t)v->ppid};
+        backend_orphan o = {.pid = (pid_t)k->tgid,
+                            .start = k->start,
+                            .uid = v->uid,
+                            .ppid = (pid_t)v->ppid,
+                            .cgroup_id = v->cgroup_id};
         memcpy(o.comm, v->comm, sizeof(o.comm));
         o.comm[sizeof(o.comm) - 1] = '\0';
         B.adopting_key = k;

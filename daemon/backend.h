@@ -67,6 +67,7 @@ typedef struct backend_orphan {
     uid_t uid;
     pid_t ppid; /* its parent when it started; 0: unknown */
     char comm[16];
+    uint64_t cgroup_id; /* its cgroup v2 id (kernfs) when it started; 0: unknown */
 } backend_orphan;
 
 typedef int (*backend_adopt_fn)(void *ctx, const backend_orphan *o);

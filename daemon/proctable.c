@@ -279,6 +279,8 @@ int proctable_adopt(sampler *s, const backend_orphan *o)
     struct tracked *t;
 
     snprintf(info.comm, sizeof(info.comm), "%s", o->comm);
+    /* The cache's string, not info's to free (nothing here frees it). */
+    info.cgroup = (char *)cgroupids_path(s->cgids, o->cgroup_id, util_now_ns(CLOCK_MONOTONIC));
     if (!proctable_wanted(s, &info))
         return 0;
     if (s->adopted >= SAMPLER_MAX_ADOPT || store_push_room(s->st) < SAMPLER_ADOPT_ROOM)
@@ -412,8 +414,9 @@ static void comm_event(sampler *s, const procs_event *ev)
  * when the list cannot grow (then it is looked at now). */
 static bool defer(sampler *s, pid_t pid)
 {
-    /* [track] cgroup needs the path, which an adopted process lacks. */
-    if (!s->be->drain || s->cfg->track_cgroup)
+    /* [track] cgroup needs the path, which an adopted process has only
+     * through the cgroup cache. */
+    if (!s->be->drain || (s->cfg->track_cgroup && !s->cgids))
         return false;
     if (s->n_forked == s->cap_forked) {
         size_t ncap = s->cap_forked ? s->cap_forked * 2 : 256;

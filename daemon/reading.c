@@ -44,6 +44,10 @@ static void read_proc(sampler *s, size_t i)
         return;
     }
     s->quiet[i].word = s->be->quiet_word(t->ch, &s->quiet[i].value);
+    /* A backend that drains knows of exits itself (the connector's are
+     * filtered out then): this was the final read. */
+    if (s->be->drain && !s->be->alive(t->ch))
+        t->gone = s->reap_pending = true;
     if (s->d.skipped) {
         s->n_idle++;
         return;

@@ -19,6 +19,7 @@
 #define WATTPROFD_SAMPLER_INTERNAL_H
 
 #include "backend.h"
+#include "cgroupids.h"
 #include "daemon.h"
 #include "util/util.h"
 
@@ -95,6 +96,7 @@ struct sampler {
     const backend *be; /* reads the counters of tracked processes */
     bool drain_failed; /* its drain failed (logged once) */
     unsigned adopted;  /* this tick, by proctable_adopt */
+    cgroupids *cgids;  /* their cgroup paths, with a backend that adopts; NULL: none */
     /* With a backend that drains (it counts every process from its fork):
      * pids the proc connector told of, looked at after the second drain
      * since (the drain adopts those that exited by then), so that a process

@@ -421,6 +421,16 @@ static int choose_backend(sampler *s, char *err, size_t errlen)
     }
     if ((r = backend_bpf_load(s->es, s->period_ns, why, sizeof(why))) == 0) {
         s->be = &backend_bpf;
+        /* Adopted processes come with a cgroup id only; without a cgroup2
+         * mount (cgroup v1 alone) /proc shows them no path either. */
+        if ((r = cgroupids_new("/proc/self/mountinfo", &s->cgids)) < 0 && r != -ENOENT)
+            log_warning("adopted processes get no cgroup path: /proc/self/mountinfo: %s",
+                        strerror(-r));
+        /* Its exit hook tells of every exit (the drain marks them): the
+         * connector's exit events, a third of a short child's, are dropped
+         * in the kernel instead of received for nothing. */
+        if (s->watch && (r = procs_watch_filter(s->watch, false)) < 0)
+            log_warning("proc connector: exit events not filtered out: %s", strerror(-r));
         snprintf(s->backend_why, sizeof(s->backend_why), "bpf (%s)",
                  want == CONFIG_BACKEND_BPF ? "[sampler] backend = bpf" : "auto: it loaded");
         return 0;
@@ -542,6 +552,7 @@ void sampler_free(sampler *s)
         proctable_free_tracked(s, s->procs[i]);
     if (s->be == &backend_bpf)
         backend_bpf_unload();
+    cgroupids_free(s->cgids);
     free(s->procs);
     free(s->quiet);
     free(s->forked);

@@ -356,12 +356,14 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
     if (kernel_thread(t) || BPF_CORE_READ(t, signal, live.counter) != 0)
         return 0;
     /* The last thread: what it ran since its last switch, then the mark,
-     * with the name it ended with (PR_SET_NAME has no hook here). */
+     * with the name it ended with (PR_SET_NAME has no hook here) and the
+     * cgroup it ended in (one it moved to after its fork: a job's step). */
     if (!(s = seen_of(t)) || s->keyed != KEY_MADE)
         return 0;
     account(t, true);
     if ((p = bpf_map_lookup_elem(&procs, &s->key))) {
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
+        p->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
         p->exited = 1;
         queue(&s->key, 1);
     }

@@ -17,7 +17,9 @@
 #include <fcntl.h>
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
+#include <linux/filter.h>
 #include <linux/netlink.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -449,6 +451,45 @@ static int procs_wait_ack(procs_watch *w, char *err, size_t errlen)
                     "are found by /proc rescans only");
 }
 
+/* Where the kernel's proc event fields sit in a datagram: the netlink
+ * header, the connector header, then struct proc_event (what, cpu,
+ * timestamp, then the event's own fields). */
+#define PROCS_AT_EVENT (NLMSG_HDRLEN + sizeof(struct cn_msg))
+#define PROCS_AT_WHAT (PROCS_AT_EVENT + offsetof(struct proc_event, what))
+#define PROCS_AT(member) (PROCS_AT_EVENT + offsetof(struct proc_event, event_data.member))
+
+/* Three instructions: whether a thread-id field equals the thread group
+ * id beside it; then a jump, `jt` to keep, `jf` to drop. */
+#define PROCS_LEADER(pid, tgid, jt, jf)                                                            \
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, PROCS_AT(pid)), BPF_STMT(BPF_MISC | BPF_TAX, 0),            \
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, PROCS_AT(tgid)),                                        \
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_X, 0, jt, jf)
+
+int procs_watch_filter(procs_watch *w, bool exits)
+{
+    /* A classic socket filter: it runs as the kernel queues each datagram,
+     * so a dropped event costs no receive. Loads are in network order: the
+     * constants are swapped the same way (ntohl), and two fields are only
+     * compared with each other. Jumps count the instructions skipped. */
+    struct sock_filter code[] = {
+        /* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, PROCS_AT_WHAT),
+        /* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohl(PROC_EVENT_EXIT), exits ? 3 : 16, 0),
+        /* 2 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohl(PROC_EVENT_FORK), 6, 0),
+        /* 3 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ntohl(PROC_EVENT_COMM), 9, 0),
+        /* 4 */ BPF_STMT(BPF_RET | BPF_K, 0xffffffff), /* exec, the listen ack, the rest */
+        /* 5 */ PROCS_LEADER(exit.process_pid, exit.process_tgid, 8, 9),
+        /* 9 */ PROCS_LEADER(fork.child_pid, fork.child_tgid, 4, 5),
+        /* 13 */ PROCS_LEADER(comm.process_pid, comm.process_tgid, 0, 1),
+        /* 17 */ BPF_STMT(BPF_RET | BPF_K, 0xffffffff),
+        /* 18 */ BPF_STMT(BPF_RET | BPF_K, 0),
+    };
+    struct sock_fprog prog = {.len = sizeof(code) / sizeof(code[0]), .filter = code};
+
+    if (setsockopt(w->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof(prog)) < 0)
+        return -errno;
+    return 0;
+}
+
 int procs_watch_open(procs_watch **out, char *err, size_t errlen)
 {
     struct sockaddr_nl addr = {.nl_family = AF_NETLINK, .nl_groups = CN_IDX_PROC};
@@ -484,6 +525,7 @@ int procs_watch_open(procs_watch **out, char *err, size_t errlen)
     }
     if ((r = procs_wait_ack(w, err, errlen)) < 0)
         goto fail;
+    procs_watch_filter(w, true); /* without it, the same events, dropped later */
     *out = w;
     return 0;
 fail:

@@ -231,6 +231,11 @@ int procs_watch_open(procs_watch **out, char *err, size_t errlen);
 void procs_watch_close(procs_watch *w);
 /* A descriptor that polls readable when events are waiting. */
 int procs_watch_fd(const procs_watch *w);
+/* Has the kernel drop, before it queues them, the events procs_watch_read
+ * would skip (a thread's fork, exit or rename) and, unless `exits`, every
+ * exit (for a caller that learns of exits otherwise): they then cost no
+ * receive. Replaces the previous filter. */
+int procs_watch_filter(procs_watch *w, bool exits);
 /* Drains up to `max` events without blocking; *n gets how many. Thread
  * events are filtered out. -ENOBUFS means the kernel dropped events: rescan. */
 int procs_watch_read(procs_watch *w, procs_event *ev, size_t max, size_t *n);

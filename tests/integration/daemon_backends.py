@@ -12,6 +12,8 @@ run, one daemon after the other, on the same workload:
   load 9), and the two backends agree within 3 %;
 - a process that burns 1 ms and exits: the bpf backend counts and stores it
   (the kernel side kept its final count until a tick took it);
+- each of these processes has its exit time stored (with bpf the daemon
+  learns of exits from the kernel side: the connector's are filtered out);
 - a child that lives 1 ms, of a parent started in a job ([exporter]
   job_env): the bpf backend, which takes such a child from what the kernel
   recorded (no /proc reads), stores it with its parent's job;
@@ -115,6 +117,10 @@ def run(backend):
     for pid, ru in {**apart, **together}.items():
         check(f"{backend}: burner {pid}: stored CPU {cpu[pid]:.4f} s is its rusage "
               f"{ru:.4f} s within {tol:.0%}", abs(cpu[pid] - ru) <= tol * ru)
+    ended = [p for p in cpu
+             if d.sql("SELECT exit_time FROM processes WHERE pid = ?", p) not in ([], [(None,)])]
+    check(f"{backend}: each burner's exit is stored (bpf: from its exit hook, the connector's "
+          f"exits are filtered out)", len(ended) == len(cpu), f"{ended} of {list(cpu)}")
     log = d.read_log()
     check(f"{backend}: the log says once which backend runs",
           log.count("counter backend:") == 1, log[-400:])

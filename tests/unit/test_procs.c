@@ -405,6 +405,62 @@ static void test_connector_comm(void **state)
     free(ev);
 }
 
+/* A child that renames itself and exits; its pid. */
+static pid_t renamed_child(void)
+{
+    int status;
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        prctl(PR_SET_NAME, "wp_filter_kid");
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    return pid;
+}
+
+/* procs_watch_filter(w, false): the kernel drops every exit (the bpf
+ * backend learns of exits from its own hook) and keeps forks and renames;
+ * with `exits` again, exits come back. */
+static void test_connector_filter(void **state)
+{
+    enum { CAP = 1 << 14 };
+    procs_watch *w;
+    char err[UTIL_ERRLEN];
+    procs_event *ev = calloc(CAP, sizeof(*ev));
+    bool found;
+
+    (void)state;
+    assert_non_null(ev);
+    int r = procs_watch_open(&w, err, sizeof(err));
+    if (r == -EPERM) {
+        print_message("skipped: %s\n", err);
+        free(ev);
+        skip();
+    }
+    assert_int_equal(r, 0);
+    assert_int_equal(procs_watch_filter(w, false), 0);
+    pid_t a = renamed_child(), b = renamed_child();
+    /* b's rename follows a's exit in time: once it is here, a's exit (and
+     * every exit before) was dropped, not late. */
+    size_t n = collect_until(w, ev, CAP, 0, PROCS_EV_COMM, b, &found, NULL);
+    assert_true(found);
+    int forks = 0, renames = 0;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_not_equal(ev[i].kind, PROCS_EV_EXIT);
+        forks += ev[i].kind == PROCS_EV_FORK && (ev[i].pid == a || ev[i].pid == b);
+        renames += ev[i].kind == PROCS_EV_COMM && (ev[i].pid == a || ev[i].pid == b);
+    }
+    assert_int_equal(forks, 2);
+    assert_int_equal(renames, 2);
+    assert_int_equal(procs_watch_filter(w, true), 0);
+    pid_t c = renamed_child();
+    collect_until(w, ev, CAP, 0, PROCS_EV_EXIT, c, &found, NULL);
+    assert_true(found);
+    procs_watch_close(w);
+    free(ev);
+}
+
 /* KIDS children at once, then drains their events: the first read with a
  * tiny max, the rest until the last child's exit.  Counts the children's
  * forks and exits; false when the socket overran on the way, or other
@@ -685,6 +741,7 @@ int main(void)
         cmocka_unit_test(test_connector_namespace_busy),
         cmocka_unit_test(test_read_stat_agrees),
         cmocka_unit_test(test_connector_comm),
+        cmocka_unit_test(test_connector_filter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
