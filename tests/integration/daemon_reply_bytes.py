@@ -14,7 +14,7 @@ client follows the pages and lists everything once.
     jobs whose ids are padded to 5000 characters (written behind the
     daemon's back, between two runs): GetHistory{host, step_s: 1} (about
     5 MB) and ListJobs (about 6 MB) end their pages within 4 MiB with
-    next_since / next_offset; followed, every second and every job comes
+    next_since / next_before; followed, every second and every job comes
     once; `wattprof history --step 1s` and `wattprof jobs` show them all.
   - A replay of 50,000 one-second ticks of three processes: a series of
     every second (GetProcess{series_s: 1e6}, about 6 MB) has no pages and
@@ -71,6 +71,8 @@ def pages(sock, method, params, key, nxt):
             return items, sizes
         if nxt == "next_offset":
             params["offset"] = r[nxt]
+        elif nxt == "next_before":
+            params["before"] = r[nxt]
         else:
             params["since"], params["step_s"] = r[nxt], r["step_s"]
 
@@ -157,7 +159,7 @@ with cleaned_up(d):
           isinstance(ts, list) and len(ts) == len(set(ts)) and set(range(since, now)) <= set(ts),
           str(ts)[:300] if not isinstance(ts, list) else f"{len(ts)} samples")
 
-    jobs, sizes = pages(d.sock, "ListJobs", {}, "jobs", "next_offset")
+    jobs, sizes = pages(d.sock, "ListJobs", {}, "jobs", "next_before")
     print(f"# ListJobs pages (jobs, bytes): {sizes}")
     check("every ListJobs reply is within 4 MiB, and there are pages",
           all(b <= CAP for _, b, _ in sizes) and len(sizes) > 1, str(sizes))
