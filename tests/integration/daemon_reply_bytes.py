@@ -16,6 +16,10 @@ client follows the pages and lists everything once.
     5 MB) and ListJobs (about 6 MB) end their pages within 4 MiB with
     next_since / next_before; followed, every second and every job comes
     once; `wattprof history --step 1s` and `wattprof jobs` show them all.
+    The database also gets 50 models named with 100,000 characters each
+    (about 5 MB): ListModels, which has no pages, is ReplyTooLarge with no
+    parameter, and `wattprof models` says so and exits 1; with 30 of them
+    left (about 3 MB) it answers them all.
   - A replay of 50,000 one-second ticks of three processes: a series of
     every second (GetProcess{series_s: 1e6}, about 6 MB) has no pages and
     is ReplyTooLarge naming series_s; `wattprof show --series` says so and
@@ -134,6 +138,15 @@ insert_processes(con, [(20_000_000 + i, 200_000 + i, "j", now - 2 * HOST_S, now 
                         now - 2 * HOST_S + 60, f"job-{i:06d}-" + "x" * 4989)
                        for i in range(JOBS)])
 insert_minute_rows(con, "p.job LIKE 'job-%'")
+MODELS, NAME = 50, 100_000
+with open(one_event_model(f"{tmp}/model.json")) as f:
+    model = json.load(f)
+# Ids far from the daemon's own (it numbers the models it loads itself).
+con.executemany("INSERT INTO models (id, sha256, name, engine, json, first_loaded, last_loaded)"
+                " VALUES (?, ?, 'big', 'ridge', ?, ?, ?)",
+                [(1_000_000 + k, f"{k:064x}",
+                  json.dumps(dict(model, name=f"m{k:02d}" + "x" * NAME)), now, now + k)
+                 for k in range(MODELS)])
 con.commit()
 con.close()
 
@@ -170,6 +183,29 @@ with cleaned_up(d):
     names = [j["job"] for j in got["jobs"]] if isinstance(got, dict) else got
     check("wattprof jobs lists every job once", isinstance(names, list) and sorted(names) == want,
           str(names)[:300] if not isinstance(names, list) else f"{len(names)} of {JOBS}")
+
+    try:
+        got = str(raw_call(d.sock, "ListModels", {}))[:200]
+    except VarlinkError as e:
+        got = (e.name, e.parameters)
+    check(f"ListModels of {MODELS} models of 100 KB: ReplyTooLarge, no parameter to reduce",
+          got[0] == M + "ReplyTooLarge" and got[1].get("parameter") is None and
+          got[1].get("limit_bytes") == CAP and
+          "models on record take more than" in got[1]["reason"],
+          str(got))
+    p = subprocess.run([WATTPROF, "models", "--socket", d.sock], capture_output=True, text=True,
+                       timeout=60)
+    check("wattprof models exits 1 saying the answer would pass 4194304 bytes",
+          p.returncode == 1 and "ListModels would pass its 4194304 bytes per reply" in p.stderr,
+          f"{p.returncode}: {p.stderr}")
+    con = sqlite3.connect(d.db, timeout=30)
+    with con:
+        con.execute("DELETE FROM models WHERE name = 'big' AND sha256 >= ?", (f"{30:064x}",))
+    con.close()
+    r, size = raw_call(d.sock, "ListModels", {})
+    names = sorted(m["name"][:3] for m in r["models"] if len(m["name"]) > NAME)
+    check(f"... with 30 of them left ({size} bytes), ListModels answers them all",
+          names == [f"m{k:02d}" for k in range(30)] and size <= CAP, f"{names} {size}")
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
 T = 50_000
