@@ -16,6 +16,9 @@ client follows the pages and lists everything once.
     5 MB) and ListJobs (about 6 MB) end their pages within 4 MiB with
     next_since / next_before; followed, every second and every job comes
     once; `wattprof history --step 1s` and `wattprof jobs` show them all.
+    Five jobs that start after the first page and one that started before
+    every other are added between two pages: the pages that follow list
+    every job once, the older one with them, none of the five.
     The database also gets 50 models named with 100,000 characters each
     (about 5 MB): ListModels, which has no pages, is ReplyTooLarge with no
     parameter, and `wattprof models` says so and exits 1; with 30 of them
@@ -183,6 +186,27 @@ with cleaned_up(d):
     names = [j["job"] for j in got["jobs"]] if isinstance(got, dict) else got
     check("wattprof jobs lists every job once", isinstance(names, list) and sorted(names) == want,
           str(names)[:300] if not isinstance(names, list) else f"{len(names)} of {JOBS}")
+
+    # Jobs that start between two pages: five newer than every listed one,
+    # and one older. The second page resumes after the first page's last
+    # job, so no job of the first page comes again (with offsets, the five
+    # pushed five of them onto the second page) and the older one is there.
+    first, _ = raw_call(d.sock, "ListJobs", {})
+    con = sqlite3.connect(d.db, timeout=30)
+    with con:
+        insert_processes(con, [(30_000_000 + i, 300_000 + i, "j", now - 10, now - 5, now - 5,
+                                f"new-{i}") for i in range(5)] +
+                         [(30_000_005, 300_005, "j", now - 3 * HOST_S, now - 3 * HOST_S + 60,
+                           now - 3 * HOST_S + 60, "old-0")])
+        insert_minute_rows(con, "p.id >= 30000000")
+    con.close()
+    rest, sizes = pages(d.sock, "ListJobs", {"before": first["next_before"]}, "jobs",
+                        "next_before")
+    names = [j["job"] for j in first["jobs"] + rest]
+    check("jobs started between two pages: every job once, the older new one, none newer",
+          sorted(names) == sorted(want + ["old-0"]),
+          f"{len(first['jobs'])} + {[n for n, _, _ in sizes]}: {len(names)} jobs, "
+          f"{len(set(names))} distinct, new: {[n for n in names if n[:3] in ('new', 'old')]}")
 
     try:
         got = str(raw_call(d.sock, "ListModels", {}))[:200]
