@@ -23,10 +23,10 @@
  * they are read, so no sorter sees every row. */
 // clang-format off
 #define JOBS_SQL                                                                                   \
-    "WITH pj AS MATERIALIZED (SELECT id, job, uid, first_seen, last_seen, exit_time"               \
+    "WITH pj AS (SELECT id, job, uid, first_seen, last_seen, exit_time"                            \
     " FROM processes WHERE job IS NOT NULL AND (?4 IS NULL OR job = ?4)"                           \
     " AND +last_seen >= ?1 AND first_seen < ?2),"                                                  \
-    " page AS MATERIALIZED (SELECT * FROM (SELECT job, max(uid) AS uid,"                           \
+    " page AS (SELECT * FROM (SELECT job, max(uid) AS uid,"                                        \
     " min(first_seen) AS start, max(coalesce(exit_time, last_seen)) AS end,"                       \
     " max(exit_time IS NULL) AS running, count(*) AS n FROM pj GROUP BY job)"                      \
     " WHERE (?3 < 0 OR uid = ?3) AND (?6 IS NULL OR start < ?5 OR (start = ?5 AND job > ?6))"      \
