@@ -22,7 +22,8 @@ client follows the pages and lists everything once.
     The database also gets 50 models named with 100,000 characters each
     (about 5 MB): ListModels, which has no pages, is ReplyTooLarge with no
     parameter, and `wattprof models` says so and exits 1; with 30 of them
-    left (about 3 MB) it answers them all.
+    left (about 3 MB) it answers them all. A job whose id alone is 4 MiB is
+    ReplyTooLarge.
   - A replay of 50,000 one-second ticks of three processes: a series of
     every second (GetProcess{series_s: 1e6}, about 6 MB) has no pages and
     is ReplyTooLarge naming series_s; `wattprof show --series` says so and
@@ -230,6 +231,23 @@ with cleaned_up(d):
     names = sorted(m["name"][:3] for m in r["models"] if len(m["name"]) > NAME)
     check(f"... with 30 of them left ({size} bytes), ListModels answers them all",
           names == [f"m{k:02d}" for k in range(30)] and size <= CAP, f"{names} {size}")
+
+    # A job whose id alone is past a reply (only a database written behind
+    # the daemon's back has one: it keeps 63 bytes of an id).
+    giant = "g" * CAP
+    con = sqlite3.connect(d.db, timeout=30)
+    with con:
+        insert_processes(con, [(30_000_010, 300_010, "j", now - 4 * HOST_S, now - 4 * HOST_S + 60,
+                                now - 4 * HOST_S + 60, giant)])
+    con.close()
+    try:  # the page after old-0, the oldest but for it (a request stays within 64 KiB)
+        got = str(raw_call(d.sock, "ListJobs", {"before": {"start": now - 3 * HOST_S,
+                                                           "job": "old-0"}}))[:200]
+    except VarlinkError as e:
+        got = (e.name, e.parameters)
+    check("ListJobs of a job whose id is 4 MiB: ReplyTooLarge, not an empty page to follow",
+          got[0] == M + "ReplyTooLarge" and "a job's JSON alone" in got[1].get("reason", ""),
+          str(got)[:300])
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
 T = 50_000
