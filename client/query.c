@@ -332,12 +332,18 @@ int query_list_processes(rpc_client *c, json_object *params, json_object **reply
 }
 
 /* Where the page after `reply` starts, as the parameters of the next call
- * (next_offset: offset; next_since: since, with the step_s of the buckets
- * so far); false after the last page. */
+ * (next_offset: offset; next_before: before, the key of the last item so
+ * far; next_since: since, with the step_s of the buckets so far); false
+ * after the last page. */
 static bool next_page(json_object *reply, json_object *params)
 {
     json_object *off = query_obj(reply, "next_offset"), *since = query_obj(reply, "next_since");
+    json_object *before = query_obj(reply, "next_before");
 
+    if (before) {
+        json_object_object_add(params, "before", json_object_get(before));
+        return true;
+    }
     if (off) {
         json_object_object_add(params, "offset", json_object_get(off));
         return true;
@@ -365,7 +371,8 @@ int query_pages(rpc_client *c, const char *method, json_object *params, const ch
             break;
         json_object *all = query_obj(*reply, list), *more = query_obj(page, list);
         size_t n = json_object_array_length(more);
-        if (n == 0 && (query_obj(page, "next_offset") || query_obj(page, "next_since"))) {
+        if (n == 0 && (query_obj(page, "next_offset") || query_obj(page, "next_since") ||
+                       query_obj(page, "next_before"))) {
             log_error("the daemon answered %s with an empty page that is not the last", method);
             r = -EPROTO;
             break;
@@ -384,6 +391,8 @@ int query_pages(rpc_client *c, const char *method, json_object *params, const ch
         json_object_object_add(*reply, "next_offset", NULL);
     if (json_object_object_get_ex(*reply, "next_since", NULL))
         json_object_object_add(*reply, "next_since", NULL);
+    if (json_object_object_get_ex(*reply, "next_before", NULL))
+        json_object_object_add(*reply, "next_before", NULL);
     return 0;
 }
 

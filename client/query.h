@@ -110,9 +110,9 @@ int query_once(const query_opts *q, const char *method, json_object *params, jso
 int query_list_processes(rpc_client *c, json_object *params, json_object **reply);
 
 /* Calls `method` and, while its reply says where the next page starts
- * (next_offset, or GetHistory's next_since), again from there (params
- * gains offset, or since and step_s), into one reply whose array `list`
- * has every page's. */
+ * (next_offset, ListJobs' next_before, or GetHistory's next_since), again
+ * from there (params gains offset, before, or since and step_s), into one
+ * reply whose array `list` has every page's. */
 int query_pages(rpc_client *c, const char *method, json_object *params, const char *list,
                 json_object **reply);
 /* Connects, calls query_pages, disconnects. */

@@ -9,33 +9,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Driven by the jobs' processes (processes_job), each read the way a
- * process's own rows are (query.c): its batches of settled rows, its recent
- * seconds, its minute rows. Scanning every row of the window instead would
- * read the whole database for `wattprof jobs` without --since. */
+/* One statement per page of jobs. pj: the job processes seen in the
+ * window, read through processes_job (+last_seen: not through
+ * processes_last_seen, which would walk every process of the window, in a
+ * job or not). page: their jobs, grouped, filtered by user, those after
+ * the caller's key (?5 start, ?6 job: started earlier, or in the same
+ * second with a greater id) in the listing's order, at most ?7. Only the
+ * page's processes are then read, each by its own keys: its settled
+ * batches (a batch spans at most span.s seconds, so one whose t_max is
+ * past the process's last second plus that holds none of its rows: without
+ * that bound each process walked every later batch of the index), the
+ * recent rows of the window, its minute rows; summed per process where
+ * they are read, so no sorter sees every row. */
 // clang-format off
 #define JOBS_SQL                                                                                   \
-    "WITH pj AS (SELECT id, job, uid, first_seen, last_seen, exit_time FROM processes"             \
-    "  WHERE job IS NOT NULL AND (?4 IS NULL OR job = ?4) AND last_seen >= ?1 AND first_seen < ?2),"\
-    " rows AS ("                                                                                   \
-    "  SELECT pj.id AS id, e.attributed_j AS a, e.cpu_s AS c FROM pj"                              \
-    "  CROSS JOIN process_energy_batch b CROSS JOIN process_energy_settled e"                      \
-    "  ON e.batch = b.batch AND e.process_id = pj.id"                                              \
-    "  WHERE b.t_max >= max(?1, pj.first_seen) AND b.t_min < ?2 AND b.t_min <= pj.last_seen"       \
-    "  AND e.t >= ?1 AND e.t < ?2 UNION ALL"                                                       \
-    "  SELECT pj.id, e.attributed_j, e.cpu_s FROM pj CROSS JOIN process_energy_recent e"           \
-    "  ON e.process_id = pj.id WHERE e.t >= max(?1, pj.first_seen) AND e.t < ?2 UNION ALL"         \
-    "  SELECT pj.id, e.attributed_j, e.cpu_s FROM pj CROSS JOIN process_energy_minute e"           \
-    "  ON e.process_id = pj.id WHERE e.t >= ?1 AND e.t < ?2),"                                     \
-    " j AS (SELECT pj.job AS job, max(pj.uid) AS uid, min(pj.first_seen) AS start,"                \
-    "  max(coalesce(pj.exit_time, pj.last_seen)) AS end, max(pj.exit_time IS NULL) AS running,"    \
-    "  count(DISTINCT pj.id) AS n, total(rows.a) AS a, total(rows.c) AS c"                         \
-    "  FROM rows JOIN pj ON pj.id = rows.id GROUP BY pj.job)"                                      \
-    " SELECT job, uid, start, end, running, n, a, c, (SELECT total(host_j) FROM ("                 \
-    "  SELECT t, host_j FROM host_attribution WHERE t >= max(?1, j.start) AND t <= min(?2 - 1, j.end)"\
-    "  UNION ALL SELECT t, host_j FROM host_attribution_minute"                                    \
-    "  WHERE t > max(?1, j.start) - 60 AND t <= min(?2 - 1, j.end)))"                              \
-    " FROM j WHERE (?3 < 0 OR uid = ?3) ORDER BY start DESC, job"
+    "WITH pj AS (SELECT id, job, uid, first_seen, last_seen, exit_time"                            \
+    " FROM processes WHERE job IS NOT NULL AND (?4 IS NULL OR job = ?4)"                           \
+    " AND +last_seen >= ?1 AND first_seen < ?2),"                                                  \
+    " page AS (SELECT * FROM (SELECT job, max(uid) AS uid,"                                        \
+    " min(first_seen) AS start, max(coalesce(exit_time, last_seen)) AS end,"                       \
+    " max(exit_time IS NULL) AS running, count(*) AS n FROM pj GROUP BY job)"                      \
+    " WHERE (?3 < 0 OR uid = ?3) AND (?6 IS NULL OR start < ?5 OR (start = ?5 AND job > ?6))"      \
+    " ORDER BY start DESC, job LIMIT ?7),"                                                         \
+    " span AS (SELECT coalesce(max(t_max - t_min), 0) AS s FROM process_energy_batch),"            \
+    " ids AS (SELECT pj.id FROM page CROSS JOIN pj ON pj.job = page.job),"                         \
+    " rows AS (SELECT p.id AS id, total(e.attributed_j) AS a, total(e.cpu_s) AS c"                 \
+    " FROM processes p CROSS JOIN span CROSS JOIN process_energy_batch b"                          \
+    " CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = p.id"            \
+    " WHERE p.id IN ids AND b.t_max >= max(?1, p.first_seen)"                                      \
+    " AND b.t_max <= min(?2, p.last_seen) + span.s AND b.t_min < ?2 AND b.t_min <= p.last_seen"    \
+    " AND e.t >= ?1 AND e.t < ?2 GROUP BY p.id"                                                    \
+    " UNION ALL SELECT process_id, total(attributed_j), total(cpu_s) FROM process_energy_recent"   \
+    " WHERE t >= ?1 AND t < ?2 AND process_id IN ids GROUP BY process_id"                          \
+    " UNION ALL SELECT process_id, total(attributed_j), total(cpu_s) FROM process_energy_minute"   \
+    " WHERE process_id IN ids AND t >= ?1 AND t < ?2 GROUP BY process_id),"                        \
+    " sums AS (SELECT pj.job AS job, total(a) AS a, total(c) AS c"                                 \
+    " FROM rows CROSS JOIN pj ON pj.id = rows.id GROUP BY pj.job)"                                 \
+    " SELECT page.job, uid, start, end, running, n, coalesce(sums.a, 0), coalesce(sums.c, 0),"     \
+    " (SELECT total(host_j) FROM (SELECT t, host_j FROM host_attribution"                          \
+    " WHERE t >= max(?1, start) AND t <= min(?2 - 1, end)"                                         \
+    " UNION ALL SELECT t, host_j FROM host_attribution_minute"                                     \
+    " WHERE t > max(?1, start) - 60 AND t <= min(?2 - 1, end)))"                                   \
+    " FROM page LEFT JOIN sums ON sums.job = page.job ORDER BY start DESC, page.job"
 // clang-format on
 
 void store_jobs_free(store_job *j, size_t n)
@@ -81,6 +96,11 @@ int store_list_jobs(store_reader *r, const store_job_query *q, store_job **out, 
     sqlite3_bind_int64(st, 3, q->uid);
     if (q->job)
         sqlite3_bind_text(st, 4, q->job, -1, SQLITE_STATIC);
+    if (q->before_job) {
+        sqlite3_bind_double(st, 5, q->before_start);
+        sqlite3_bind_text(st, 6, q->before_job, -1, SQLITE_STATIC);
+    }
+    sqlite3_bind_int64(st, 7, q->limit ? (int64_t)q->limit : -1);
     while (ret == 0 && (rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (count == cap) {
             size_t ncap = cap ? cap * 2 : 16;

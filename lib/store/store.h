@@ -466,13 +466,20 @@ typedef struct store_job {
 } store_job;
 
 typedef struct store_job_query {
-    int64_t since, until; /* Unix seconds, [since, until): jobs with rows inside */
+    int64_t since, until; /* Unix seconds, [since, until): jobs with a process seen inside */
     int64_t uid;          /* -1 = any */
     const char *job;      /* one job, NULL = all */
+    /* Keyset paging: only the jobs listed after the one that started at
+     * before_start with id before_job (those that started earlier, or in
+     * the same second with a greater id); before_job NULL = from the first.
+     * Jobs starting later cannot move the rest of the listing. */
+    const char *before_job;
+    double before_start;
+    size_t limit; /* at most this many jobs; 0 = all */
 } store_job_query;
 
-/* Jobs with energy rows in the window, newest start first. Free with
- * store_jobs_free. */
+/* Jobs with a process seen in the window, newest start first (ties by job
+ * id), with their energy in the window. Free with store_jobs_free. */
 int store_list_jobs(store_reader *r, const store_job_query *q, store_job **out, size_t *n,
                     char *err, size_t errlen);
 void store_jobs_free(store_job *j, size_t n);

@@ -128,7 +128,7 @@ print(json.dumps(out))
                            capture_output=True, text=True, timeout=60)
         got = json.loads(p.stdout) if p.returncode == 0 else p.stderr
         check("a user lists none of root's jobs and is refused their history",
-              isinstance(got, list) and got[0] == {"jobs": [], "next_offset": None} and
+              isinstance(got, list) and got[0] == {"jobs": [], "next_before": None} and
               got[1] == "org.varlink.service.PermissionDenied", str(got))
     else:
         print("skip - not root: the unprivileged caller needs setpriv")

@@ -83,6 +83,15 @@ with cleaned_up(d, tmp):
     refused("ListJobs", {"job": 5}, "job", "")
     served("ListJobs", {})
     served("ListJobs", {"job": "5151", "since": 0, "until": 1e10})
+    refused("ListJobs", {"before": 5}, "before", "")
+    refused("ListJobs", {"before": {"start": 1}}, "before",
+            'before is {"start":1}, not {"start": float, "job": string}')
+    refused("ListJobs", {"before": {"start": 1, "job": 7}}, "before", "not {")
+    refused("ListJobs", {"before": {"start": 1, "job": "7", "x": 1}}, "before", "not {")
+    refused("ListJobs", {"before": {"start": -1, "job": "7"}}, "before",
+            "before.start is -1, not in [0, 1e+10]")
+    refused("ListJobs", {"offset": 5}, "offset", "")  # pages by before, not by offset
+    served("ListJobs", {"before": {"start": 1e9, "job": "5151"}})
     err, _ = answer("ListJobs", {"since": 10, "until": 5})
     check("ListJobs until before since: InvalidTimeRange", err == M + "InvalidTimeRange", err)
     # Subscribe

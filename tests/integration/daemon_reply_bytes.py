@@ -14,8 +14,16 @@ client follows the pages and lists everything once.
     jobs whose ids are padded to 5000 characters (written behind the
     daemon's back, between two runs): GetHistory{host, step_s: 1} (about
     5 MB) and ListJobs (about 6 MB) end their pages within 4 MiB with
-    next_since / next_offset; followed, every second and every job comes
+    next_since / next_before; followed, every second and every job comes
     once; `wattprof history --step 1s` and `wattprof jobs` show them all.
+    Five jobs that start after the first page and one that started before
+    every other are added between two pages: the pages that follow list
+    every job once, the older one with them, none of the five.
+    The database also gets 50 models named with 100,000 characters each
+    (about 5 MB): ListModels, which has no pages, is ReplyTooLarge with no
+    parameter, and `wattprof models` says so and exits 1; with 30 of them
+    left (about 3 MB) it answers them all. A job whose id alone is 4 MiB is
+    ReplyTooLarge.
   - A replay of 50,000 one-second ticks of three processes: a series of
     every second (GetProcess{series_s: 1e6}, about 6 MB) has no pages and
     is ReplyTooLarge naming series_s; `wattprof show --series` says so and
@@ -71,6 +79,8 @@ def pages(sock, method, params, key, nxt):
             return items, sizes
         if nxt == "next_offset":
             params["offset"] = r[nxt]
+        elif nxt == "next_before":
+            params["before"] = r[nxt]
         else:
             params["since"], params["step_s"] = r[nxt], r["step_s"]
 
@@ -132,6 +142,15 @@ insert_processes(con, [(20_000_000 + i, 200_000 + i, "j", now - 2 * HOST_S, now 
                         now - 2 * HOST_S + 60, f"job-{i:06d}-" + "x" * 4989)
                        for i in range(JOBS)])
 insert_minute_rows(con, "p.job LIKE 'job-%'")
+MODELS, NAME = 50, 100_000
+with open(one_event_model(f"{tmp}/model.json")) as f:
+    model = json.load(f)
+# Ids far from the daemon's own (it numbers the models it loads itself).
+con.executemany("INSERT INTO models (id, sha256, name, engine, json, first_loaded, last_loaded)"
+                " VALUES (?, ?, 'big', 'ridge', ?, ?, ?)",
+                [(1_000_000 + k, f"{k:064x}",
+                  json.dumps(dict(model, name=f"m{k:02d}" + "x" * NAME)), now, now + k)
+                 for k in range(MODELS)])
 con.commit()
 con.close()
 
@@ -157,7 +176,7 @@ with cleaned_up(d):
           isinstance(ts, list) and len(ts) == len(set(ts)) and set(range(since, now)) <= set(ts),
           str(ts)[:300] if not isinstance(ts, list) else f"{len(ts)} samples")
 
-    jobs, sizes = pages(d.sock, "ListJobs", {}, "jobs", "next_offset")
+    jobs, sizes = pages(d.sock, "ListJobs", {}, "jobs", "next_before")
     print(f"# ListJobs pages (jobs, bytes): {sizes}")
     check("every ListJobs reply is within 4 MiB, and there are pages",
           all(b <= CAP for _, b, _ in sizes) and len(sizes) > 1, str(sizes))
@@ -168,6 +187,67 @@ with cleaned_up(d):
     names = [j["job"] for j in got["jobs"]] if isinstance(got, dict) else got
     check("wattprof jobs lists every job once", isinstance(names, list) and sorted(names) == want,
           str(names)[:300] if not isinstance(names, list) else f"{len(names)} of {JOBS}")
+
+    # Jobs that start between two pages: five newer than every listed one,
+    # and one older. The second page resumes after the first page's last
+    # job, so no job of the first page comes again (with offsets, the five
+    # pushed five of them onto the second page) and the older one is there.
+    first, _ = raw_call(d.sock, "ListJobs", {})
+    con = sqlite3.connect(d.db, timeout=30)
+    with con:
+        insert_processes(con, [(30_000_000 + i, 300_000 + i, "j", now - 10, now - 5, now - 5,
+                                f"new-{i}") for i in range(5)] +
+                         [(30_000_005, 300_005, "j", now - 3 * HOST_S, now - 3 * HOST_S + 60,
+                           now - 3 * HOST_S + 60, "old-0")])
+        insert_minute_rows(con, "p.id >= 30000000")
+    con.close()
+    rest, sizes = pages(d.sock, "ListJobs", {"before": first["next_before"]}, "jobs",
+                        "next_before")
+    names = [j["job"] for j in first["jobs"] + rest]
+    check("jobs started between two pages: every job once, the older new one, none newer",
+          sorted(names) == sorted(want + ["old-0"]),
+          f"{len(first['jobs'])} + {[n for n, _, _ in sizes]}: {len(names)} jobs, "
+          f"{len(set(names))} distinct, new: {[n for n in names if n[:3] in ('new', 'old')]}")
+
+    try:
+        got = str(raw_call(d.sock, "ListModels", {}))[:200]
+    except VarlinkError as e:
+        got = (e.name, e.parameters)
+    check(f"ListModels of {MODELS} models of 100 KB: ReplyTooLarge, no parameter to reduce",
+          got[0] == M + "ReplyTooLarge" and got[1].get("parameter") is None and
+          got[1].get("limit_bytes") == CAP and
+          "models on record take more than" in got[1]["reason"],
+          str(got))
+    p = subprocess.run([WATTPROF, "models", "--socket", d.sock], capture_output=True, text=True,
+                       timeout=60)
+    check("wattprof models exits 1 saying the answer would pass 4194304 bytes",
+          p.returncode == 1 and "ListModels would pass its 4194304 bytes per reply" in p.stderr,
+          f"{p.returncode}: {p.stderr}")
+    con = sqlite3.connect(d.db, timeout=30)
+    with con:
+        con.execute("DELETE FROM models WHERE name = 'big' AND sha256 >= ?", (f"{30:064x}",))
+    con.close()
+    r, size = raw_call(d.sock, "ListModels", {})
+    names = sorted(m["name"][:3] for m in r["models"] if len(m["name"]) > NAME)
+    check(f"... with 30 of them left ({size} bytes), ListModels answers them all",
+          names == [f"m{k:02d}" for k in range(30)] and size <= CAP, f"{names} {size}")
+
+    # A job whose id alone is past a reply (only a database written behind
+    # the daemon's back has one: it keeps 63 bytes of an id).
+    giant = "g" * CAP
+    con = sqlite3.connect(d.db, timeout=30)
+    with con:
+        insert_processes(con, [(30_000_010, 300_010, "j", now - 4 * HOST_S, now - 4 * HOST_S + 60,
+                                now - 4 * HOST_S + 60, giant)])
+    con.close()
+    try:  # the page after old-0, the oldest but for it (a request stays within 64 KiB)
+        got = str(raw_call(d.sock, "ListJobs", {"before": {"start": now - 3 * HOST_S,
+                                                           "job": "old-0"}}))[:200]
+    except VarlinkError as e:
+        got = (e.name, e.parameters)
+    check("ListJobs of a job whose id is 4 MiB: ReplyTooLarge, not an empty page to follow",
+          got[0] == M + "ReplyTooLarge" and "a job's JSON alone" in got[1].get("reason", ""),
+          str(got)[:300])
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
 T = 50_000

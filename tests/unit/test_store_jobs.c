@@ -183,11 +183,97 @@ static void test_jobs(void **state)
     assert_int_equal(store_close(s), 0);
 }
 
+/* Reads one page of at most `limit` jobs after (start, job) into ids[],
+ * "" past the last; returns how many. */
+static size_t job_page(fixture *f, double start, const char *job, size_t limit, char ids[][8])
+{
+    char err[UTIL_ERRLEN];
+    store_reader *r = reader(f);
+    store_job_query q = {.since = T0 - 60,
+                         .until = T0 + 3600,
+                         .uid = -1,
+                         .before_job = job,
+                         .before_start = start,
+                         .limit = limit};
+    store_job *j;
+    size_t n;
+
+    assert_int_equal(store_list_jobs(r, &q, &j, &n, err, sizeof(err)), 0);
+    assert_true(n <= limit);
+    for (size_t i = 0; i < n; i++) {
+        assert_true(strlen(j[i].job) < 8);
+        strcpy(ids[i], j[i].job);
+    }
+    store_jobs_free(j, n);
+    store_reader_close(r);
+    return n;
+}
+
+/* One job of one process, first seen at second t, with a row there. */
+static void one_job(store *s, int64_t t, pid_t pid, const char *job)
+{
+    push_job_info(s, t * NS, pid, "job", 1000, job);
+    assert_int_equal(push_proc(s, t * NS + NS / 2, pid, 1, 1.0, 1.0, 0.5, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+}
+
+/* Keyset pages: a page resumes strictly after the last job of the one
+ * before (by start, newest first, then by id), so jobs that start between
+ * two pages appear in neither, and none of the listing repeats or goes
+ * missing; with offsets, a job starting in between pushed the first page's
+ * last job onto the second. Jobs of one second page by id. */
+static void test_jobs_keyset_pages(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    char ids[8][8];
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    one_job(s, T0, 20, "d");
+    one_job(s, T0 + 1, 21, "c");
+    one_job(s, T0 + 2, 22, "b2");
+    one_job(s, T0 + 2, 23, "b1"); /* the same second: b1 before b2 */
+    one_job(s, T0 + 3, 24, "a");
+
+    assert_int_equal(job_page(f, 0, NULL, 3, ids), 3);
+    assert_string_equal(ids[0], "a");
+    assert_string_equal(ids[1], "b1");
+    assert_string_equal(ids[2], "b2");
+    /* Two jobs start before the next page is asked for. */
+    one_job(s, T0 + 4, 25, "new1");
+    one_job(s, T0 + 5, 26, "new2");
+    assert_int_equal(job_page(f, (double)(T0 + 2), "b2", 3, ids), 2);
+    assert_string_equal(ids[0], "c");
+    assert_string_equal(ids[1], "d");
+    assert_int_equal(job_page(f, (double)T0, "d", 3, ids), 0);
+
+    /* A page that ends inside a second resumes inside it. */
+    assert_int_equal(job_page(f, (double)(T0 + 3), "a", 1, ids), 1);
+    assert_string_equal(ids[0], "b1");
+    assert_int_equal(job_page(f, (double)(T0 + 2), "b1", 1, ids), 1);
+    assert_string_equal(ids[0], "b2");
+    /* Every job once, pages of one from the top. */
+    const char *want[] = {"new2", "new1", "a", "b1", "b2", "c", "d"};
+    double start = 0;
+    char last[8] = "";
+    for (size_t k = 0; k < 7; k++) {
+        assert_int_equal(job_page(f, start, k ? last : NULL, 1, ids), 1);
+        assert_string_equal(ids[0], want[k]);
+        strcpy(last, ids[0]);
+        start = (double)(T0 + (int64_t[]){5, 4, 3, 2, 2, 1, 0}[k]);
+    }
+    assert_int_equal(job_page(f, start, last, 1, ids), 0);
+    assert_int_equal(store_close(s), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_migration_process_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_jobs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_jobs_keyset_pages, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
