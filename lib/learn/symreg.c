@@ -62,7 +62,7 @@ void symreg_params_default(symreg_params *p)
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
-        .lm_iterations = 20,
+        .lm_iterations = 10,
         .cache = true,
         .seed = 1,
         .threads = 1,
