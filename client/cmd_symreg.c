@@ -73,7 +73,7 @@ static void help(void)
         "                stall [0] (stop after this many generations without progress; 0 never),\n"
         "                time_limit [0] (seconds; 0 never), seed [1]\n"
         "  [fitness]     metric = mape|mse|rmse [mape]\n"
-        "  [constants]   lm = on|off [on] (Levenberg-Marquardt), lm_iterations [20],\n"
+        "  [constants]   lm = on|off [on] (Levenberg-Marquardt), lm_iterations [10],\n"
         "                cache = on|off [on] (an equation shaped as one fitted before\n"
         "                takes that one's constants and error, without fitting)\n"
         "  [selection]   rule = bic|cv|score|accurate [bic]: which equation of the front to\n"

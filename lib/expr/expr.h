@@ -84,6 +84,12 @@ expr *expr_new_op(enum expr_op op, expr *a, expr *b);
  * expr_print shows (x+0, x*1, x-x, x/x, c1*(c2*x), ...); NULL when out of
  * memory. The value at every point is unchanged where both are finite. */
 expr *expr_simplify(const expr *e);
+/* The expanded form of a polynomial (constants, features, + - *, unary
+ * minus, square, cube, division by a nonzero constant): a sum of monomials,
+ * highest degree first, each with one coefficient (left out when it is 1).
+ * *out is NULL when e is not such a polynomial, has a feature past the
+ * eighth or a power over 12, or needs more than max_terms monomials. */
+int expr_expand_poly(const expr *e, size_t max_terms, expr **out);
 /* Number of variable indices the expression uses: 1 + the largest, 0 when
  * it has no variable. Callers check it against their column count. */
 size_t expr_n_vars(const expr *e);

@@ -21,6 +21,7 @@
 #define CV_ITERATIONS 50      /* Levenberg-Marquardt iterations of each fold's refit */
 #define SCORE_WINDOW 1.5      /* the score rule looks within this factor of the lowest MSE */
 #define POLISH_ITERATIONS 200 /* Levenberg-Marquardt iterations of the final refit */
+#define POLY_TERMS 32         /* monomials of the longest expanded polynomial tried */
 
 /* Rounding tries within these many standard errors, in turn. */
 static const double factors[] = {1, 0.1, 0.01, 1e-3};
@@ -432,8 +433,9 @@ static int refit_and_round(struct polish *pl, const expr *e, double allowed, exp
     return r;
 }
 
-int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, const double *y,
-                  size_t n, expr **out, symreg_const **consts, size_t *n_consts)
+static int polish_form(const expr *e, enum symreg_fitness f, const double *const *x,
+                       const double *y, size_t n, expr **out, symreg_const **consts,
+                       size_t *n_consts)
 {
     struct polish pl = {.x = x, .y = y, .n = n};
     double *w = NULL, rss, floor, allowed = 0;
@@ -538,5 +540,48 @@ int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, 
     free(pl.jac);
     free(se);
     free(fitted);
+    return r;
+}
+
+int symreg_polish(const expr *e, enum symreg_fitness f, const double *const *x, const double *y,
+                  size_t n, expr **out, symreg_const **consts, size_t *n_consts)
+{
+    expr *poly = NULL, *pe = NULL, *s = NULL;
+    symreg_const *pc = NULL;
+    size_t pk = 0;
+    int r = polish_form(e, f, x, y, n, out, consts, n_consts);
+
+    if (r == 0 && !(s = expr_simplify(e))) /* x * y / y is a polynomial once simplified */
+        r = -ENOMEM;
+    if (r == 0)
+        r = expr_expand_poly(s, POLY_TERMS, &poly);
+    if (r == 0 && poly)
+        r = polish_form(poly, f, x, y, n, &pe, &pc, &pk);
+    /* The expanded polynomial, polished the same way, replaces the found
+     * form when its nodes plus its constants (each a parameter fitted to
+     * the data) are no more: an exact fit found as a product of factors or
+     * with constants spread over levels is written as the sum of monomials
+     * its constants round in, 0.25 * (6 * a * b * a + 16) as
+     * 1.5 * square(a) * b + 4. */
+    if (r == 0 && pe && expr_size(pe) + pk <= expr_size(*out) + *n_consts) {
+        expr_free(*out);
+        free(*consts);
+        *out = pe;
+        *consts = pc;
+        *n_consts = pk;
+        pe = NULL;
+        pc = NULL;
+    }
+    expr_free(s);
+    expr_free(poly);
+    expr_free(pe);
+    free(pc);
+    if (r < 0 && *out) {
+        expr_free(*out);
+        free(*consts);
+        *out = NULL;
+        *consts = NULL;
+        *n_consts = 0;
+    }
     return r;
 }

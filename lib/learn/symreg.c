@@ -16,9 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-#define INIT_TRIES 100           /* attempts at an initial tree within the size limit */
-#define SYMREG_CACHE_SLOTS 16384 /* fitted shapes remembered (symreg-cache.c) */
-#define SYMREG_PARETO_MAX 64     /* candidates a Pareto tournament looks at, at most */
+#define INIT_TRIES 100               /* attempts at an initial tree within the size limit */
+#define SYMREG_CACHE_SLOTS 16384     /* fitted shapes remembered (symreg-cache.c) */
+#define SYMREG_PARETO_MAX 64         /* candidates a Pareto tournament looks at, at most */
+#define ARCHIVE_REFIT_ITERATIONS 100 /* LM steps of the final refit of each size's best */
 
 struct ind {
     expr *e;
@@ -61,7 +62,7 @@ void symreg_params_default(symreg_params *p)
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
-        .lm_iterations = 20,
+        .lm_iterations = 10,
         .cache = true,
         .seed = 1,
         .threads = 1,
@@ -599,6 +600,40 @@ out:
 
 /* ---- Results ------------------------------------------------------------ */
 
+/* Refits the constants of the archive's equations to convergence: the search
+ * stops each fit after lm_iterations steps, enough to rank children but not
+ * to compare the sizes of the front fairly. A refit that ends worse (LM
+ * stopped on a rejected step) keeps the search's constants. */
+static int refit_archive(struct engine *g)
+{
+    symreg_params p = *g->p;
+    struct engine h = *g;
+    double *pred = malloc((g->n ? g->n : 1) * sizeof(double));
+    int r = pred ? 0 : -ENOMEM;
+
+    p.lm_iterations = ARCHIVE_REFIT_ITERATIONS;
+    h.p = &p;
+    for (size_t s = 1; s <= p.max_size && r == 0; s++) {
+        struct ind *a = &g->archive[s];
+        if (!a->e || !p.lm || g->p->lm_iterations == 0 || expr_n_consts(a->e) == 0)
+            continue;
+        struct ind t = *a;
+        if (!(t.e = expr_clone(a->e))) {
+            r = -ENOMEM;
+            break;
+        }
+        r = evaluate(&h, &t, pred);
+        if (r == 0 && t.err < a->err) {
+            expr_free(a->e);
+            *a = t;
+        } else {
+            expr_free(t.e);
+        }
+    }
+    free(pred);
+    return r;
+}
+
 /* The non-dominated (size, error) pairs of the archive, by size. */
 static int build_front(symreg_result *res, const struct engine *g)
 {
@@ -713,6 +748,8 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
         r = -ENOMEM;
     if (r == 0)
         r = evolve(&g, &pop, &best, t0, progress, ctx, &res->generations, &res->stop);
+    if (r == 0)
+        r = refit_archive(&g);
     if (r == 0)
         r = build_front(res, &g);
     if (r == 0) {

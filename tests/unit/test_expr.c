@@ -185,6 +185,47 @@ static void test_flat_chains(void **state)
     free(deep);
 }
 
+/* Polynomials expand into monomials, highest degree first; anything else,
+ * or a polynomial past the term limit, is refused. */
+static void test_expand_poly(void **state)
+{
+    static const char *const cases[][2] = {
+        {"0.25 * (6 * x * m * x + 16)", "1.5 * square(x) * m + 4"},
+        {"x * (x + 1) * (square(x) + 1)", "square(square(x)) + cube(x) + square(x) + x"},
+        {"(x - m) * (x + m) / 2", "0.5 * square(x) - 0.5 * square(m)"},
+        {"-(x * x) + 3", "3 - square(x)"},
+        {"cube(x + 1) - 3 * x * (x + 1) - 1", "cube(x)"},
+        {"x * square(square(x)) + cube(square(x))", "square(cube(x)) + x * square(square(x))"},
+        {"x - x", "0"},
+    };
+    static const char *const refused[] = {"x / m", "log(x) + 1", "x / (1 - 1)", "sqrt(x)"};
+    expr *p;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        expr *e = parse_ok(cases[i][0]);
+        assert_int_equal(expr_expand_poly(e, 32, &p), 0);
+        assert_non_null(p);
+        char *got = expr_print(p, vars);
+        assert_string_equal(got, cases[i][1]);
+        free(got);
+        expr_free(p);
+        expr_free(e);
+    }
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        expr *e = parse_ok(refused[i]);
+        assert_int_equal(expr_expand_poly(e, 32, &p), 0);
+        assert_null(p);
+        expr_free(e);
+    }
+    expr *e = parse_ok("cube(x + m + 1)"); /* ten monomials */
+    assert_int_equal(expr_expand_poly(e, 9, &p), 0);
+    assert_null(p);
+    assert_int_equal(expr_expand_poly(e, 10, &p), 0);
+    assert_non_null(p);
+    expr_free(p);
+    expr_free(e);
+}
+
 static void test_protected_ops(void **state)
 {
     double x[] = {0, -4, 2, 1000}, out[4];
@@ -423,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_no_infinite_folds),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_flat_chains),
+        cmocka_unit_test(test_expand_poly),
         cmocka_unit_test(test_protected_ops),
         cmocka_unit_test(test_eval_matches_c),
         cmocka_unit_test(test_shape_and_constants),

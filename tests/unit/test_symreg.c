@@ -360,6 +360,40 @@ static void test_cache_in_runs(void **state)
     symreg_result_free(res);
 }
 
+/* The search stops each fit after lm_iterations steps; the front comes out
+ * with its constants fitted to convergence, each at the error a full fit
+ * gives. */
+static void test_front_refitted(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+    size_t fitted = 0;
+
+    make_data(&d, memory_shape, 4);
+    symreg_params_default(&p);
+    p.fitness = SYMREG_RMSE;
+    p.population = 100;
+    p.generations = 10;
+    p.lm_iterations = 1;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    for (size_t i = 0; i < res->n_front; i++) {
+        expr *e = expr_clone(res->front[i].e);
+        double rss;
+        if (expr_n_consts(e) == 0) {
+            expr_free(e);
+            continue;
+        }
+        assert_int_equal(expr_fit_consts(e, d.cols, d.y, N, 200, &rss), 0);
+        assert_true(res->front[i].error <= sqrt(rss / N) * (1 + 1e-6) + 1e-9);
+        fitted++;
+        expr_free(e);
+    }
+    assert_true(fitted > 0);
+    symreg_result_free(res);
+}
+
 static void test_bad_params(void **state)
 {
     struct data d;
@@ -435,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_same_result_any_thread_count),
         cmocka_unit_test(test_cache_shapes),
         cmocka_unit_test(test_cache_in_runs),
+        cmocka_unit_test(test_front_refitted),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_koza1),
     };

@@ -168,15 +168,32 @@ static void test_polish_rounds_to_the_data(void **state)
     expr_free(e);
 }
 
+/* Polishing `from` on noiseless data of d gives 1.5 * x * m + 4. */
+static void polish_to_truth(const struct data *d, const char *from)
+{
+    symreg_const *k;
+    size_t nk;
+    expr *out, *e = parse_ok(from);
+
+    assert_int_equal(symreg_polish(e, SYMREG_RMSE, d->cols, d->y, N, &out, &k, &nk), 0);
+    char *text = expr_print(out, vars);
+    assert_string_equal(text, "1.5 * x * m + 4");
+    assert_int_equal(nk, 2);
+    assert_true(k[0].value == 1.5 && k[1].value == 4);
+    free(text);
+    free(k);
+    expr_free(out);
+    expr_free(e);
+}
+
 /* Leftovers of a search that found the right shape: a term with a
  * coefficient of round-off size, a constant 1e-13 from a round number. */
 static void test_polish_drops_leftovers(void **state)
 {
-    static const char *const cases[][2] = {
-        {"1.5 * x * m + 4 + 2.2e-15 * x", "1.5 * x * m + 4"},
-        {"1.4999999999998 * (x + 3e-16) * m + 4.0000000000002", "1.5 * x * m + 4"},
-        {"0.0009372890417794 * (1542.4138920155 - 1.76e-13 * m + 57.946224381774) * x * m + 4",
-         "1.5 * x * m + 4"},
+    static const char *const cases[] = {
+        "1.5 * x * m + 4 + 2.2e-15 * x",
+        "1.4999999999998 * (x + 3e-16) * m + 4.0000000000002",
+        "0.0009372890417794 * (1542.4138920155 - 1.76e-13 * m + 57.946224381774) * x * m + 4",
     };
     struct data d;
     symreg_const *k;
@@ -184,24 +201,53 @@ static void test_polish_drops_leftovers(void **state)
     expr *out;
 
     make_data(&d, 0, 3);
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        expr *e = parse_ok(cases[i][0]);
-        assert_int_equal(symreg_polish(e, SYMREG_RMSE, d.cols, d.y, N, &out, &k, &nk), 0);
-        char *text = expr_print(out, vars);
-        assert_string_equal(text, cases[i][1]);
-        assert_int_equal(nk, 2);
-        assert_true(k[0].value == 1.5 && k[1].value == 4);
-        free(text);
-        free(k);
-        expr_free(out);
-        expr_free(e);
-    }
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        polish_to_truth(&d, cases[i]);
     /* Noisy: a term the data cannot see goes, the others stay. */
     make_data(&d, 0.5, 4);
     expr *e = parse_ok("1.5 * x * m + 4 + 1e-9 * m");
     assert_int_equal(symreg_polish(e, SYMREG_RMSE, d.cols, d.y, N, &out, &k, &nk), 0);
     assert_int_equal(nk, 2);
     assert_int_equal(expr_size(out), 7);
+    free(k);
+    expr_free(out);
+    expr_free(e);
+}
+
+/* An exact fit found with its constants spread over levels, or as a
+ * product, is written as the sum of monomials when that is no longer in
+ * nodes plus constants. */
+static void test_polish_expands_polynomials(void **state)
+{
+    static const char *const cases[] = {
+        "0.25 * (6 * x * m + 16)",
+        "0.5 * (3.0000000001 * (x + 1.3333333333) * m + 8 - 4 * m)",
+        "3 * (0.5 * x * m + 1.3333333333333333)",
+    };
+    struct data d;
+
+    make_data(&d, 0, 3);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        polish_to_truth(&d, cases[i]);
+}
+
+/* y = (x + 1) * (m + 2): 5 nodes and 2 constants against x * m + 2 * x
+ * + m + 2, 9 nodes and 2 constants. */
+static void test_polish_keeps_a_shorter_product(void **state)
+{
+    struct data d;
+    symreg_const *k;
+    size_t nk;
+    expr *out;
+
+    make_data(&d, 0, 3);
+    for (int i = 0; i < N; i++)
+        d.y[i] = (d.x[i] + 1) * (d.m[i] + 2);
+    expr *e = parse_ok("(x + 0.9999999) * (m + 2.0000001)");
+    assert_int_equal(symreg_polish(e, SYMREG_RMSE, d.cols, d.y, N, &out, &k, &nk), 0);
+    char *text = expr_print(out, vars);
+    assert_string_equal(text, "(x + 1) * (m + 2)");
+    free(text);
     free(k);
     expr_free(out);
     expr_free(e);
@@ -251,6 +297,8 @@ int main(void)
         cmocka_unit_test(test_rule_exact),
         cmocka_unit_test(test_polish_rounds_to_the_data),
         cmocka_unit_test(test_polish_drops_leftovers),
+        cmocka_unit_test(test_polish_expands_polynomials),
+        cmocka_unit_test(test_polish_keeps_a_shorter_product),
         cmocka_unit_test(test_budgets_stop_with_the_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
