@@ -27,6 +27,7 @@ enum {
     ST_ENERGY,
     ST_INFO,
     ST_EXIT,
+    ST_TOTALS,
     ST_DOMAIN,
     ST_HOST,
     ST_CALIB,
@@ -43,29 +44,30 @@ static const char *const statements[ST_COUNT] = {
      * process_energy_recent from the watermark on. An update every second
      * rewrote the page of every running process's row, most of what a
      * commit wrote. */
-    [ST_PROC] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, class)"
-                " VALUES (?1, ?2, ?3, ?4, ?4, ?5)"
+    [ST_PROC] = "INSERT INTO process_info (boot_id, pid, start_time, first_seen)"
+                " VALUES (?1, ?2, ?3, ?4)"
                 " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
                 " first_seen = min(first_seen, excluded.first_seen)",
     /* A process already written: its row by id, checked against its key
      * (the id is the writer's hint, and a rolled-back or deleted row's id
      * can come back for another process). A read: it changes no page. */
-    [ST_PROC_CHECK] = "SELECT 1 FROM processes"
+    [ST_PROC_CHECK] = "SELECT 1 FROM process_info"
                       " WHERE id = ?4 AND pid = ?2 AND start_time = ?3 AND boot_id = ?1",
     /* The fold (conn_fold): the rows of seconds [?1, ?2) by process, each
      * process's in time order, added to its row one by one as they used to
      * be, so the totals' rounding does not depend on when folds ran. */
     [ST_FOLD] = "SELECT process_id, t, attributed_j, standalone_j, cpu_s, class"
                 " FROM process_energy_recent WHERE t >= ?1 AND t < ?2 ORDER BY process_id, t",
-    [ST_FOLD_ROW] = "SELECT attributed_j, standalone_j, cpu_s, last_seen, class FROM processes"
+    [ST_FOLD_ROW] = "SELECT attributed_j, standalone_j, cpu_s, last_seen, class FROM process_totals"
                     " WHERE id = ?1",
-    [ST_FOLD_SET] = "UPDATE processes SET attributed_j = ?2, standalone_j = ?3, cpu_s = ?4,"
+    [ST_FOLD_SET] = "UPDATE process_totals SET attributed_j = ?2, standalone_j = ?3, cpu_s = ?4,"
                     " last_seen = ?5, class = ?6 WHERE id = ?1",
     [ST_FOLD_MARK] = "UPDATE process_fold SET t = ?1",
     [ST_FOLD_GET] = "SELECT t FROM process_fold",
     /* Not RETURNING on ST_PROC: that opens a temporary b-tree (a pager and a
      * 64 KiB page, malloc'ed and freed) on every step. */
-    [ST_PROC_ID] = "SELECT id FROM processes WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
+    [ST_PROC_ID] =
+        "SELECT id FROM process_info WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
     /* Keyed (t, process_id): a second's rows are appended together. */
     [ST_ENERGY] = "INSERT INTO process_energy_recent (process_id, t, attributed_j, standalone_j,"
                   " cpu_s, class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
@@ -75,17 +77,25 @@ static const char *const statements[ST_COUNT] = {
                   " cpu_s = cpu_s + excluded.cpu_s, class = excluded.class,"
                   " model_id = excluded.model_id",
     [ST_INFO] =
-        "INSERT INTO processes (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
-        " first_seen, last_seen, job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8, ?9)"
+        "INSERT INTO process_info (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+        " first_seen, job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
         " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
         " comm = coalesce(excluded.comm, comm), cmdline = coalesce(excluded.cmdline, cmdline),"
         " uid = coalesce(excluded.uid, uid), cgroup = coalesce(excluded.cgroup, cgroup),"
         " job = coalesce(excluded.job, job),"
         " first_seen = min(first_seen, excluded.first_seen)",
-    [ST_EXIT] = "INSERT INTO processes (boot_id, pid, start_time, first_seen, last_seen, exit_time)"
-                " VALUES (?1, ?2, ?3, ?4, ?4, ?4)"
+    [ST_EXIT] = "INSERT INTO process_info (boot_id, pid, start_time, first_seen, exit_time)"
+                " VALUES (?1, ?2, ?3, ?4, ?4)"
                 " ON CONFLICT (boot_id, pid, start_time) DO UPDATE SET"
-                " exit_time = excluded.exit_time, last_seen = max(last_seen, excluded.last_seen)",
+                " exit_time = excluded.exit_time",
+    /* A process's totals row, made with its info row (ST_PROC, ST_INFO,
+     * ST_EXIT): last seen ?4, class ?5 when new; an exit (?6) moves
+     * last_seen on to the exit time. */
+    [ST_TOTALS] = "INSERT INTO process_totals (id, last_seen, class)"
+                  " SELECT id, ?4, ?5 FROM process_info"
+                  " WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3"
+                  " ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)"
+                  " WHERE ?6",
     [ST_DOMAIN] =
         "INSERT INTO host_energy (t, domain, measured_j, modeled_j) VALUES (?1, ?2, ?3, ?4)"
         " ON CONFLICT (t, domain) DO UPDATE SET"
@@ -295,6 +305,24 @@ static void bind_identity(store *s, sqlite3_stmt *st, int32_t pid, uint64_t star
     sqlite3_bind_int64(st, 3, (int64_t)start_time);
 }
 
+/* Makes process (pid, start_time)'s totals row once its info row is
+ * written: last seen t and class *klass (NULL: none) when new; an exit moves
+ * last_seen on to t. */
+static int write_totals(store *s, int32_t pid, uint64_t start_time, int64_t t, const int *klass,
+                        bool exited)
+{
+    sqlite3_stmt *st = s->stmt[ST_TOTALS];
+
+    bind_identity(s, st, pid, start_time);
+    sqlite3_bind_int64(st, 4, t);
+    if (klass)
+        sqlite3_bind_int(st, 5, *klass);
+    else
+        sqlite3_bind_null(st, 5);
+    sqlite3_bind_int(st, 6, exited);
+    return run(st);
+}
+
 static int write_events(store *s)
 {
     int rc = SQLITE_OK;
@@ -316,6 +344,8 @@ static int write_events(store *s)
             sqlite3_bind_int64(st, 4, e->t);
         }
         rc = run(st);
+        if (rc == SQLITE_OK)
+            rc = write_totals(s, e->pid, e->start_time, e->t, NULL, e->kind != ITEM_INFO);
     }
     return rc;
 }
@@ -344,8 +374,9 @@ static int insert_process(store *s, agg_proc *p, const agg_sec *e)
 
     bind_identity(s, st, p->pid, p->start_time);
     sqlite3_bind_int64(st, 4, e->t);
-    sqlite3_bind_int(st, 5, e->klass);
     rc = run(st);
+    if (rc == SQLITE_OK)
+        rc = write_totals(s, p->pid, p->start_time, e->t, &e->klass, false);
     if (rc != SQLITE_OK)
         return rc;
     st = s->stmt[ST_PROC_ID];

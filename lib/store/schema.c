@@ -39,6 +39,57 @@ static const char migrate_host_attribution_calibration[] =
     "CREATE TABLE process_fold (t INTEGER NOT NULL);"                                              \
     "INSERT INTO process_fold SELECT coalesce(max(t) + 1, 0) FROM process_energy_recent;"
 
+/* 7 -> 8, process totals in a table of their own: a fold (every few
+ * seconds) rewrites the row of every process that ran, and with the
+ * identity, command line and cgroup in the same row that was one page per
+ * few processes, or per process with long command lines: as much as the
+ * per-second rows themselves (docs/storage.md). process_totals holds what a
+ * fold changes, about 40 bytes a process; process_info what is written once.
+ * `processes` becomes a view of both with its old columns, so readers and
+ * ad-hoc SQL are unchanged; INSTEAD OF triggers keep it writable by hand. */
+static const char migrate_process_totals[] =
+    "CREATE TABLE process_info ("
+    " id INTEGER PRIMARY KEY, boot_id TEXT NOT NULL, pid INTEGER NOT NULL,"
+    " start_time INTEGER NOT NULL, comm TEXT, cmdline TEXT, uid INTEGER, cgroup TEXT,"
+    " first_seen INTEGER NOT NULL, exit_time INTEGER, job TEXT,"
+    " UNIQUE (boot_id, pid, start_time));"
+    "CREATE TABLE process_totals ("
+    " id INTEGER PRIMARY KEY, last_seen INTEGER NOT NULL, class INTEGER,"
+    " attributed_j REAL NOT NULL DEFAULT 0, standalone_j REAL NOT NULL DEFAULT 0,"
+    " cpu_s REAL NOT NULL DEFAULT 0);"
+    "INSERT INTO process_info SELECT id, boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+    " first_seen, exit_time, job FROM processes;"
+    "INSERT INTO process_totals SELECT id, last_seen, class, attributed_j, standalone_j, cpu_s"
+    " FROM processes;"
+    "DROP TABLE processes;"
+    "CREATE INDEX processes_pid ON process_info(pid);"
+    "CREATE INDEX processes_job ON process_info(job) WHERE job IS NOT NULL;"
+    "CREATE INDEX processes_last_seen ON process_totals(last_seen);"
+    "CREATE VIEW processes AS SELECT i.id AS id, i.boot_id AS boot_id, i.pid AS pid,"
+    " i.start_time AS start_time, i.comm AS comm, i.cmdline AS cmdline, i.uid AS uid,"
+    " i.cgroup AS cgroup, i.first_seen AS first_seen, t.last_seen AS last_seen,"
+    " i.exit_time AS exit_time, t.class AS class, t.attributed_j AS attributed_j,"
+    " t.standalone_j AS standalone_j, t.cpu_s AS cpu_s, i.job AS job"
+    " FROM process_info i JOIN process_totals t ON t.id = i.id;"
+    "CREATE TRIGGER processes_insert INSTEAD OF INSERT ON processes BEGIN"
+    " INSERT INTO process_info (id, boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+    " first_seen, exit_time, job) VALUES (NEW.id, NEW.boot_id, NEW.pid, NEW.start_time,"
+    " NEW.comm, NEW.cmdline, NEW.uid, NEW.cgroup, NEW.first_seen, NEW.exit_time, NEW.job);"
+    " INSERT INTO process_totals (id, last_seen, class, attributed_j, standalone_j, cpu_s)"
+    " VALUES (last_insert_rowid(), NEW.last_seen, NEW.class, coalesce(NEW.attributed_j, 0),"
+    " coalesce(NEW.standalone_j, 0), coalesce(NEW.cpu_s, 0)); END;"
+    "CREATE TRIGGER processes_update INSTEAD OF UPDATE ON processes BEGIN"
+    " UPDATE process_info SET id = NEW.id, boot_id = NEW.boot_id, pid = NEW.pid,"
+    " start_time = NEW.start_time, comm = NEW.comm, cmdline = NEW.cmdline, uid = NEW.uid,"
+    " cgroup = NEW.cgroup, first_seen = NEW.first_seen, exit_time = NEW.exit_time,"
+    " job = NEW.job WHERE id = OLD.id;"
+    " UPDATE process_totals SET id = NEW.id, last_seen = NEW.last_seen, class = NEW.class,"
+    " attributed_j = NEW.attributed_j, standalone_j = NEW.standalone_j, cpu_s = NEW.cpu_s"
+    " WHERE id = OLD.id; END;"
+    "CREATE TRIGGER processes_delete INSTEAD OF DELETE ON processes BEGIN"
+    " DELETE FROM process_info WHERE id = OLD.id;"
+    " DELETE FROM process_totals WHERE id = OLD.id; END;";
+
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -129,6 +180,9 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
 
     /* 7: processes' totals folded every few seconds, not every second */
     MIGRATE_FOLD_WATERMARK,
+
+    /* 8: the totals a fold rewrites apart from what is written once */
+    migrate_process_totals,
 };
 
 int schema_errno(sqlite3 *db, int rc)

@@ -88,7 +88,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 7
+#define STORE_SCHEMA_VERSION 8
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */

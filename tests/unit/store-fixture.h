@@ -134,6 +134,24 @@ static inline void raw_exec(sqlite3 *db, const char *sql)
         fail_msg("%s: %s", sql, msg);
 }
 
+/* SQL that turns the `processes` view back into the table it was up to
+ * schema version 7 (identity and totals in one row), for tests that start
+ * from an older version by taking the newer one apart. */
+#define STORE_PROCESSES_AS_V7                                                                      \
+    "CREATE TABLE processes_v7 ("                                                                  \
+    " id INTEGER PRIMARY KEY, boot_id TEXT NOT NULL, pid INTEGER NOT NULL,"                        \
+    " start_time INTEGER NOT NULL, comm TEXT, cmdline TEXT, uid INTEGER, cgroup TEXT,"             \
+    " first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL, exit_time INTEGER,"                 \
+    " class INTEGER, attributed_j REAL NOT NULL DEFAULT 0,"                                        \
+    " standalone_j REAL NOT NULL DEFAULT 0, cpu_s REAL NOT NULL DEFAULT 0, job TEXT,"              \
+    " UNIQUE (boot_id, pid, start_time));"                                                         \
+    "INSERT INTO processes_v7 SELECT * FROM processes;"                                            \
+    "DROP VIEW processes; DROP TABLE process_info; DROP TABLE process_totals;"                     \
+    "ALTER TABLE processes_v7 RENAME TO processes;"                                                \
+    "CREATE INDEX processes_pid ON processes(pid);"                                                \
+    "CREATE INDEX processes_last_seen ON processes(last_seen);"                                    \
+    "CREATE INDEX processes_job ON processes(job) WHERE job IS NOT NULL;"
+
 /* ---- Pushing --------------------------------------------------------------- */
 
 static inline int push_proc(store *s, int64_t t_ns, pid_t pid, uint64_t start, double a, double sa,

@@ -35,7 +35,8 @@ static void test_schema_created(void **state)
     fixture *f = *state;
     store_config c;
     const char *tables[] = {"models",
-                            "processes",
+                            "process_info",
+                            "process_totals",
                             "process_energy_recent",
                             "process_energy_settled",
                             "process_energy_batch",
@@ -69,6 +70,10 @@ static void test_schema_created(void **state)
     /* the per-second rows of both tables, as one */
     assert_int_equal(raw_num(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"
                                  " AND name = 'process_energy'"),
+                     1);
+    /* a process's identity and its totals, as one row */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM sqlite_master WHERE type = 'view'"
+                                 " AND name = 'processes'"),
                      1);
     sqlite3_close(db);
     /* WAL is a property of the file: a fresh connection sees it. */

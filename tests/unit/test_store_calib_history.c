@@ -43,6 +43,7 @@ static void make_previous(fixture *f, int64_t t)
     config(&c);
     assert_int_equal(store_close(open_store(f->path, &c)), 0);
     db = raw_open(f->path);
+    raw_exec(db, STORE_PROCESSES_AS_V7);
     raw_exec(db, "ALTER TABLE host_attribution DROP COLUMN idle_source;"
                  "ALTER TABLE host_attribution DROP COLUMN calib_t;"
                  "ALTER TABLE host_attribution_minute DROP COLUMN idle_source;"

@@ -339,8 +339,8 @@ static void test_corrupt_page_reported(void **state)
     for (int64_t t = T0; t < T0 + 3; t++)
         assert_int_equal(push_host(s, t * NS, 1.0, 3.0, 1.0, 1.5), 0);
     assert_int_equal(store_close(s), 0);
-    page =
-        (int64_t)file_num(f->path, "SELECT rootpage FROM sqlite_master WHERE name = 'processes'");
+    page = (int64_t)file_num(f->path,
+                             "SELECT rootpage FROM sqlite_master WHERE name = 'process_info'");
     size = (int64_t)file_num(f->path, "PRAGMA page_size");
     assert_true(page > 1 && file_num(f->path, "SELECT count(*) FROM processes") == 1500);
     assert_true(size <= (int64_t)sizeof(junk));

@@ -51,6 +51,7 @@ static void test_migration_process_job(void **state)
     assert_int_equal(store_close(s), 0);
     db = raw_open(f->path);
     /* Version 4: without the job, and without what later versions add. */
+    raw_exec(db, STORE_PROCESSES_AS_V7);
     raw_exec(db, "DROP INDEX processes_job; ALTER TABLE processes DROP COLUMN job;"
                  "ALTER TABLE host_attribution DROP COLUMN idle_source;"
                  "ALTER TABLE host_attribution DROP COLUMN calib_t;"

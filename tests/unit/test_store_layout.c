@@ -5,7 +5,8 @@
  * rows arrive in process_energy_recent, move to process_energy_settled, and
  * read the same from either; a second that a flush wrote in progress stays
  * until it is whole; process rows take their totals in folds every few
- * seconds (version 7), and a version 6 file migrates to that. */
+ * seconds (version 7), and a version 6 file migrates to that; a version 7
+ * file migrates to the totals in a table of their own (version 8). */
 /* cmocka needs these three before it */
 // clang-format off
 #include <setjmp.h>
@@ -417,9 +418,11 @@ static void count_process_updates(const char *path, const store_config *c)
 
     assert_int_equal(store_close(open_store(path, c)), 0);
     db = raw_open(path);
-    raw_exec(db, "CREATE TABLE updates (n INTEGER);"
-                 " CREATE TRIGGER counted AFTER UPDATE ON processes"
-                 " BEGIN INSERT INTO updates VALUES (1); END");
+    raw_exec(db, "CREATE TABLE updates (n INTEGER); CREATE TABLE info_updates (n INTEGER);"
+                 " CREATE TRIGGER counted AFTER UPDATE ON process_totals"
+                 " BEGIN INSERT INTO updates VALUES (1); END;"
+                 " CREATE TRIGGER info_counted AFTER UPDATE ON process_info"
+                 " BEGIN INSERT INTO info_updates VALUES (1); END");
     sqlite3_close(db);
 }
 
@@ -439,6 +442,8 @@ static void test_process_row_folded(void **state)
     }
     /* a fold every five seconds of the twenty, not an update each */
     assert_true(file_num(f->path, "SELECT count(*) FROM updates") <= 4);
+    /* and the fold writes the totals alone, not the row with the command line */
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM info_updates"), 0);
     assert_true(file_num(f->path, "SELECT attributed_j FROM processes") <= 15.0);
     assert_int_equal(store_close(s), 0);
     /* closed: the row alone has it all */
@@ -483,8 +488,9 @@ static void test_migrates_v6_fold_watermark(void **state)
     /* as version 6 left it: every second in the row */
     db = raw_open(f->path);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"), 8);
-    raw_exec(db, "UPDATE processes SET attributed_j = 16.0, cpu_s = 4.0, last_seen = 1700000007;"
-                 " DROP TABLE process_fold; PRAGMA user_version = 6");
+    raw_exec(db, STORE_PROCESSES_AS_V7
+             "UPDATE processes SET attributed_j = 16.0, cpu_s = 4.0, last_seen = 1700000007;"
+             " DROP TABLE process_fold; PRAGMA user_version = 6");
     sqlite3_close(db);
 
     s = open_store(f->path, &c);
@@ -572,6 +578,89 @@ static void test_checkpoint_every_10000_pages(void **state)
     assert_true(frames < 12000);
 }
 
+/* Rows for the tables a short run leaves empty, as version 7 had them. */
+#define V7_ROWS                                                                                    \
+    "INSERT INTO models VALUES (7, 'ab12', 'm', 'linear', '{}', 1700000000, 1700000001);"          \
+    "INSERT INTO process_energy_minute VALUES (1, 1699900000, 60, 61, 6, 0, 7, 60);"               \
+    "INSERT INTO host_energy_minute VALUES (1699900000, 'package', 600, 610, 60);"                 \
+    "INSERT INTO host_attribution_minute VALUES"                                                   \
+    " (1699900000, 60, 600, 240, 300, 60, 590, 1, 7, 60, 'fitted', 1699800000);"                   \
+    "INSERT INTO node_calibration VALUES"                                                          \
+    " ('package', 1699800000, 4.5, 0.1, 1.0, 0.9, 2.0, 300, 'ab12');"                              \
+    "INSERT INTO calibration VALUES (1699999990, 1, 7, '{\"package\": 9}', '[[1.5]]');"            \
+    "INSERT INTO process_energy_batch VALUES (1, 1699990000, 1699990001);"                         \
+    "INSERT INTO process_energy_settled VALUES (1, 2, 1699990000, 1, 1.5, 0.25, 1, 7),"            \
+    " (1, 2, 1699990001, 2, 2.5, 0.5, 0, 7);"                                                      \
+    "INSERT INTO processes (boot_id, pid, start_time, comm, cmdline, uid, cgroup, first_seen,"     \
+    " last_seen, exit_time, class, attributed_j, standalone_j, cpu_s, job) VALUES"                 \
+    " ('b', 300, 3, 'gone', 'gone --x', 1000, '/job', 1699990000, 1699990001, 1699990002, 0,"      \
+    " 3, 4, 0.75, '42');"                                                                          \
+    "PRAGMA user_version = 7;"
+
+/* A version 7 database, with rows in every table, migrates to process_info
+ * and process_totals with every row kept: each table reads as before, and
+ * `processes` (now a view) row for row as the table was. */
+static void test_migrates_v7_process_totals(void **state)
+{
+    fixture *f = *state;
+    char old[PATH_MAX + 8], sql[PATH_MAX + 64];
+    sqlite3_stmt *st;
+    store_config c;
+    sqlite3 *db;
+    store *s;
+    int tables = 0;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    push_info(s, T0 * NS, 1, 1, "kept", 1000);
+    for (int64_t t = T0; t < T0 + 12; t++) {
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 1.0, 2.0, 0.5, 0, 0), 0);
+        assert_int_equal(push_host(s, t * NS, 1.0, 3.0, 1.0, 1.5), 0);
+        assert_int_equal(store_push_domain(s, t * NS, "package", 2.5, 2.75), 0);
+    }
+    assert_int_equal(store_close(s), 0);
+    db = raw_open(f->path);
+    raw_exec(db, STORE_PROCESSES_AS_V7 V7_ROWS);
+    snprintf(old, sizeof(old), "%s.v7", f->path);
+    unlink(old);
+    snprintf(sql, sizeof(sql), "VACUUM INTO '%s'", old);
+    raw_exec(db, sql);
+    sqlite3_close(db);
+
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
+    snprintf(sql, sizeof(sql), "ATTACH '%s' AS old", old);
+    raw_exec(db, sql);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT name FROM old.sqlite_master WHERE type = 'table'"
+                                        " AND name NOT LIKE 'sqlite_%'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM old.%s", t);
+        if (raw_num(db, sql) <= 0)
+            fail_msg("%s: no rows to migrate", t);
+        snprintf(sql, sizeof(sql),
+                 "SELECT (SELECT count(*) FROM main.%s) - (SELECT count(*) FROM old.%s)"
+                 " + (SELECT count(*) FROM (SELECT * FROM old.%s EXCEPT SELECT * FROM main.%s))",
+                 t, t, t, t);
+        if (raw_num(db, sql) != 0)
+            fail_msg("%s: rows differ after the migration", t);
+        tables++;
+    }
+    sqlite3_finalize(st);
+    assert_int_equal(tables, 13);
+    /* the process that left: identity, totals and exit in one row still */
+    assert_float_equal(raw_num(db, "SELECT attributed_j + exit_time FROM processes"
+                                   " WHERE pid = 300 AND job = '42'"),
+                       3 + 1699990002.0, 1e-9);
+    sqlite3_close(db);
+    unlink(old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -580,6 +669,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_seconds_read_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_process_row_folded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v6_fold_watermark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_v7_process_totals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_leaves_recent_pages_unwritten, setup, teardown),
         cmocka_unit_test_setup_teardown(test_checkpoint_every_10000_pages, setup, teardown),
     };
