@@ -1,11 +1,12 @@
 /* backend-bpf: the sampler's counter backend on per-CPU counters and BPF
  * programs (bpf/wattprof.bpf.c). Each event of the set is opened once per
- * CPU; at every context switch, and on a per-CPU timer each tick period,
- * the kernel adds the counters' change to the running process's entry in
- * one map, keyed by thread group id and start time, and names the process
- * in a ring once per drain generation (and when it exits). Once a tick the
- * daemon drains (drain): it reads the ring, looks up the entries it names
- * that a handle reads or whose process exited, hands each handle its
+ * CPU (the software events the scheduler keeps per thread are taken from
+ * the thread instead); at every context switch, and on a per-CPU timer
+ * each tick period, the kernel adds the counters' change to the running
+ * process's entry in one map, keyed by thread group id and start time, and
+ * names the process in a ring once per drain generation (and when it
+ * exits). Once a tick the daemon drains (drain): it reads the ring, looks
+ * up the entries it names that a handle reads or whose process exited, hands each handle its
  * process's counts, and offers the processes that exited unseen (a 1 ms
  * child) to be adopted (at most as many a tick as the sampler takes: the
  * rest wait for the next drain); the whole map, in batches, the first time
@@ -420,6 +421,27 @@ static int attach_timers(uint64_t period_ns, char *err, size_t errlen)
     return 0;
 }
 
+/* Where the programs count an event from: the software events the
+ * scheduler also keeps in each thread from there (no counter read at the
+ * switches), the others from their per-CPU counter. */
+static __u32 source_of(const char *name)
+{
+    static const struct {
+        const char *name;
+        __u32 source;
+    } from_task[] = {
+        {"perf::TASK-CLOCK", WATTPROF_SRC_RUNTIME},
+        {"perf::CONTEXT-SWITCHES", WATTPROF_SRC_SWITCHES},
+        {"perf::CPU-MIGRATIONS", WATTPROF_SRC_MIGRATIONS},
+        {"perf::PAGE-FAULTS", WATTPROF_SRC_FAULTS},
+    };
+
+    for (size_t i = 0; i < sizeof(from_task) / sizeof(from_task[0]); i++)
+        if (strcmp(name, from_task[i].name) == 0)
+            return from_task[i].source;
+    return WATTPROF_SRC_COUNTER;
+}
+
 static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t errlen)
 {
     int r, ncpu = libbpf_num_possible_cpus();
@@ -453,9 +475,10 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
         return util_err(err, errlen, -errno, "opening the BPF object: %s", strerror(errno));
     B.skel->rodata->nr_cpus = (__u32)B.n_cpus;
     B.skel->rodata->nr_events = (__u32)B.n_events;
-    for (size_t e = 0; e < B.n_events; e++)
-        if (strcmp(es->ev[e].name, "perf::TASK-CLOCK") == 0)
-            B.skel->rodata->task_clock = (__u32)e;
+    for (size_t e = 0; e < B.n_events; e++) {
+        B.skel->rodata->source[e] = source_of(es->ev[e].name);
+        B.skel->rodata->nr_counters += B.skel->rodata->source[e] == WATTPROF_SRC_COUNTER;
+    }
     struct stat ns;
     if (stat("/proc/self/ns/pid", &ns) < 0)
         return util_err(err, errlen, -errno, "/proc/self/ns/pid: %s", strerror(errno));
@@ -464,7 +487,8 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
         return util_err(err, errlen, r, "loading the BPF programs: %s%s", strerror(-r),
                         r == -EPERM ? " (needs CAP_BPF and CAP_PERFMON)" : "");
     for (size_t e = 0; e < B.n_events; e++)
-        if ((r = open_event(es, e, err, errlen)) < 0)
+        if (B.skel->rodata->source[e] == WATTPROF_SRC_COUNTER &&
+            (r = open_event(es, e, err, errlen)) < 0)
             return r;
     if (!(B.ring = ring_buffer__new(bpf_map__fd(B.skel->maps.changed), take_change, NULL, NULL)))
         return util_err(err, errlen, -errno, "the changed ring: %s", strerror(errno));

@@ -7,20 +7,24 @@
  * `procs`, keyed by thread group id and start time; a timer event per CPU
  * (the daemon's tick period) does the same for the task that is running,
  * so a process that never leaves its CPU is counted by tick time too.
- * perf::TASK-CLOCK is taken from each thread's scheduler run time instead
- * (what rusage gives). Keys carry pids as the daemon's pid namespace sees
- * them. Fork, exec and exit create, rename and close entries: a process
- * that lives a millisecond has one, and after its exit the entry keeps its
- * final counts until the daemon has taken them (it deletes the entry).
+ * The software events the scheduler also keeps per thread are taken from
+ * the thread instead (what rusage gives): perf::TASK-CLOCK from its run
+ * time, perf::CONTEXT-SWITCHES, perf::CPU-MIGRATIONS and perf::PAGE-FAULTS
+ * from its counts; a set of only those reads no counter at all. Keys carry
+ * pids as the daemon's pid namespace sees them. Fork, exec and exit
+ * create, rename and close entries: a process that lives a millisecond has
+ * one, and after its exit the entry keeps its final counts until the
+ * daemon has taken them (it deletes the entry).
  *
  * A context switch is the hot path (thousands a second on a quiet node),
  * so it does the least it can: each thread's key is made once and kept in
  * its task storage; a switch between two kernel threads (the idle task
  * included) reads nothing, since nobody's count moves there; a switch from
  * a kernel thread to a user task only takes the counters' values as the
- * base; a switch between two threads of one process adds nothing yet (the
- * process's next switch away adds it all); task fields are read directly
- * (BTF pointers), not through probe-read helper calls. */
+ * base (nothing, when no event is read from a counter); a switch between
+ * two threads of one process adds nothing yet (the process's next switch
+ * away adds it all); task fields are read directly (BTF pointers), not
+ * through probe-read helper calls. */
 #include "vmlinux.h"
 
 #include <bpf/bpf_core_read.h>
@@ -39,11 +43,15 @@ const volatile __u32 nr_events = 0;
  * pids as the daemon sees them in /proc, and a process it cannot see has
  * no entry. */
 const volatile __u32 pidns_inum = 0;
-/* The set's perf::TASK-CLOCK, counted from the scheduler's own run time of
- * each thread (se.sum_exec_runtime, what rusage reports) rather than from
- * the per-CPU clock event, which on a virtual machine also runs while the
- * hypervisor has the CPU (steal); ~0: none. */
-const volatile __u32 task_clock = ~0u;
+/* Each event's source (enum wattprof_source). perf::TASK-CLOCK comes from
+ * the scheduler's own run time of each thread (se.sum_exec_runtime, what
+ * rusage reports) rather than from the per-CPU clock event, which on a
+ * virtual machine also runs while the hypervisor has the CPU (steal); the
+ * counts from the thread's fields, bumped where the kernel counts the
+ * software events (a page fault retried counts once). */
+const volatile __u32 source[WATTPROF_BPF_MAX_EVENTS];
+/* How many events are read from the per-CPU counters. */
+const volatile __u32 nr_counters = 0;
 
 #define MAX_PIDNS_LEVEL 8 /* nesting of pid namespaces looked through */
 
@@ -68,8 +76,12 @@ struct last {
  * parent has reaped it and the pid can no longer be looked up, when its
  * final switch still has run time to add. */
 enum { KEY_UNKNOWN, KEY_MADE, KEY_NONE /* not visible to the daemon */ };
+struct fields {
+    __u64 runtime, switches, migrations, faults;
+};
+
 struct seen {
-    __u64 runtime;
+    struct fields f;
     struct wattprof_key key;
     __u32 keyed;
 };
@@ -166,6 +178,15 @@ static __always_inline bool make_key(struct task_struct *t, struct wattprof_key 
     return k->tgid != 0;
 }
 
+/* t's counts the scheduler keeps (see source). */
+static __always_inline void fields_of(struct task_struct *t, struct fields *f)
+{
+    f->runtime = t->se.sum_exec_runtime;
+    f->switches = t->nvcsw + t->nivcsw;
+    f->migrations = t->se.nr_migrations;
+    f->faults = t->min_flt + t->maj_flt;
+}
+
 /* t's task storage with its key made; NULL when it cannot have one. */
 static __always_inline struct seen *seen_of(struct task_struct *t)
 {
@@ -174,7 +195,8 @@ static __always_inline struct seen *seen_of(struct task_struct *t)
     if (!s) {
         /* A thread first seen here ran before the programs were loaded:
          * its run time counts from now. */
-        struct seen init = {.runtime = t->se.sum_exec_runtime};
+        struct seen init = {};
+        fields_of(t, &init.f);
         s = bpf_task_storage_get(&seen, t, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
         if (!s)
             return NULL;
@@ -202,18 +224,32 @@ static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct
     return bpf_map_lookup_elem(&procs, k);
 }
 
-/* Event e's change on this CPU since the previous read, scaled by its
- * enabled/running time; false when it cannot be read. `ran`: what the
- * task ran since its previous call, for task-clock. */
-static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, __u64 ran, __u64 *dc,
-                                  __u64 *de, __u64 *dr)
+/* Event e's change since the previous read: from the thread's fields
+ * (`moved`: theirs since its previous call; enabled and running: what it
+ * ran), or on this CPU's counter, scaled by its enabled/running time;
+ * false when it cannot be read. */
+static __always_inline bool delta(struct last *l, __u32 e, __u32 cpu, const struct fields *moved,
+                                  __u64 *dc, __u64 *de, __u64 *dr)
 {
     struct bpf_perf_event_value v;
 
-    if (e == task_clock) {
-        *dc = *de = *dr = ran;
+    *de = *dr = moved->runtime;
+    switch (source[e]) {
+    case WATTPROF_SRC_RUNTIME:
+        *dc = moved->runtime;
+        return true;
+    case WATTPROF_SRC_SWITCHES:
+        *dc = moved->switches;
+        return true;
+    case WATTPROF_SRC_MIGRATIONS:
+        *dc = moved->migrations;
+        return true;
+    case WATTPROF_SRC_FAULTS:
+        *dc = moved->faults;
         return true;
     }
+    if (!l)
+        return false;
     if (bpf_perf_event_read_value(&events, e * nr_cpus + cpu, &v, sizeof(v)) < 0) {
         count_error(1);
         return false;
@@ -235,13 +271,14 @@ static __always_inline void rebase(void)
 {
     __u32 zero = 0, cpu = bpf_get_smp_processor_id();
     struct last *l = bpf_map_lookup_elem(&last, &zero);
+    struct fields none = {};
     __u64 dc, de, dr;
 
     if (!l)
         return;
     for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++)
-        if (e != task_clock)
-            delta(l, e, cpu, 0, &dc, &de, &dr);
+        if (source[e] == WATTPROF_SRC_COUNTER)
+            delta(l, e, cpu, &none, &dc, &de, &dr);
 }
 
 /* The counters' change on this CPU since the previous read, and what user
@@ -250,28 +287,31 @@ static __always_inline void rebase(void)
 static __always_inline void account(struct task_struct *t, bool create)
 {
     __u32 zero = 0, cpu = bpf_get_smp_processor_id();
-    struct last *l = bpf_map_lookup_elem(&last, &zero);
+    struct last *l = NULL;
     struct seen *s = seen_of(t);
     struct wattprof_proc *p = NULL;
-    __u64 dc, de, dr, ran = 0;
+    struct fields now, moved = {};
+    __u64 dc, de, dr;
 
-    if (!l)
+    if (nr_counters && !(l = bpf_map_lookup_elem(&last, &zero)))
         return;
     if (s) {
-        __u64 runtime = t->se.sum_exec_runtime;
-        ran = runtime - s->runtime;
-        s->runtime = runtime;
+        fields_of(t, &now);
+        moved.runtime = now.runtime - s->f.runtime;
+        moved.switches = now.switches - s->f.switches;
+        moved.migrations = now.migrations - s->f.migrations;
+        moved.faults = now.faults - s->f.faults;
+        s->f = now;
         if (s->keyed == KEY_MADE)
             p = entry(t, &s->key, create);
     }
     if (!p) {
-        for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++)
-            if (e != task_clock)
-                delta(l, e, cpu, 0, &dc, &de, &dr);
+        if (nr_counters)
+            rebase();
         return;
     }
     for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
-        if (!delta(l, e, cpu, ran, &dc, &de, &dr))
+        if (!delta(l, e, cpu, &moved, &dc, &de, &dr))
             continue;
         __sync_fetch_and_add(&p->count[e], dc);
         __sync_fetch_and_add(&p->enabled[e], de);
@@ -297,7 +337,7 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(wattprof_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
     if (kernel_thread(prev)) {
-        if (!kernel_thread(next))
+        if (nr_counters && !kernel_thread(next))
             rebase();
         return 0;
     }
@@ -323,7 +363,7 @@ int wattprof_timer(void *ctx)
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(wattprof_fork, struct task_struct *parent, struct task_struct *child)
 {
-    struct seen *s, init = {0}; /* a new thread has run nothing yet */
+    struct seen *s, init = {0}; /* a new thread's fields start at 0 */
 
     if (kernel_thread(child))
         return 0;

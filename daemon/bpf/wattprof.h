@@ -10,6 +10,17 @@
 #define WATTPROF_BPF_MAX_CPUS 1024   /* the events array: event * cpus + cpu */
 #define WATTPROF_BPF_TICKS_PER_S 100 /* USER_HZ: /proc/PID/stat's start time unit */
 
+/* Where an event of the set is counted from: the per-CPU counter, read at
+ * each switch, or a field the scheduler keeps in each thread (what rusage
+ * reports), which costs no counter read. */
+enum wattprof_source {
+    WATTPROF_SRC_COUNTER,    /* bpf_perf_event_read_value on the per-CPU event */
+    WATTPROF_SRC_RUNTIME,    /* perf::TASK-CLOCK: se.sum_exec_runtime */
+    WATTPROF_SRC_SWITCHES,   /* perf::CONTEXT-SWITCHES: nvcsw + nivcsw */
+    WATTPROF_SRC_MIGRATIONS, /* perf::CPU-MIGRATIONS: se.nr_migrations */
+    WATTPROF_SRC_FAULTS,     /* perf::PAGE-FAULTS: min_flt + maj_flt */
+};
+
 /* A process: its thread group id and start time in USER_HZ ticks since
  * boot, as /proc/PID/stat field 22 gives it, so a reused pid is another key. */
 struct wattprof_key {
