@@ -48,20 +48,33 @@ int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
     " UNION ALL SELECT t + 1 FROM recent"                                                          \
     " WHERE t < min(" HI ", (SELECT max(t) FROM process_energy_recent)))"
 
+/* span.s: the most seconds a batch of process_energy_settled spans. A batch
+ * holding a row of second t has t <= t_max <= t + span.s, so the batches
+ * that can hold a process's rows up to second L are those with t_max up to
+ * L + span.s: the bound on the walk of process_energy_batch_t, which
+ * otherwise goes on to the newest batch. Read from the data: rollups and
+ * late rows make batches of other spans than the writer's. */
+#define BATCH_SPAN                                                                                 \
+    " span AS (SELECT coalesce(max(t_max - t_min), 0) AS s FROM process_energy_batch)"
+
 /* rows: process ?1's per-second and minute rows after ?2 up to ?3 (its
  * last_seen, or more). Read without ORDER BY they come minute rows first,
  * then batch by batch, then second by second: in time order but for rows
  * that came late into a batch of their own, which the callers sort. Sorting
- * them all in SQLite took longer than the reads. */
+ * them all in SQLite took longer than the reads. The settled rows are read
+ * from the batches that can hold seconds of the process's life (its
+ * first_seen to its last_seen, which the fold keeps at or past its settled
+ * rows' seconds). */
 #define ROW_COLS "t, attributed_j, standalone_j, cpu_s, class, model_id"
 // clang-format off
 #define PROCESS_ROWS                                                                               \
-    "WITH RECURSIVE" RECENT_SECONDS("?2 + 1", "?3") ", rows AS ("                                   \
+    "WITH RECURSIVE" RECENT_SECONDS("?2 + 1", "?3") "," BATCH_SPAN ", rows AS ("                   \
     " SELECT " ROW_COLS " FROM process_energy_minute WHERE process_id = ?1 AND t > ?2"             \
     " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s, e.class, e.model_id"          \
-    " FROM process_energy_batch b CROSS JOIN process_energy_settled e"                             \
-    " ON e.batch = b.batch AND e.process_id = ?1"                                                  \
-    " WHERE b.t_max > ?2 AND b.t_min <= ?3 AND e.t > ?2"                                           \
+    " FROM processes p CROSS JOIN span CROSS JOIN process_energy_batch b"                          \
+    " CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = p.id"            \
+    " WHERE p.id = ?1 AND b.t_max >= max(?2 + 1, p.first_seen)"                                    \
+    " AND b.t_max <= min(?3, p.last_seen) + span.s AND b.t_min <= ?3 AND e.t > ?2"                 \
     " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s, e.class, e.model_id"          \
     " FROM recent CROSS JOIN process_energy_recent e ON e.t = recent.t AND e.process_id = ?1"      \
     " WHERE e.t > ?2 AND e.t <= ?3)"
@@ -563,7 +576,32 @@ static const char *history_filter(store_history_by by)
     " FROM process_energy_minute e JOIN processes p ON p.id = e.process_id"                        \
     " WHERE e.t >= ?1 AND e.t < ?2 AND %s) GROUP BY b ORDER BY b"
 
-static int prepare_history(store_reader *r, const store_history_query *q, sqlite3_stmt **st)
+/* The rows of the few processes with pid ?4 in [?1, ?2) ("t", "a", "sa",
+ * "c"): their minute rows, then their settled rows, one seek per batch that
+ * can hold seconds of both the window and the process's life (BATCH_SPAN),
+ * then their recent rows, one seek per second. For one process they come in
+ * time order but for rows that came late into a batch of their own. */
+#define PID_WITH "WITH RECURSIVE" RECENT_SECONDS("?1", "?2 - 1") "," BATCH_SPAN
+// clang-format off
+#define PID_ROWS                                                                                   \
+    " SELECT e.t AS t, e.attributed_j AS a, e.standalone_j AS sa, e.cpu_s AS c"                    \
+    " FROM processes p CROSS JOIN process_energy_minute e ON e.process_id = p.id"                  \
+    " WHERE p.pid = ?4 AND e.t >= ?1 AND e.t < ?2"                                                 \
+    " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s"                               \
+    " FROM processes p CROSS JOIN span CROSS JOIN process_energy_batch b"                          \
+    " CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = p.id"            \
+    " WHERE p.pid = ?4 AND b.t_max >= max(?1, p.first_seen)"                                       \
+    " AND b.t_max <= min(?2, p.last_seen) + span.s AND b.t_min < ?2 AND b.t_min <= p.last_seen"    \
+    " AND e.t >= ?1 AND e.t < ?2"                                                                  \
+    " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s FROM processes p"              \
+    " CROSS JOIN recent CROSS JOIN process_energy_recent e"                                        \
+    " ON e.t = recent.t AND e.process_id = p.id WHERE p.pid = ?4 AND e.t < ?2"
+// clang-format on
+
+/* History by pid comes as rows (PID_ROWS), bucketed by pid_points, unless
+ * `grouped`: bucketed by SQLite. */
+static int prepare_history(store_reader *r, const store_history_query *q, bool grouped,
+                           sqlite3_stmt **st)
 {
     const char *filter = history_filter(q->by);
     char sql[2048];
@@ -583,22 +621,12 @@ static int prepare_history(store_reader *r, const store_history_query *q, sqlite
                  "  FROM host_attribution_minute WHERE t >= ?1 AND t < ?2)"
                  " GROUP BY b ORDER BY b");
     // clang-format off
+    else if (q->by == STORE_HISTORY_PID && !grouped)
+        snprintf(sql, sizeof(sql), "%s", PID_WITH PID_ROWS);
     else if (q->by == STORE_HISTORY_PID)
-        /* the few processes with that pid, then their rows: one seek per
-         * batch and per recent second */
-        snprintf(sql, sizeof(sql),
-                 "WITH RECURSIVE" RECENT_SECONDS("?1", "?2 - 1")
-                 " SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(a), sum(sa), sum(c) FROM ("
-                 "  SELECT e.t AS t, e.attributed_j AS a, e.standalone_j AS sa, e.cpu_s AS c"
-                 "  FROM processes p CROSS JOIN process_energy_batch b"
-                 "  CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = p.id"
-                 "  WHERE %s AND b.t_max >= ?1 AND b.t_min < ?2 AND b.t_max >= p.first_seen"
-                 "  AND b.t_min <= p.last_seen AND e.t >= ?1 AND e.t < ?2 UNION ALL"
-                 "  SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s FROM processes p"
-                 "  CROSS JOIN recent CROSS JOIN process_energy_recent e"
-                 "  ON e.t = recent.t AND e.process_id = p.id WHERE %s AND e.t < ?2"
-                 MINUTE_HISTORY,
-                 filter, filter, filter);
+        snprintf(sql, sizeof(sql), "%s",
+                 PID_WITH " SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(a), sum(sa), sum(c)"
+                          " FROM (" PID_ROWS ") GROUP BY b ORDER BY b");
     else
         snprintf(sql, sizeof(sql),
                  "SELECT ?1 + ((t - ?1) / ?3) * ?3 AS b, sum(a), sum(sa), sum(c) FROM ("
@@ -654,6 +682,50 @@ static void read_point(sqlite3_stmt *st, bool host, store_point *p)
     }
 }
 
+/* The points of a bucketing statement, appended to *v: SQLITE_DONE when
+ * all are read. */
+static int read_points(sqlite3_stmt *st, const store_history_query *q, store_point **v,
+                       size_t *count, size_t *cap)
+{
+    int rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        store_point *p = query_push((void **)v, count, cap, sizeof(**v));
+        if (!p)
+            return SQLITE_NOMEM;
+        read_point(st, q->by == STORE_HISTORY_HOST, p);
+    }
+    return rc;
+}
+
+/* The points of PID_ROWS, summed here in the order the rows come (as
+ * SQLite's sum() adds them): its GROUP BY sorted rows that mostly come in
+ * order, and took as long as reading them. SQLITE_MISMATCH: a row of an
+ * earlier bucket than the last, so the caller buckets them in SQLite. */
+static int pid_points(sqlite3_stmt *st, const store_history_query *q, store_point **v,
+                      size_t *count, size_t *cap)
+{
+    int rc;
+
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = q->since + (sqlite3_column_int64(st, 0) - q->since) / q->step * q->step;
+        store_point *p = *count ? &(*v)[*count - 1] : NULL;
+
+        if (p && b < p->t)
+            return SQLITE_MISMATCH;
+        if (!p || b > p->t) {
+            p = query_push((void **)v, count, cap, sizeof(**v));
+            if (!p)
+                return SQLITE_NOMEM;
+            p->t = b;
+        }
+        p->attributed_j += sqlite3_column_double(st, 1);
+        p->standalone_j += sqlite3_column_double(st, 2);
+        p->cpu_s += sqlite3_column_double(st, 3);
+    }
+    return rc;
+}
+
 int store_history(store_reader *r, const store_history_query *q, store_point **out, size_t *n,
                   char *err, size_t errlen)
 {
@@ -675,16 +747,21 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
                         (long long)q->step);
     if ((ret = check_window(q->since, q->until, err, errlen)) < 0)
         return ret;
-    rc = prepare_history(r, q, &st);
+    rc = prepare_history(r, q, false, &st);
     if (rc != SQLITE_OK)
         return query_fail(r, rc, err, errlen, "reading history");
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        store_point *p = query_push((void **)&v, &count, &cap, sizeof(*v));
-        if (!p) {
-            rc = SQLITE_NOMEM;
-            break;
-        }
-        read_point(st, q->by == STORE_HISTORY_HOST, p);
+    rc = q->by == STORE_HISTORY_PID ? pid_points(st, q, &v, &count, &cap)
+                                    : read_points(st, q, &v, &count, &cap);
+    if (rc == SQLITE_MISMATCH) {
+        /* rows out of order: let SQLite bucket them */
+        sqlite3_finalize(st);
+        free(v);
+        v = NULL;
+        count = cap = 0;
+        rc = prepare_history(r, q, true, &st);
+        if (rc != SQLITE_OK)
+            return query_fail(r, rc, err, errlen, "reading history");
+        rc = read_points(st, q, &v, &count, &cap);
     }
     if (rc != SQLITE_DONE) {
         ret = rc == SQLITE_NOMEM ? util_err(err, errlen, -ENOMEM, "out of memory")

@@ -166,6 +166,22 @@ static void test_list_processes(void **state)
     assert_int_equal(store_close(s), 0);
 }
 
+/* Process id's class changes are exactly class k0 at t0, then k1 at t1. */
+static void check_two_changes(store_reader *r, int64_t id, int64_t t0, int k0, int64_t t1, int k1)
+{
+    char err[UTIL_ERRLEN];
+    store_class_change *cls;
+    size_t n;
+
+    assert_int_equal(store_process_classes(r, id, &cls, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cls[0].t, t0);
+    assert_int_equal(cls[0].klass, k0);
+    assert_int_equal(cls[1].t, t1);
+    assert_int_equal(cls[1].klass, k1);
+    free(cls);
+}
+
 static void test_get_process(void **state)
 {
     fixture *f = *state;
@@ -217,13 +233,7 @@ static void test_get_process(void **state)
     assert_int_equal(store_get_process(r, 300, 0, 0, &p, &series, &n, err, sizeof(err)), 0);
     free(series);
     assert_int_equal(p.klass, 0);
-    assert_int_equal(store_process_classes(r, p.id, &cls, &n, err, sizeof(err)), 0);
-    assert_int_equal(n, 2);
-    assert_int_equal(cls[0].t, T0 + 5);
-    assert_int_equal(cls[0].klass, 1);
-    assert_int_equal(cls[1].t, T0 + 8);
-    assert_int_equal(cls[1].klass, 0);
-    free(cls);
+    check_two_changes(r, p.id, T0 + 5, 1, T0 + 8, 0);
     store_process_free(&p);
 
     assert_int_equal(store_get_process(r, 999, 0, 60, &p, &series, &n, err, sizeof(err)), -ENOENT);
@@ -470,6 +480,122 @@ static int list_all(store_reader *r, double *seconds, char *err, size_t errlen)
 /* A query past the reader's budget stops with -ETIME and an error naming
  * the limit; the reader answers the next query; a new budget starts afresh
  * and 0 means none. */
+/* Half an hour in batches, maintained every minute: pid 100 every second,
+ * pid 200 for one minute in the middle (class 1 from its 31st second), pid
+ * 300 twice: first seen at T0 as "late" with seconds from T0 + 1200 on (the
+ * lower id, so its rows are read before the other's), then as "early" with
+ * seconds T0 + 100..159. Joules a second: (t - T0) % 8 / 4, sums exact. */
+#define ONE_END (T0 + 1800)
+static double one_j(int64_t t)
+{
+    return (double)((t - T0) % 8) / 4.0;
+}
+
+static bool one_has(pid_t pid, uint64_t start, int64_t t)
+{
+    if (pid == 200)
+        return t >= T0 + 600 && t < T0 + 660;
+    if (pid == 300)
+        return start == 4 ? t >= T0 + 1200 && t < T0 + 1260 : t >= T0 + 100 && t < T0 + 160;
+    return true;
+}
+
+/* The buckets of pid's seconds in [since, until), as they should come. */
+static void one_check_history(store_reader *r, pid_t pid, int64_t since, int64_t until,
+                              int64_t step)
+{
+    store_history_query q = {
+        .by = STORE_HISTORY_PID, .pid = pid, .since = since, .until = until, .step = step};
+    char err[UTIL_ERRLEN];
+    store_point *p;
+    size_t n, k = 0;
+
+    assert_int_equal(store_history(r, &q, &p, &n, err, sizeof(err)), 0);
+    for (int64_t b = since; b < until; b += step) {
+        double a = 0;
+        bool any = false;
+        for (int64_t t = b; t < b + step && t < until; t++)
+            for (uint64_t start = 3; start <= 4; start++)
+                if (one_has(pid, start, t) && (pid == 300 || start == 3)) {
+                    a += one_j(t);
+                    any = true;
+                }
+        if (!any)
+            continue;
+        assert_true(k < n);
+        assert_int_equal(p[k].t, b);
+        assert_float_equal(p[k].attributed_j, a, 1e-12);
+        assert_float_equal(p[k].cpu_s, a / 10, 1e-12);
+        k++;
+    }
+    assert_int_equal(n, k);
+    free(p);
+}
+
+static void test_one_process_among_batches(void **state)
+{
+    fixture *f = *state;
+    char err[UTIL_ERRLEN];
+    store_second *v;
+    store_process p;
+    store_reader *r;
+    store_config c;
+    size_t n;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    push_info(s, T0 * NS, 100, 3, "long", 0);
+    push_info(s, T0 * NS, 300, 4, "late", 0);
+    for (int64_t t = T0; t < ONE_END; t++) {
+        if (t == T0 + 100)
+            push_info(s, t * NS, 300, 3, "early", 0);
+        if (t == T0 + 600)
+            push_info(s, t * NS, 200, 3, "mid", 0);
+        for (pid_t pid = 100; pid <= 300; pid += 100)
+            for (uint64_t start = 3; start <= 4; start++)
+                if (one_has(pid, start, t) && (pid == 300 || start == 3))
+                    assert_int_equal(push_proc(s, t * NS, pid, start, one_j(t), one_j(t),
+                                               one_j(t) / 10, pid == 200 && t >= T0 + 630, 0),
+                                     0);
+        if (t % 60 == 0)
+            assert_int_equal(store_maintain(s, t), 0);
+    }
+    assert_int_equal(store_flush(s), 0);
+    assert_true(file_num(f->path, "SELECT count(*) FROM process_energy_batch") >= 10);
+    r = reader(f);
+
+    /* its series: its 60 seconds, no other's */
+    assert_int_equal(store_get_process(r, 200, 0, 3600, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 60);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(v[i].t, T0 + 600 + (int64_t)i);
+        assert_float_equal(v[i].attributed_j, one_j(v[i].t), 1e-12);
+        assert_int_equal(v[i].klass, v[i].t >= T0 + 630);
+    }
+    free(v);
+    check_two_changes(r, p.id, T0 + 600, 0, T0 + 630, 1);
+    store_process_free(&p);
+    assert_int_equal(store_get_process(r, 300, 3, 3600, &p, &v, &n, err, sizeof(err)), 0);
+    assert_int_equal(n, 60);
+    assert_int_equal(v[0].t, T0 + 100);
+    assert_int_equal(v[59].t, T0 + 159);
+    free(v);
+    store_process_free(&p);
+
+    /* its history, in buckets that straddle its first and last seconds,
+     * in windows that cut it; pid 300's rows come out of order */
+    one_check_history(r, 200, T0, ONE_END, 60);
+    one_check_history(r, 200, T0 + 7, ONE_END, 13);
+    one_check_history(r, 200, T0 + 630, T0 + 645, 1);
+    one_check_history(r, 100, T0, ONE_END, 60);
+    one_check_history(r, 100, T0 + 1790, ONE_END, 1);
+    one_check_history(r, 300, T0, ONE_END, 60);
+    one_check_history(r, 300, T0 + 150, T0 + 1210, 7);
+    store_reader_close(r);
+    assert_int_equal(store_close(s), 0);
+}
+
 static void test_query_budget(void **state)
 {
     fixture *f = *state;
@@ -528,6 +654,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_list_processes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_process, setup, teardown),
         cmocka_unit_test_setup_teardown(test_history, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_process_among_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_calibration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_budget, setup, teardown),
