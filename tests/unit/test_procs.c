@@ -267,6 +267,23 @@ static void *thread_tid(void *arg)
     return NULL;
 }
 
+/* Opens the connector, or skips the test where this user may not (freeing
+ * ev, which may be NULL, on the way). */
+static procs_watch *watch_or_skip(void *ev)
+{
+    procs_watch *w;
+    char err[UTIL_ERRLEN];
+    int r = procs_watch_open(&w, err, sizeof(err));
+
+    if (r == -EPERM) {
+        print_message("skipped: %s\n", err);
+        free(ev);
+        skip();
+    }
+    assert_int_equal(r, 0);
+    return w;
+}
+
 /* Collects events until one matches (kind, pid) or 5 s pass.  *overrun (may
  * be NULL) is set when the socket overran on the way. */
 static size_t collect_until(procs_watch *w, procs_event *all, size_t cap, size_t n,
@@ -298,7 +315,6 @@ static void test_connector(void **state)
 {
     enum { CAP = 1 << 16 };
     procs_watch *w;
-    char err[UTIL_ERRLEN];
     procs_event *ev = calloc(CAP, sizeof(*ev));
     size_t n = 0;
     bool found;
@@ -307,13 +323,7 @@ static void test_connector(void **state)
     pthread_t th;
 
     assert_non_null(ev);
-    int r = procs_watch_open(&w, err, sizeof(err));
-    if (r == -EPERM) {
-        print_message("skipped: %s\n", err);
-        free(ev);
-        skip();
-    }
-    assert_int_equal(r, 0);
+    w = watch_or_skip(ev);
 
     /* a thread: raw FORK/EXIT events with child_pid != tgid */
     assert_int_equal(pthread_create(&th, NULL, thread_tid, &tid), 0);
@@ -365,20 +375,13 @@ static void test_connector_comm(void **state)
 {
     enum { CAP = 4096 };
     procs_watch *w;
-    char err[UTIL_ERRLEN];
     procs_event *ev = calloc(CAP, sizeof(*ev));
     bool found;
     int status;
 
     (void)state;
     assert_non_null(ev);
-    int r = procs_watch_open(&w, err, sizeof(err));
-    if (r == -EPERM) {
-        print_message("skipped: %s\n", err);
-        free(ev);
-        skip();
-    }
-    assert_int_equal(r, 0);
+    w = watch_or_skip(ev);
     pid_t pid = fork();
     if (pid == 0) {
         pthread_t th;
@@ -426,19 +429,12 @@ static void test_connector_filter(void **state)
 {
     enum { CAP = 1 << 14 };
     procs_watch *w;
-    char err[UTIL_ERRLEN];
     procs_event *ev = calloc(CAP, sizeof(*ev));
     bool found;
 
     (void)state;
     assert_non_null(ev);
-    int r = procs_watch_open(&w, err, sizeof(err));
-    if (r == -EPERM) {
-        print_message("skipped: %s\n", err);
-        free(ev);
-        skip();
-    }
-    assert_int_equal(r, 0);
+    w = watch_or_skip(ev);
     assert_int_equal(procs_watch_filter(w, false), 0);
     pid_t a = renamed_child(), b = renamed_child();
     /* b's rename follows a's exit in time: once it is here, a's exit (and
@@ -510,16 +506,11 @@ static bool drain_once(procs_watch *w, procs_event *ev, int *forks, int *exits)
 static void test_connector_drain(void **state)
 {
     procs_watch *w;
-    char err[UTIL_ERRLEN];
     procs_event *ev = calloc(DRAIN_CAP, sizeof(*ev));
     int forks = 0, exits = 0, round = 0;
 
     assert_non_null(ev);
-    if (procs_watch_open(&w, err, sizeof(err)) == -EPERM) {
-        print_message("skipped: %s\n", err);
-        free(ev);
-        skip();
-    }
+    w = watch_or_skip(ev);
     while (!drain_once(w, ev, &forks, &exits)) {
         size_t got;
         print_message("round %d: other processes' events overran the socket or ev, again\n", round);
@@ -554,16 +545,12 @@ static void test_connector_overrun(void **state)
 {
     enum { KIDS = 8000 };
     procs_watch *w;
-    char err[UTIL_ERRLEN];
     procs_event ev[256];
     size_t got;
     int r = 0;
     bool overrun = false;
 
-    if (procs_watch_open(&w, err, sizeof(err)) == -EPERM) {
-        print_message("skipped: %s\n", err);
-        skip();
-    }
+    w = watch_or_skip(NULL);
     spawn_and_reap(KIDS);
     while ((r = procs_watch_read(w, ev, 256, &got)) == -ENOBUFS || got > 0)
         overrun |= r == -ENOBUFS;
@@ -643,14 +630,10 @@ static double open_in_pid_namespace(int *result)
 static void test_connector_namespace_busy(void **state)
 {
     procs_watch *w;
-    char err[UTIL_ERRLEN];
     int r = 0;
 
-    if (procs_watch_open(&w, err, sizeof(err)) == -EPERM) { /* turns the connector on */
-        print_message("skipped: %s\n", err);
-        skip();
-    }
-    pid_t churn = fork(); /* fork and exit events every 5 ms, gaps well under the 50 ms polls */
+    w = watch_or_skip(NULL); /* turns the connector on */
+    pid_t churn = fork();    /* fork and exit events every 5 ms, gaps well under the 50 ms polls */
     if (churn == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the test, whatever fails */
         for (int i = 0; i < 4000; i++) {  /* and within 20-30 s in any case */
