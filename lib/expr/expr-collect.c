@@ -6,10 +6,17 @@
  *   x +- (y +- c)  ->  (x +- y) +- c      (y +- c) +- x  ->  (y +- x) +- c
  *   x * (c * y)    ->  c * (x * y)        (c * x) * y    ->  c * (x * y)
  *   x / c          ->  (1/c) * x          (c != 0)
+ *   c1 / (c2 * x)  ->  (c1/c2) / x        (c2 != 0)
+ *   c / -x         ->  (-c) / x
  *   a*X +- b*X     ->  (a +- b) * X       (X, -X and c*X all count)
  *
  * Constants are not moved out of a division by a variable: protected
- * division makes x / 0 = 1, so c * (x / y) and (c * x) / y differ at y = 0.
+ * division makes x / 0 = 1, so c * (x / y) and (c * x) / y differ at y = 0,
+ * and so do c1 * (c2 / y) and (c1*c2) / y, x / (c * y) and (1/c) * (x / y).
+ * A constant may move within the division when the numerator is a constant:
+ * with c2 != 0, c2 * x is 0 exactly where x is (but for an underflow of the
+ * product), so both c1 / (c2 * x) and (c1/c2) / x are 1 where x = 0 and
+ * equal elsewhere; likewise -x is 0 exactly where x is.
  * Each rule moves a constant towards the root or removes a node, so
  * repeated passes end. Called by expr_simplify (expr-print.c) on a binary
  * node whose children are already simplified. */
@@ -170,6 +177,21 @@ static bool products(const expr *d, size_t s, size_t m, size_t e, struct out *o)
         put_op(o, EXPR_MUL);
         put_const(o, k);
         put_run(o, d, a, m);
+        return true;
+    }
+    if (ca && mb) { /* c1 / (c2 * y) */
+        double c1 = d->node[a].c, c2 = d->node[m + 1].c, k = c1 / c2;
+        if (c2 == 0 || !isfinite(k) || (k == 0) != (c1 == 0))
+            return false;
+        put_op(o, EXPR_DIV);
+        put_const(o, k);
+        put_run(o, d, m + 2, e);
+        return true;
+    }
+    if (ca && d->node[m].op == EXPR_NEG) { /* c / -y */
+        put_op(o, EXPR_DIV);
+        put_const(o, -d->node[a].c);
+        put_run(o, d, m + 1, e);
         return true;
     }
     return false;

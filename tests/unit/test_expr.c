@@ -101,6 +101,49 @@ static void test_simplification(void **state)
     check_print("cube(-x) + m", "m - cube(x)");
 }
 
+/* Checks that `text` prints as `want` and that both have the same value at
+ * points that include the zeros of protected divisions. */
+static void check_same_values(const char *text, const char *want)
+{
+    double x[] = {0, 0, -4, 2, 0.5, 1000}, m[] = {0, 3, 0, -2, 1, 7}, a[6], b[6];
+    const double *cols[] = {x, m, x};
+    expr *e = parse_ok(text), *s = expr_simplify(e);
+    char *got = expr_print(s, vars);
+
+    if (strcmp(got, want) != 0)
+        fail_msg("'%s' simplified to '%s', want '%s'", text, got, want);
+    assert_true(expr_eval(e, cols, 6, a));
+    assert_true(expr_eval(s, cols, 6, b));
+    for (size_t i = 0; i < 6; i++)
+        if (fabs(a[i] - b[i]) > 1e-12 * (1 + fabs(a[i])))
+            fail_msg("'%s' is %g at point %zu, simplified '%s' is %g", text, a[i], i, got, b[i]);
+    free(got);
+    expr_free(s);
+    expr_free(e);
+}
+
+/* Constants split across a division meet: each rule keeps the value with
+ * x / 0 = 1, and the splits that would change it are left alone. */
+static void test_constant_division(void **state)
+{
+    /* c1 / (c2 * X) -> (c1/c2) / X: both are 1 where X = 0. */
+    check_same_values("0.036 / (0.0045 * (square(x) + square(m) + 2))",
+                      "8 / (square(x) + square(m) + 2)");
+    check_same_values("3 / (2 * x)", "1.5 / x");
+    check_same_values("3 / (x * -2)", "-1.5 / x");
+    check_same_values("6 / (2 * (3 * (x + m)))", "1 / (x + m)");
+    check_same_values("2 / -(x * m)", "-2 / (x * m)"); /* c / -X -> (-c) / X */
+    /* (c1 * X) / c2 -> (c1/c2) * X and c1 * (c2 * X) -> (c1*c2) * X. */
+    check_same_values("(3 * x) / 2", "1.5 * x");
+    check_same_values("(x * 3) / (2 * 4)", "0.375 * x");
+    check_same_values("3 * (x * 2)", "6 * x");
+    /* Refused: each differs where the divisor is 0. */
+    check_same_values("x / (2 * m)", "x / (2 * m)");                    /* not 0.5 * (x / m) */
+    check_same_values("2 * (3 / x)", "2 * (3 / x)");                    /* not 6 / x */
+    check_same_values("(2 * x) / (4 * m)", "2 * x / (4 * m)");          /* not 0.5 * (x / m) */
+    check_same_values("1e-300 / (1e300 * x)", "1e-300 / (1e+300 * x)"); /* c1/c2 underflows */
+}
+
 /* Found by tests/fuzz/fuzz_expr: folding constants whose result overflows
  * printed "inf", which does not parse back.  Such folds are left undone. */
 static void test_no_infinite_folds(void **state)
@@ -461,6 +504,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_print_round_trip),
         cmocka_unit_test(test_simplification),
+        cmocka_unit_test(test_constant_division),
         cmocka_unit_test(test_no_infinite_folds),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_flat_chains),
