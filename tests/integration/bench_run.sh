@@ -15,7 +15,7 @@ trap 'rm -rf "$T"' EXIT
 
 # ---- The registry -----------------------------------------------------------
 "$RUN" --list >"$T/list"
-check "run --list names 16 benchmarks" [ "$(wc -l <"$T/list")" = 16 ]
+check "run --list names 17 benchmarks" [ "$(wc -l <"$T/list")" = 17 ]
 while IFS=$'\t' read -r name script; do
   check "$name: $script is an executable script" [ -x "$SRCDIR/$script" ]
 done <"$T/list"
