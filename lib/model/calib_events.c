@@ -356,19 +356,24 @@ static void cross_validate(const calib_ev *c, const bool *vary, size_t kept, dou
         mse[a] /= wsum;
 }
 
-/* Standard error of the intercept of the fit `sol` at penalty alpha, as in
- * calib.c: the weighted residual variance with Kish's effective number of
- * rows, and var(idle) = sigma^2 (1/n_eff + (W/n_eff) m' (C + alpha D)^-1 m)
- * over the varying columns (their means m, centred cross-products C).
- * Optimistic, like calib.c's, as neighbouring seconds are correlated. */
-static double idle_stderr(const calib_ev *c, const ev_sums *s, const bool *vary, double alpha,
-                          const ev_solution *sol)
+/* Standard errors of the fit `sol` at penalty alpha, as in calib.c: the
+ * weighted residual variance with Kish's effective number of rows, and with
+ * A = C + alpha D over the varying columns (their means m, centred
+ * cross-products C, D its diagonal), var(idle) = sigma^2 (1/n_eff +
+ * (W/n_eff) m' A^-1 m) and var(s_j) = sigma^2 (W/n_eff) (A^-1)_jj: the
+ * ridge's own curvature, so a penalty narrows them. Optimistic, like
+ * calib.c's, as neighbouring seconds are correlated. The idle's is
+ * returned; coef_se[j] is NAN for a column that does not vary. */
+static double fit_stderr(const calib_ev *c, const ev_solution *sol, const ev_sums *s,
+                         const bool *vary, double alpha, double *coef_se)
 {
     double cov[CALIB_EV_MAX][CALIB_EV_MAX], cy[CALIB_EV_MAX], a[CALIB_EV_MAX * CALIB_EV_MAX];
-    double m[CALIB_EV_MAX], v[CALIB_EV_MAX], rss = 0, w2 = 0;
+    double l[CALIB_EV_MAX * CALIB_EV_MAX], m[CALIB_EV_MAX], v[CALIB_EV_MAX], rss = 0, w2 = 0;
     size_t idx[CALIB_EV_MAX], q = 0;
     ev_solution centred;
 
+    for (size_t j = 0; j < c->p; j++)
+        coef_se[j] = NAN;
     for (size_t i = 0; i < c->r.n; i++) {
         if (!c->r.keep[i])
             continue;
@@ -388,6 +393,13 @@ static double idle_stderr(const calib_ev *c, const ev_sums *s, const bool *vary,
         m[u] = centred.mx[idx[u]];
         for (size_t k = 0; k < q; k++)
             a[u * q + k] = cov[idx[u]][idx[k]] * (u == k ? 1 + alpha : 1);
+    }
+    for (size_t u = 0; u < q; u++) { /* column u of A^-1 */
+        double e[CALIB_EV_MAX] = {0};
+        e[u] = 1;
+        memcpy(l, a, q * q * sizeof(double));
+        if (chol_solve(l, e, v, q) == 0 && v[u] >= 0)
+            coef_se[idx[u]] = sqrt(sigma2 * s->w / n_eff * v[u]);
     }
     if (chol_solve(a, m, v, q) != 0)
         return NAN;
@@ -420,7 +432,7 @@ int calib_ev_fit_now(calib_ev *c, calib_ev_fit *f)
     f->idle_se_w = NAN;
     f->why = "too few measured seconds";
     for (size_t j = 0; j < c->p; j++)
-        f->coef[j] = NAN;
+        f->coef[j] = f->coef_se[j] = NAN;
     if (c->r.n < c->cfg.min_rows)
         return 0;
     calib_ring_weigh(&c->r, c->cfg.half_life_s);
@@ -486,7 +498,7 @@ int calib_ev_fit_now(calib_ev *c, calib_ev_fit *f)
     f->idle_w = sum;
     if (!(f->idle_w >= 0))
         return ev_give_up(f, "the fitted idle is negative");
-    f->idle_se_w = idle_stderr(c, &s, vary, f->alpha, &sol);
+    f->idle_se_w = fit_stderr(c, &sol, &s, vary, f->alpha, f->coef_se);
     f->idle_identified = f->idle_se_w <= fmax(c->cfg.max_idle_se_w, c->cfg.max_idle_se_rel * sum);
     f->per_event = true;
     f->why = NULL;

@@ -191,11 +191,14 @@ typedef struct calib_ev_fit {
     double scale;              /* the single scale on the same rows */
     double coef[CALIB_EV_MAX]; /* measured W per model W of each column (scale
                                   when not per_event or the column is fixed) */
-    bool fixed[CALIB_EV_MAX];  /* the column did not vary: keeps the scale */
-    double alpha;              /* penalty chosen; INFINITY: the single scale */
-    double cv_rmse_w;          /* cross-validated error at alpha */
-    double cv_rmse_single_w;   /* ... and with the single scale */
-    double min_eig;            /* of the varying columns' correlation matrix */
+    /* Their standard errors (per_event only; NAN for a fixed column), as
+     * optimistic as idle_se_w. */
+    double coef_se[CALIB_EV_MAX];
+    bool fixed[CALIB_EV_MAX]; /* the column did not vary: keeps the scale */
+    double alpha;             /* penalty chosen; INFINITY: the single scale */
+    double cv_rmse_w;         /* cross-validated error at alpha */
+    double cv_rmse_single_w;  /* ... and with the single scale */
+    double min_eig;           /* of the varying columns' correlation matrix */
 } calib_ev_fit;
 
 typedef struct calib_ev calib_ev;

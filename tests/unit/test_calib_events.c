@@ -116,6 +116,11 @@ static void test_distinct(void **state)
     assert_true(f.idle_identified);
     assert_true(f.idle_se_w > 0 && f.idle_se_w < 0.5);
     assert_true(fabs(f.idle_w - IDLE) <= 4 * f.idle_se_w);
+    /* Each coefficient's standard error: small, and the truth within 4. */
+    assert_true(f.coef_se[0] > 0 && f.coef_se[0] < 0.05 * S_CPU);
+    assert_true(f.coef_se[1] > 0 && f.coef_se[1] < 0.05 * S_EV);
+    assert_true(fabs(f.coef[0] - S_CPU) <= 4 * f.coef_se[0]);
+    assert_true(fabs(f.coef[1] - S_EV) <= 4 * f.coef_se[1]);
     /* The single scale lies between the two. */
     assert_true(f.scale > S_EV && f.scale < S_CPU);
     calib_ev_free(c);
@@ -173,6 +178,7 @@ static void test_fixed_column(void **state)
     assert_false(f.per_event);
     assert_string_equal(f.why, "fewer than two events varied");
     assert_true(f.fixed[1] && !f.fixed[0]);
+    assert_true(isnan(f.coef_se[0]) && isnan(f.coef_se[1])); /* no per-event fit */
     assert_true(fabs(f.scale - S_CPU) <= 0.02 * S_CPU);
     calib_ev_free(c);
 }
