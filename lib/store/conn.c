@@ -286,6 +286,7 @@ void conn_models_end_txn(store *s, bool committed)
     }
     pthread_mutex_unlock(&s->lock);
     node_calib_end_txn(s, committed);
+    node_evcal_end_txn(s, committed);
 }
 
 /* A new database file has none of the models. */
@@ -296,6 +297,7 @@ void conn_models_unwritten(store *s)
         s->model[i].written = false;
     pthread_mutex_unlock(&s->lock);
     node_calib_unwritten(s);
+    node_evcal_unwritten(s);
 }
 
 static void bind_identity(store *s, sqlite3_stmt *st, int32_t pid, uint64_t start_time)
@@ -557,6 +559,8 @@ int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows
         rc = write_calibration(s, calib_until, rows);
     if (rc == SQLITE_OK)
         rc = node_calib_write(s, s->stmt[ST_NODE]);
+    if (rc == SQLITE_OK)
+        rc = node_evcal_write(s);
     return rc;
 }
 
@@ -568,7 +572,7 @@ bool conn_models_pending(store *s)
     for (size_t i = 0; i < s->n_model; i++)
         pending = pending || !s->model[i].written;
     pthread_mutex_unlock(&s->lock);
-    return pending || node_calib_pending(s);
+    return pending || node_calib_pending(s) || node_evcal_pending(s);
 }
 
 /* A process's row as a fold adds to it. */

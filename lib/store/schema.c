@@ -90,6 +90,18 @@ static const char migrate_process_totals[] =
     " DELETE FROM process_info WHERE id = OLD.id;"
     " DELETE FROM process_totals WHERE id = OLD.id; END;";
 
+/* 8 -> 9, the node's per-event calibration kept across restarts: the
+ * latest fit of one coefficient per model event that was used, for each set
+ * of target domains, with the SHA-256 and the events of the model it is of
+ * (a daemon uses it only for that model). events, coef and coef_se are JSON
+ * arrays in the model's event order; a null standard error is a column
+ * that did not vary and kept the single scale. Nothing to carry over. */
+static const char migrate_node_event_calibration[] =
+    "CREATE TABLE node_event_calibration ("
+    " target TEXT PRIMARY KEY, t INTEGER NOT NULL, model_sha256 TEXT NOT NULL,"
+    " events TEXT NOT NULL, coef TEXT NOT NULL, coef_se TEXT NOT NULL, scale REAL,"
+    " alpha REAL NOT NULL, idle_w REAL NOT NULL, idle_se_w REAL, rows INTEGER NOT NULL);";
+
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -183,6 +195,9 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
 
     /* 8: the totals a fold rewrites apart from what is written once */
     migrate_process_totals,
+
+    /* 9: the node's per-event calibration */
+    migrate_node_event_calibration,
 };
 
 int schema_errno(sqlite3 *db, int rc)

@@ -282,6 +282,8 @@ struct store {
                               database holds, node_txn: the one the
                               transaction under way wrote (0: none) */
     uint64_t node_committed, node_txn;
+    store_node_evcal evcal; /* store_node_evcal_save's latest; the counters as node's */
+    uint64_t evcal_saved, evcal_committed, evcal_txn;
     store_stats stats;
 };
 
@@ -309,6 +311,12 @@ int node_calib_write(store *s, sqlite3_stmt *st);
 bool node_calib_pending(store *s);
 void node_calib_end_txn(store *s, bool committed);
 void node_calib_unwritten(store *s);
+
+/* The same for the node's per-event fit (node_events.c). */
+int node_evcal_write(store *s);
+bool node_evcal_pending(store *s);
+void node_evcal_end_txn(store *s, bool committed);
+void node_evcal_unwritten(store *s);
 
 /* Loads the models table into s->model (at open). */
 int conn_load_models(store *s, char *err, size_t errlen);

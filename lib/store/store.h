@@ -67,6 +67,9 @@
  *   node_calibration           per set of target domains: this node's latest
  *                              identifiable fit of idle power and model scale
  *                              (docs/calibration.md), kept across restarts
+ *   node_event_calibration     per set of target domains: the latest fit of
+ *                              one coefficient per model event that was used,
+ *                              with its model's SHA-256 and events
  *
  * Rollups: the writer runs maintenance every maintain_interval_s (and again
  * right away while more is due): per-second rows older than
@@ -88,7 +91,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 8
+#define STORE_SCHEMA_VERSION 9
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
@@ -233,6 +236,35 @@ int store_node_calib_put(const char *path, const store_node_calib *c, char *err,
  * prepares the write, but writes nothing): 0, or -EIO with `err` as
  * store_node_calib_put says it. For checking before minutes of measuring. */
 int store_node_calib_check(const char *path, char *err, size_t errlen);
+
+/* The node's latest fit of measured = idle + sum_j coef_j * P_j that was
+ * used, P_j the model's dynamic power through event j (lib/model calib_ev,
+ * docs/calibration.md), for one set of RAPL domains: kept in the
+ * node_event_calibration table (node_events.c) so that a daemon restarted
+ * with the same model uses it at once. */
+#define STORE_EVCAL_MAX 8       /* events, as lib/model's CALIB_EV_MAX */
+#define STORE_EVCAL_NAME_LEN 64 /* bytes of an event's name, NUL included */
+typedef struct store_node_evcal {
+    char target[64];       /* the domains the power was measured on */
+    int64_t t;             /* Unix seconds of the fit */
+    char model_sha256[65]; /* the model the coefficients are of (64 hex digits) */
+    size_t n_events;       /* 1..STORE_EVCAL_MAX */
+    char events[STORE_EVCAL_MAX][STORE_EVCAL_NAME_LEN]; /* the model's, in its order */
+    double coef[STORE_EVCAL_MAX];    /* measured W per model W of each event, > 0 */
+    double coef_se[STORE_EVCAL_MAX]; /* their standard errors; NAN: fixed at the scale */
+    double scale;                    /* the single scale on the same rows; NAN = unknown */
+    double alpha;                    /* the ridge penalty chosen (finite, >= 0) */
+    double idle_w, idle_se_w;        /* intercept (>= 0) and its standard error (NAN = unknown) */
+    int64_t rows;                    /* seconds fitted */
+} store_node_evcal;
+
+/* Keeps `c` as the node's per-event fit for c->target, replacing the one
+ * there: written with the next commit (the latest call wins), as
+ * store_node_calib_save. Any thread but the sampling one. -EINVAL, and
+ * nothing kept, for a row without a target, without a model SHA-256 or
+ * events, with a coefficient that is not positive, a negative or non-finite
+ * idle or penalty. */
+int store_node_evcal_save(store *s, const store_node_evcal *c);
 
 /* ---- Pushing per-tick deltas (push.c) ------------------------------------ */
 /* All store_push_* are for ONE producer thread at a time (the sampler). They
@@ -506,6 +538,11 @@ typedef struct store_calibration_row {
 
 /* The node's calibration for `target`; -ENOENT when there is none. */
 int store_node_calib_get(store_reader *r, const char *target, store_node_calib *out, char *err,
+                         size_t errlen);
+
+/* The node's per-event fit for `target`; -ENOENT when there is none, -EBADMSG
+ * (naming the column) for a row this code cannot read. */
+int store_node_evcal_get(store_reader *r, const char *target, store_node_evcal *out, char *err,
                          size_t errlen);
 
 /* Calibration rows with t >= since, oldest first, at most `limit` (0 = all). */

@@ -134,10 +134,16 @@ static inline void raw_exec(sqlite3 *db, const char *sql)
         fail_msg("%s: %s", sql, msg);
 }
 
+/* SQL that takes a new database back to schema version 8: without the
+ * node's per-event calibration (version 9). */
+#define STORE_AS_V8 "DROP TABLE node_event_calibration;"
+
 /* SQL that turns the `processes` view back into the table it was up to
  * schema version 7 (identity and totals in one row), for tests that start
- * from an older version by taking the newer one apart. */
+ * from an older version by taking the newer one apart; the tables of later
+ * versions go too. */
 #define STORE_PROCESSES_AS_V7                                                                      \
+    STORE_AS_V8                                                                                    \
     "CREATE TABLE processes_v7 ("                                                                  \
     " id INTEGER PRIMARY KEY, boot_id TEXT NOT NULL, pid INTEGER NOT NULL,"                        \
     " start_time INTEGER NOT NULL, comm TEXT, cmdline TEXT, uid INTEGER, cgroup TEXT,"             \
