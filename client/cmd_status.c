@@ -117,7 +117,11 @@ static void print_calibration(const query_opts *q, json_object *c)
         printf("not used (one scale): %s\n", query_str(ev, "reason"));
         return;
     }
-    printf("used, penalty %g:", query_num(ev, "alpha"));
+    printf("used, penalty %g", query_num(ev, "alpha"));
+    if (!strcmp(query_str(ev, "source"), "stored"))
+        printf(" (stored, fitted %s; live fit: %s)", fmt_iso8601(when, query_num(ev, "fitted")),
+               query_str(ev, "live_reason"));
+    printf(":");
     for (size_t i = 0; co && i < json_object_array_length(co); i++) {
         json_object *e = json_object_array_get_idx(co, i);
         if (!json_object_get_boolean(query_obj(e, "fixed")))

@@ -149,6 +149,11 @@ typedef struct daemon_calib {
     calib_ev_fit events;
     bool events_used;
     const char *events_why; /* a static string; NULL when used */
+    /* The latest per-event fit that was used, of the model in use: from this
+     * run, or stored in the database (ev_best.t 0: none). events_stored:
+     * attribution uses it, the live fit not being usable now. */
+    store_node_evcal ev_best;
+    bool events_stored;
 } daemon_calib;
 
 /* "fitted", "stored", "model", "percentile". */
@@ -282,6 +287,10 @@ bool sampler_replay_done(const sampler *s);
  * what attribution uses until the node's live fit can tell idle. Ignored
  * when its target domains are not the model's. */
 void sampler_set_stored_calib(sampler *s, const store_node_calib *c);
+/* The node's stored per-event fit, likewise: used at once when it is of the
+ * model in use (its SHA-256, events and target domains). NULL when taken,
+ * else why not (a static string). */
+const char *sampler_set_stored_evcal(sampler *s, const store_node_evcal *c);
 /* Installs a new model (takes ownership) at the next tick; its events must
  * be a subset of the running event set. */
 int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen);

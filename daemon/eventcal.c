@@ -9,12 +9,14 @@
  * refitted every SAMPLER_EV_FIT_S seconds. When the fit can tell the
  * events apart, and idle is identified (by the single-scale fit or by this
  * one's own standard error), attribution weighs each process's dynamic power by the coefficients
- * and takes idle from the fit's intercept; otherwise the single scale stands, and GetStatus says
- * why. */
+ * and takes idle from the fit's intercept; otherwise the latest fit that was used, of the same
+ * model (from this run, or stored in the database by the run before), stands; without one the
+ * single scale does, and GetStatus says why. */
 #include "sampler-internal.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Why a model cannot have one coefficient per event, or NULL. */
@@ -28,6 +30,76 @@ static const char *model_unfit(const model *m)
         for (size_t j = 0; j < m->n_events; j++)
             if (!(m->classes[k].coef[j] >= 0))
                 return "the model has a negative coefficient";
+    return NULL;
+}
+
+/* Attribution takes the coefficients `coef` and idle from their fit's
+ * intercept: a live fit's (`fitted`) always, a kept one's unless the
+ * single-scale fit tells idle now. events_why stays the live fit's. */
+static void apply(sampler *s, const double *coef, double scale, double idle_w, bool fitted)
+{
+    daemon_calib *c = &s->cal;
+
+    s->ev_used = c->events_used = true;
+    memcpy(s->ev_scale, coef, s->m->n_events * sizeof(double));
+    s->ev_untracked_scale = s->cpu_event >= 0 ? coef[s->cpu_event] : scale;
+    if (fitted || c->source != DAEMON_IDLE_FITTED) {
+        c->source = fitted ? DAEMON_IDLE_FITTED : DAEMON_IDLE_STORED;
+        s->idle_w = c->idle_w = idle_w;
+    }
+    s->dyn_scale = 0; /* the coefficients already give measured watts */
+}
+
+/* Keeps the live fit, used this second, as the node's latest. */
+static void keep_fit(sampler *s)
+{
+    const calib_ev_fit *f = &s->cal.events;
+    store_node_evcal *b = &s->cal.ev_best;
+
+    memset(b, 0, sizeof(*b));
+    model_target_key(s->m, b->target, sizeof(b->target));
+    b->t = s->fit_t_ns / 1000000000;
+    snprintf(b->model_sha256, sizeof(b->model_sha256), "%s", s->m->sha256);
+    b->n_events = s->m->n_events;
+    for (size_t j = 0; j < b->n_events; j++) {
+        snprintf(b->events[j], sizeof(b->events[j]), "%s", s->m->events[j]);
+        b->coef[j] = f->coef[j];
+        b->coef_se[j] = f->coef_se[j];
+    }
+    b->scale = f->scale;
+    b->alpha = f->alpha;
+    b->idle_w = f->idle_w;
+    b->idle_se_w = f->idle_se_w;
+    b->rows = (int64_t)f->rows;
+}
+
+/* Why the stored fit `c` is not of the model in use, or NULL. */
+static const char *not_this_model(const sampler *s, const store_node_evcal *c)
+{
+    char target[sizeof(c->target)];
+
+    model_target_key(s->m, target, sizeof(target));
+    if (strcmp(target, c->target) != 0)
+        return "it is of other RAPL domains";
+    if (strcmp(c->model_sha256, s->m->sha256) != 0)
+        return "it is of another model (SHA-256)";
+    if (c->n_events != s->m->n_events)
+        return "the model's events are not the ones it was fitted with";
+    for (size_t j = 0; j < c->n_events; j++)
+        if (strcmp(c->events[j], s->m->events[j]) != 0)
+            return "the model's events are not the ones it was fitted with";
+    return NULL;
+}
+
+const char *sampler_set_stored_evcal(sampler *s, const store_node_evcal *c)
+{
+    const char *why = s->evfit ? not_this_model(s, c) : s->cal.events_why;
+
+    if (why)
+        return why;
+    s->cal.ev_best = *c;
+    s->cal.events_stored = true;
+    apply(s, c->coef, c->scale, c->idle_w, false);
     return NULL;
 }
 
@@ -45,9 +117,11 @@ int eventcal_setup(sampler *s)
     memset(s->sec_ev_j, 0, sizeof(s->sec_ev_j));
     memset(&c->events, 0, sizeof(c->events));
     c->events.idle_w = c->events.scale = c->events.alpha = NAN;
-    s->ev_used = c->events_used = false;
+    s->ev_used = c->events_used = c->events_stored = false;
     s->ev_fit_wait = SAMPLER_EV_FIT_S;
     c->events_why = model_unfit(s->m);
+    if (c->events_why || (c->ev_best.t > 0 && not_this_model(s, &c->ev_best)))
+        c->ev_best.t = 0; /* a fit is of the model it was fitted with */
     if (c->events_why)
         return 0;
     c->events_why = "too few measured seconds";
@@ -114,15 +188,15 @@ void eventcal_second(sampler *s, double host_w, double untracked_w, double secs)
         c->events_why = "the fitted idle is too uncertain";
     else
         c->events_why = NULL;
-    s->ev_used = c->events_used = c->events_why == NULL;
-    if (!s->ev_used)
-        return;
-    /* Power that follows an event the single scale cannot explain leaves
-     * that fit too uncertain to name idle while this one can: it is then
-     * this fit's idle. */
-    c->source = DAEMON_IDLE_FITTED;
-    memcpy(s->ev_scale, c->events.coef, s->m->n_events * sizeof(double));
-    s->ev_untracked_scale = s->cpu_event >= 0 ? c->events.coef[s->cpu_event] : c->events.scale;
-    s->idle_w = c->idle_w = c->events.idle_w;
-    s->dyn_scale = 0; /* the coefficients already give measured watts */
+    s->ev_used = c->events_used = c->events_stored = false;
+    if (!c->events_why) {
+        /* Power that follows an event the single scale cannot explain
+         * leaves that fit too uncertain to name idle while this one can:
+         * it is then this fit's idle. */
+        keep_fit(s);
+        apply(s, c->events.coef, c->events.scale, c->events.idle_w, true);
+    } else if (c->ev_best.t > 0) {
+        c->events_stored = true;
+        apply(s, c->ev_best.coef, c->ev_best.scale, c->ev_best.idle_w, false);
+    }
 }

@@ -283,6 +283,44 @@ static void put_calibration(FILE *f, const daemon_calib *c)
     put_plain(f, "wattprof_calibration_load_spread_watts", c->live.spread_w);
 }
 
+/* One coefficient per event: whether used and which fit, and each event's
+ * coefficient in use with its standard error (series only while used). */
+static void put_calibration_events(FILE *f, const daemon_calib *c, const char *targets)
+{
+    const store_node_evcal *b = c->events_used ? &c->ev_best : NULL;
+    static const char *const names[] = {"wattprof_calibration_event_scale_ratio",
+                                        "wattprof_calibration_event_scale_stderr_ratio"};
+    static const char *const helps[] = {
+        "Measured watts per watt of the model's dynamic power through each event, of the "
+        "per-event fit in use.",
+        "Standard error of each event's scale in use (NaN: the event did not vary and keeps the "
+        "single scale)."};
+
+    put_family(f, "wattprof_calibration_events_used", "gauge",
+               "1 when attribution uses one coefficient per event, from the live fit (fitted) or "
+               "the latest one used (stored).");
+    fprintf(f, "wattprof_calibration_events_used{source=\"%s\"} %d\n",
+            b ? (c->events_stored ? "stored" : "fitted") : "none", b != NULL);
+    put_family(f, "wattprof_calibration_events_fit_timestamp_seconds", "gauge",
+               "Unix time of the per-event fit in use (NaN when none is used).");
+    put_plain(f, "wattprof_calibration_events_fit_timestamp_seconds", b ? (double)b->t : NAN);
+    put_family(f, "wattprof_calibration_events_penalty_ratio", "gauge",
+               "Ridge penalty the per-event fit in use chose (NaN when none is used).");
+    put_plain(f, "wattprof_calibration_events_penalty_ratio", b ? b->alpha : NAN);
+    for (size_t k = 0; k < 2; k++) {
+        put_family(f, names[k], "gauge", helps[k]);
+        for (size_t j = 0; b && j < b->n_events; j++) {
+            fprintf(f, "%s{event=\"", names[k]);
+            put_value(f, b->events[j]);
+            fputs("\",target=\"", f);
+            put_value(f, targets);
+            fputs("\"} ", f);
+            put_number(f, k == 0 ? b->coef[j] : b->coef_se[j]);
+            fputc('\n', f);
+        }
+    }
+}
+
 static void put_status(FILE *f, const snapshot *snap, const char *model_name, const char *sha,
                        bool calibrated)
 {
@@ -330,6 +368,7 @@ int exposition_render(daemon_ctx *ctx, const snapshot *snap, char **out, size_t 
     }
     model_labels(ctx, model_name, sha, targets, sizeof(targets), &calibrated);
     put_status(f, snap, model_name, sha, calibrated);
+    put_calibration_events(f, &snap->st.calib, targets);
     put_host(f, ctx, snap, targets);
     put_groups(f, uc, &snap->groups);
     r = put_pids(f, uc, ctx->cfg, snap);

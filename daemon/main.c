@@ -59,20 +59,14 @@ static int set(char **dst, const char *v)
 /* Flags override the config file, so the file is read first. */
 static int parse_args(int argc, char **argv, config *c)
 {
-    static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-                                         {"state-dir", required_argument, NULL, 'S'},
-                                         {"db", required_argument, NULL, 'd'},
-                                         {"socket", required_argument, NULL, 's'},
-                                         {"model", required_argument, NULL, 'm'},
-                                         {"rate", required_argument, NULL, 'r'},
-                                         {"record", required_argument, NULL, 'R'},
-                                         {"replay", required_argument, NULL, 'P'},
-                                         {"speed", required_argument, NULL, 'x'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {"version", no_argument, NULL, 'V'},
-                                         {"pid-file", required_argument, NULL, 'p'},
-                                         {"backend", required_argument, NULL, 'b'},
-                                         {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},  {"state-dir", required_argument, NULL, 'S'},
+        {"db", required_argument, NULL, 'd'},      {"socket", required_argument, NULL, 's'},
+        {"model", required_argument, NULL, 'm'},   {"rate", required_argument, NULL, 'r'},
+        {"record", required_argument, NULL, 'R'},  {"replay", required_argument, NULL, 'P'},
+        {"speed", required_argument, NULL, 'x'},   {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},       {"pid-file", required_argument, NULL, 'p'},
+        {"backend", required_argument, NULL, 'b'}, {NULL, 0, NULL, 0}};
     const char *config_path = NULL;
     char err[UTIL_ERRLEN];
     int o, r = 0;
@@ -349,46 +343,84 @@ static void drift_flag(daemon_ctx *ctx, bool *flagged)
     snapshot_unref(snap);
 }
 
-/* The node's stored calibration for the model's domains, handed to the
- * sampler before it starts; *saved_t is its time (0 when none). */
-static void load_calibration(daemon_ctx *ctx, int64_t *saved_t)
+/* The node's stored per-event fit, handed to the sampler when it is of the
+ * model in use; saved_t[1] is its time (0 when none is taken). */
+static void load_event_calibration(daemon_ctx *ctx, store_reader *r, const char *target,
+                                   int64_t saved_t[2])
+{
+    char err[UTIL_ERRLEN];
+    store_node_evcal c;
+    const char *why;
+    int ret = store_node_evcal_get(r, target, &c, err, sizeof(err));
+
+    if (ret == -ENOENT)
+        return;
+    if (ret < 0) {
+        log_warning("cannot read the stored per-event calibration: %s", err);
+        return;
+    }
+    if ((why = sampler_set_stored_evcal(ctx->smp, &c))) {
+        log_info("stored per-event calibration for %s (model %.12s) not used: %s", target,
+                 c.model_sha256, why);
+        return;
+    }
+    saved_t[1] = c.t;
+    log_info("stored per-event calibration for %s: idle %.2f W, penalty %g, from %lld s of this"
+             " node",
+             target, c.idle_w, c.alpha, (long long)c.rows);
+}
+
+/* The node's stored calibrations for the model's domains, handed to the
+ * sampler before it starts; saved_t[0] is the single-scale fit's time,
+ * saved_t[1] the per-event fit's (0 when none). */
+static void load_calibration(daemon_ctx *ctx, int64_t saved_t[2])
 {
     char err[UTIL_ERRLEN], target[64];
     store_node_calib c;
     store_reader *r;
     int ret;
 
-    *saved_t = 0;
+    saved_t[0] = saved_t[1] = 0;
     model_target_key(ctx->model, target, sizeof(target));
-    if ((ret = store_reader_open(ctx->cfg->db_path, &r, err, sizeof(err))) == 0) {
-        ret = store_node_calib_get(r, target, &c, err, sizeof(err));
-        store_reader_close(r);
-    }
-    if (ret == -ENOENT)
-        return; /* status says where idle comes from */
-    if (ret < 0) {
+    if ((ret = store_reader_open(ctx->cfg->db_path, &r, err, sizeof(err))) < 0) {
         log_warning("cannot read the stored calibration: %s", err);
         return;
     }
-    sampler_set_stored_calib(ctx->smp, &c);
-    *saved_t = c.t;
-    log_info("stored calibration for %s: idle %.2f +- %.2f W, from %lld s of this node", target,
-             c.idle_w, c.idle_se_w, (long long)c.rows);
+    ret = store_node_calib_get(r, target, &c, err, sizeof(err));
+    if (ret < 0 && ret != -ENOENT) /* none: status says where idle comes from */
+        log_warning("cannot read the stored calibration: %s", err);
+    if (ret == 0) {
+        sampler_set_stored_calib(ctx->smp, &c);
+        saved_t[0] = c.t;
+        log_info("stored calibration for %s: idle %.2f +- %.2f W, from %lld s of this node", target,
+                 c.idle_w, c.idle_se_w, (long long)c.rows);
+    }
+    load_event_calibration(ctx, r, target, saved_t);
+    store_reader_close(r);
 }
 
-/* Keeps the node's latest identifiable fit in the database, at most once a
- * minute (and at exit: `final`). */
-static void save_calibration(daemon_ctx *ctx, int64_t *saved_t, bool final)
+/* Keeps the node's latest identifiable fit, and its latest per-event fit
+ * that was used, in the database, each at most once a minute (and at exit:
+ * `final`). */
+static void save_calibration(daemon_ctx *ctx, int64_t saved_t[2], bool final)
 {
     snapshot *snap = sampler_snapshot(ctx->smp);
     const store_node_calib *b = snap ? &snap->st.calib.best : NULL;
+    const store_node_evcal *e = snap ? &snap->st.calib.ev_best : NULL;
 
-    if (b && b->t > *saved_t && (final || b->t >= *saved_t + 60)) {
-        if (*saved_t == 0)
+    if (b && b->t > saved_t[0] && (final || b->t >= saved_t[0] + 60)) {
+        if (saved_t[0] == 0)
             log_info("idle identified: %.2f +- %.2f W (scale %.3f, R2 %.4f, %lld s)", b->idle_w,
                      b->idle_se_w, b->scale, b->r2, (long long)b->rows);
         if (store_node_calib_save(ctx->st, b) == 0)
-            *saved_t = b->t;
+            saved_t[0] = b->t;
+    }
+    if (e && e->t > saved_t[1] && (final || e->t >= saved_t[1] + 60)) {
+        int r = store_node_evcal_save(ctx->st, e);
+        if (r < 0)
+            log_warning("cannot keep the per-event calibration of %s: %s", e->target, strerror(-r));
+        else
+            saved_t[1] = e->t;
     }
     snapshot_unref(snap);
 }
@@ -461,7 +493,7 @@ static int run(config *cfg)
     int32_t model_id = 0;
     int fd = -1, sfd = -1, r;
     bool socket_bound = false, pid_written = false;
-    int64_t calib_saved = 0;
+    int64_t calib_saved[2] = {0, 0};
     char err[UTIL_ERRLEN];
     sigset_t mask;
 
@@ -521,7 +553,7 @@ static int run(config *cfg)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-    load_calibration(&ctx, &calib_saved);
+    load_calibration(&ctx, calib_saved);
     if ((r = rpc_server_start(srv)) < 0 || (r = sampler_start(ctx.smp)) < 0) {
         log_error("starting threads: %s", strerror(-r));
         goto out;
@@ -530,13 +562,13 @@ static int run(config *cfg)
         goto out;
     pid_written = cfg->pid_file != NULL;
     log_start(&ctx);
-    main_loop(&ctx, sfd, &calib_saved);
+    main_loop(&ctx, sfd, calib_saved);
     sd_notify(0, "STOPPING=1");
 out:
     exporter_stop(exp);
     sampler_stop(ctx.smp);
     if (ctx.smp && ctx.st)
-        save_calibration(&ctx, &calib_saved, true);
+        save_calibration(&ctx, calib_saved, true);
     rpc_server_free(srv);
     methods_free(&ctx);
     sampler_free(ctx.smp);

@@ -9,35 +9,58 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One coefficient per event: in use or why not, and the latest fit (the
+/* One coefficient per event: in use (the live fit, or the latest used one,
+ * kept or stored: `source`) or why not, and the latest live fit (the
  * model's event names when it has as many events as the fit). */
 static json_object *calibration_events_json(const daemon_calib *c, const model *m)
 {
     json_object *o = json_object_new_object(), *a = json_object_new_array();
     const calib_ev_fit *f = &c->events;
+    const store_node_evcal *b = c->events_used ? &c->ev_best : NULL;
     bool fitted = f->rows > 0 && isfinite(f->scale);
 
     json_object_object_add(o, "used", json_object_new_boolean(c->events_used));
+    json_object_object_add(
+        o, "source", b ? json_object_new_string(c->events_stored ? "stored" : "fitted") : NULL);
+    json_object_object_add(o, "fitted", b ? json_object_new_double((double)b->t) : NULL);
     json_object_object_add(o, "reason",
+                           !b && c->events_why ? json_object_new_string(c->events_why) : NULL);
+    json_object_object_add(o, "live_reason",
                            c->events_why ? json_object_new_string(c->events_why) : NULL);
-    json_object_object_add(o, "alpha", f->per_event ? num_or_null(f->alpha) : NULL);
-    json_object_object_add(o, "idle_w", fitted ? num_or_null(f->idle_w) : NULL);
-    json_object_object_add(o, "idle_se_w", f->per_event ? num_or_null(f->idle_se_w) : NULL);
-    for (size_t j = 0; j < f->n_cols; j++) {
+    json_object_object_add(o, "alpha",
+                           b              ? num_or_null(b->alpha)
+                           : f->per_event ? num_or_null(f->alpha)
+                                          : NULL);
+    json_object_object_add(o, "idle_w",
+                           b        ? num_or_null(b->idle_w)
+                           : fitted ? num_or_null(f->idle_w)
+                                    : NULL);
+    json_object_object_add(o, "idle_se_w",
+                           b              ? num_or_null(b->idle_se_w)
+                           : f->per_event ? num_or_null(f->idle_se_w)
+                                          : NULL);
+    for (size_t j = 0; j < (b ? b->n_events : f->n_cols); j++) {
         json_object *e = json_object_new_object();
         char name[32];
         snprintf(name, sizeof(name), "event %zu", j);
-        json_object_object_add(
-            e, "event",
-            json_object_new_string(m && m->n_events == f->n_cols ? m->events[j] : name));
-        json_object_object_add(e, "scale", fitted ? num_or_null(f->coef[j]) : NULL);
-        json_object_object_add(e, "fixed", json_object_new_boolean(f->fixed[j]));
+        json_object_object_add(e, "event",
+                               json_object_new_string(b                               ? b->events[j]
+                                                      : m && m->n_events == f->n_cols ? m->events[j]
+                                                                                      : name));
+        json_object_object_add(e, "scale",
+                               b        ? num_or_null(b->coef[j])
+                               : fitted ? num_or_null(f->coef[j])
+                                        : NULL);
+        json_object_object_add(e, "se", b ? num_or_null(b->coef_se[j]) : NULL);
+        json_object_object_add(e, "fixed",
+                               json_object_new_boolean(b ? !isfinite(b->coef_se[j]) : f->fixed[j]));
         json_object_array_add(a, e);
     }
     json_object_object_add(o, "coefficients", a);
     json_object_object_add(o, "cv_rmse_w", num_or_null(f->cv_rmse_w));
     json_object_object_add(o, "cv_rmse_single_w", num_or_null(f->cv_rmse_single_w));
     json_object_object_add(o, "rows", json_object_new_int64((int64_t)f->rows));
+    json_object_object_add(o, "fit_rows", b ? json_object_new_int64(b->rows) : NULL);
     return o;
 }
 

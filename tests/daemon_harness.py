@@ -36,6 +36,29 @@ def workload_env():
     return dict(os.environ, ASAN_OPTIONS=(asan + ":" if asan else "") + "detect_leaks=0")
 
 
+def meter_stalled(d):
+    """Why the fake meter's seconds cannot judge accuracy (it stalled in over
+    a fifth of those stored), or None."""
+    n, measured = d.sql("SELECT count(*), sum(measured) FROM host_attribution")[0]
+    if n and measured < 0.8 * n:
+        return (f"the fake meter stalled in {n - measured} of {n} seconds"
+                f" (load {os.getloadavg()[0]:.1f})")
+    return None
+
+
+def end_rig(meter, d, cycler=None, background=None):
+    """Stops what a test on the fake meter started: a FaultCycle, the daemon
+    when the body failed with one up, a background burner, the meter."""
+    if cycler:
+        cycler.stop()
+    if d and d.proc.poll() is None:
+        d.stop()
+    if background:
+        background.kill()
+        background.wait()
+    meter.close()
+
+
 def finish_rig(work, loads, skipped):
     """Ends a test on the fake meter: prints the host's load over it, keeps
     `work` for a look when a check failed, and exits 77 with the reason

@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import (Daemon, FaultCycle, busy_rig, check, page_fault_model,  # noqa: E402
-                            reap)
+from daemon_harness import (Daemon, FaultCycle, busy_rig, check, end_rig,  # noqa: E402
+                            meter_stalled, page_fault_model, reap)
 
 work, meter, wpburn, conf = busy_rig("evcal", "wpev", IDLE_W, PER_CPU_W, event_j=PER_FAULT_J)
 model_path = os.path.join(work, "model.json")
@@ -61,14 +61,6 @@ def events_line(c):
             f" per event: {'used' if e['used'] else 'not used: ' + str(e['reason'])},"
             f" alpha {e['alpha']}, {e['rows']} rows, coefficients {coefs or '-'},"
             f" cv rmse {e['cv_rmse_w'] or 0:.2f} W (single {e['cv_rmse_single_w'] or 0:.2f} W)")
-
-
-def meter_stalled(d):
-    n, measured = d.sql("SELECT count(*), sum(measured) FROM host_attribution")[0]
-    if n and measured < 0.8 * n:
-        return (f"the fake meter stalled in {n - measured} of {n} seconds"
-                f" (load {os.getloadavg()[0]:.1f})")
-    return None
 
 
 background, cycler, d, skipped = None, None, None, None
@@ -139,12 +131,5 @@ try:
 except RuntimeError as e:
     skipped = str(e)
 finally:
-    if cycler:
-        cycler.stop()
-    if d and d.proc.poll() is None:
-        d.stop()
-    if background:
-        background.kill()
-        background.wait()
-    meter.close()
+    end_rig(meter, d, cycler, background)
 daemon_harness.finish_rig(work, loads, skipped)
