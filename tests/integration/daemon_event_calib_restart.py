@@ -18,7 +18,7 @@ keeps both varying. Checked:
     why, and attribution is back to the single scale.
 Where the meter stalled in over a fifth of the seconds before the fit was
 used, the test is skipped with the reason."""
-import hashlib, json, os, re, subprocess, sys, time, urllib.request
+import hashlib, json, os, re, shutil, subprocess, sys, time, urllib.request
 
 SRCDIR = os.environ["SRCDIR"]
 IDLE_W, PER_CPU_W, PER_FAULT_J = 20.0, 30.0, 0.0004
@@ -137,6 +137,12 @@ try:
           set(got) == {x["event"] for x in e["coefficients"]} and
           all(abs(got[x["event"]] - x["scale"]) <= 1e-9 * x["scale"] for x in e["coefficients"]),
           "\n".join(ln for ln in text.splitlines() if "calibration_event" in ln))
+
+    if shutil.which("promtool"):
+        lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                              text=True)
+        check("promtool check metrics passes with the per-event series",
+              lint.returncode == 0, lint.stdout + lint.stderr)
 
     b = spawn("--faults", "30000", "2.0")
     cpu, flt = reap(b)
