@@ -93,7 +93,9 @@ static const char *not_this_model(const sampler *s, const store_node_evcal *c)
 
 const char *sampler_set_stored_evcal(sampler *s, const store_node_evcal *c)
 {
-    const char *why = s->evfit ? not_this_model(s, c) : s->cal.events_why;
+    const char *why = !s->evfit          ? s->cal.events_why
+                      : s->power->n == 0 ? "no power meter (RAPL) to fit against"
+                                         : not_this_model(s, c);
 
     if (why)
         return why;
