@@ -28,6 +28,8 @@ enum {
     ST_INFO,
     ST_EXIT,
     ST_TOTALS,
+    ST_NEW,
+    ST_NEW_TOTALS,
     ST_DOMAIN,
     ST_HOST,
     ST_CALIB,
@@ -96,6 +98,16 @@ static const char *const statements[ST_COUNT] = {
                   " WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3"
                   " ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)"
                   " WHERE ?6",
+    /* A new process's rows, written once with all a commit knows of it
+     * (conn_new_process): its info, exit and first second. Nothing when it
+     * has a row already: the writer then updates that row as above. */
+    [ST_NEW] = "INSERT INTO process_info (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+               " first_seen, job, exit_time) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+               " ON CONFLICT (boot_id, pid, start_time) DO NOTHING",
+    /* Its totals row, by the id the insert made (ST_TOTALS on a stale row). */
+    [ST_NEW_TOTALS] = "INSERT INTO process_totals (id, last_seen, class) VALUES (?1, ?2, ?3)"
+                      " ON CONFLICT (id) DO UPDATE SET"
+                      " last_seen = max(last_seen, excluded.last_seen) WHERE ?4",
     [ST_DOMAIN] =
         "INSERT INTO host_energy (t, domain, measured_j, modeled_j) VALUES (?1, ?2, ?3, ?4)"
         " ON CONFLICT (t, domain) DO UPDATE SET"
@@ -323,29 +335,143 @@ static int write_totals(store *s, int32_t pid, uint64_t start_time, int64_t t, c
     return run(st);
 }
 
-static int write_events(store *s)
+/* One info or exit event by its own statements, on the process's row as it
+ * is: for a process that has a row already. */
+static int write_event(store *s, const agg_event *e)
+{
+    sqlite3_stmt *st = s->stmt[e->kind == ITEM_INFO ? ST_INFO : ST_EXIT];
+    int rc;
+
+    bind_identity(s, st, e->pid, e->start_time);
+    if (e->kind == ITEM_INFO) {
+        bind_text_or_null(st, 4, e->info->comm);
+        bind_text_or_null(st, 5, e->info->cmdline);
+        if (e->info->uid >= 0)
+            sqlite3_bind_int64(st, 6, e->info->uid);
+        bind_text_or_null(st, 7, e->info->cgroup);
+        bind_text_or_null(st, 9, e->info->job);
+        sqlite3_bind_int64(st, 8, e->t);
+    } else {
+        sqlite3_bind_int64(st, 4, e->t);
+    }
+    rc = run(st);
+    if (rc == SQLITE_OK)
+        rc = write_totals(s, e->pid, e->start_time, e->t, NULL, e->kind != ITEM_INFO);
+    return rc;
+}
+
+/* A new process's rows as one commit's events and first second leave them:
+ * what write_event for each in turn, then insert_process, would have. */
+typedef struct new_rows {
+    const char *comm, *cmdline, *cgroup, *job;
+    int64_t uid, exit_time; /* -1: none */
+    int64_t first_seen, last_seen;
+    const int *klass; /* NULL: none */
+    bool exited;
+} new_rows;
+
+/* Writes process p's rows, one insert into each table with the id the first
+ * made, when it has none; *made false when it had (and nothing changed). */
+static int write_new(store *s, agg_proc *p, const new_rows *n, bool *made)
+{
+    sqlite3_stmt *st = s->stmt[ST_NEW];
+    sqlite3_int64 before = sqlite3_total_changes64(s->db);
+    int rc;
+
+    bind_identity(s, st, p->pid, p->start_time);
+    bind_text_or_null(st, 4, n->comm);
+    bind_text_or_null(st, 5, n->cmdline);
+    if (n->uid >= 0)
+        sqlite3_bind_int64(st, 6, n->uid);
+    bind_text_or_null(st, 7, n->cgroup);
+    sqlite3_bind_int64(st, 8, n->first_seen);
+    bind_text_or_null(st, 9, n->job);
+    if (n->exit_time >= 0)
+        sqlite3_bind_int64(st, 10, n->exit_time);
+    rc = run(st);
+    *made = rc == SQLITE_OK && sqlite3_total_changes64(s->db) > before;
+    if (!*made)
+        return rc;
+    p->row_id = sqlite3_last_insert_rowid(s->db);
+    p->row_txn = s->txn;
+    st = s->stmt[ST_NEW_TOTALS];
+    sqlite3_bind_int64(st, 1, p->row_id);
+    sqlite3_bind_int64(st, 2, n->last_seen);
+    if (n->klass)
+        sqlite3_bind_int(st, 3, *n->klass);
+    sqlite3_bind_int(st, 4, n->exited);
+    return run(st);
+}
+
+/* Process p's first second that a commit up to `until` writes, or NULL. */
+static const agg_sec *first_second(const agg_proc *p, int64_t until)
+{
+    for (size_t k = 0; k < p->n_sec; k++)
+        if (p->sec[k].t < until)
+            return &p->sec[k];
+    return NULL;
+}
+
+/* Merges process p's events (in order) and its first second into n. */
+static void merge_events(const agg *a, const agg_proc *p, int64_t until, new_rows *n)
+{
+    const agg_sec *first = first_second(p, until);
+
+    *n = (new_rows){.uid = -1, .exit_time = -1};
+    n->first_seen = n->last_seen = a->event[p->ev_first - 1].t;
+    for (size_t i = p->ev_first; i; i = a->event[i - 1].next) {
+        const agg_event *e = &a->event[i - 1];
+
+        if (e->kind == ITEM_EXIT) {
+            n->exit_time = e->t;
+            n->last_seen = e->t > n->last_seen ? e->t : n->last_seen;
+            n->exited = true;
+            continue;
+        }
+        n->first_seen = e->t < n->first_seen ? e->t : n->first_seen;
+        n->comm = e->info->comm ? e->info->comm : n->comm;
+        n->cmdline = e->info->cmdline ? e->info->cmdline : n->cmdline;
+        n->cgroup = e->info->cgroup ? e->info->cgroup : n->cgroup;
+        n->job = e->info->job ? e->info->job : n->job;
+        n->uid = e->info->uid >= 0 ? e->info->uid : n->uid;
+    }
+    if (first && first->t < n->first_seen)
+        n->first_seen = first->t;
+}
+
+/* Process p's events of this commit: with its first second in one write of
+ * each of its rows when it is new (most processes under churn: an info, an
+ * exit and a second in the same commit), else one by one. */
+static int write_proc_events(store *s, agg_proc *p, int64_t until)
+{
+    bool made = false;
+    int rc = SQLITE_OK;
+
+    if (p->row_id == 0) {
+        new_rows n;
+
+        merge_events(&s->acc, p, until, &n);
+        rc = write_new(s, p, &n, &made);
+    }
+    for (size_t i = p->ev_first; rc == SQLITE_OK && !made && i; i = s->acc.event[i - 1].next)
+        rc = write_event(s, &s->acc.event[i - 1]);
+    return rc;
+}
+
+/* The events in the order they came, each process's all at its first, so
+ * rows are made (and ids given) in the same order as one by one. */
+static int write_events(store *s, int64_t until)
 {
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_event && rc == SQLITE_OK; i++) {
-        agg_event *e = &s->acc.event[i];
-        sqlite3_stmt *st = s->stmt[e->kind == ITEM_INFO ? ST_INFO : ST_EXIT];
+        const agg_event *e = &s->acc.event[i];
+        agg_proc *p = e->proc ? &s->acc.proc[e->proc - 1] : NULL;
 
-        bind_identity(s, st, e->pid, e->start_time);
-        if (e->kind == ITEM_INFO) {
-            bind_text_or_null(st, 4, e->info->comm);
-            bind_text_or_null(st, 5, e->info->cmdline);
-            if (e->info->uid >= 0)
-                sqlite3_bind_int64(st, 6, e->info->uid);
-            bind_text_or_null(st, 7, e->info->cgroup);
-            bind_text_or_null(st, 9, e->info->job);
-            sqlite3_bind_int64(st, 8, e->t);
-        } else {
-            sqlite3_bind_int64(st, 4, e->t);
-        }
-        rc = run(st);
-        if (rc == SQLITE_OK)
-            rc = write_totals(s, e->pid, e->start_time, e->t, NULL, e->kind != ITEM_INFO);
+        if (!p)
+            rc = write_event(s, e);
+        else if (p->ev_first == i + 1)
+            rc = write_proc_events(s, p, until);
     }
     return rc;
 }
@@ -369,9 +495,14 @@ static int check_row(store *s, const agg_proc *p, bool *ok)
  * learns its id. */
 static int insert_process(store *s, agg_proc *p, const agg_sec *e)
 {
+    new_rows n = {
+        .uid = -1, .exit_time = -1, .first_seen = e->t, .last_seen = e->t, .klass = &e->klass};
     sqlite3_stmt *st = s->stmt[ST_PROC];
-    int rc;
+    bool made;
+    int rc = write_new(s, p, &n, &made);
 
+    if (rc != SQLITE_OK || made)
+        return rc;
     bind_identity(s, st, p->pid, p->start_time);
     sqlite3_bind_int64(st, 4, e->t);
     rc = run(st);
@@ -397,7 +528,9 @@ static int ensure_process(store *s, agg_proc *p, const agg_sec *e)
     bool ok = false;
     int rc = SQLITE_OK;
 
-    if (p->row_id > 0)
+    if (p->row_id > 0 && p->row_txn == s->txn)
+        ok = true; /* made in this transaction */
+    else if (p->row_id > 0)
         rc = check_row(s, p, &ok);
     if (rc == SQLITE_OK && !ok)
         rc = insert_process(s, p, e);
@@ -547,8 +680,9 @@ int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows
 {
     int rc = write_models(s, now_ns(CLOCK_REALTIME) / NS_PER_S);
 
+    s->txn++;
     if (rc == SQLITE_OK)
-        rc = write_events(s);
+        rc = write_events(s, until);
     if (rc == SQLITE_OK)
         rc = write_procs(s, until, rows);
     if (rc == SQLITE_OK)

@@ -108,9 +108,13 @@ typedef struct agg_proc {
     uint64_t start_time;
     agg_sec *sec; /* in time order */
     size_t n_sec, cap_sec;
-    int64_t last_t; /* newest second with a tick */
-    int64_t row_id; /* its processes.id as last written, 0 = not known; a
-                       hint the writer checks against the row's key */
+    int64_t last_t;           /* newest second with a tick */
+    int64_t row_id;           /* its processes.id as last written, 0 = not known; a
+                                 hint the writer checks against the row's key */
+    uint64_t row_txn;         /* the writer's transaction that created row_id: within
+                                 it the row needs no check */
+    size_t ev_first, ev_last; /* its events of this commit: index + 1 in
+                                 agg.event, 0 = none */
 } agg_proc;
 
 #define AGG_IDLE_S 10
@@ -149,6 +153,8 @@ typedef struct agg_event {
     uint64_t start_time;
     int64_t t;
     struct proc_info_blob *info;
+    size_t proc; /* index + 1 of its process in agg.proc, 0 = none (no memory) */
+    size_t next; /* index + 1 of the process's next event, 0 = none */
 } agg_event;
 
 typedef struct agg {
@@ -257,6 +263,7 @@ struct store {
                              in progress); INT64_MAX: none */
     int64_t fold_t;       /* process_fold.t: the processes rows count every
                              second before it (conn.c) */
+    uint64_t txn;         /* counts the writer's transactions (conn.c) */
     int64_t fold_txn;     /* the fold the transaction under way wrote, 0: none */
     int64_t ckpt_since;   /* CLOCK_MONOTONIC s of the first commit since the
                              last checkpoint, 0: none (checkpoint.c) */
