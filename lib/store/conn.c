@@ -15,28 +15,8 @@
 
 #define NS_PER_S 1000000000LL
 
-enum {
-    ST_PROC,
-    ST_PROC_CHECK,
-    ST_FOLD,
-    ST_FOLD_ROW,
-    ST_FOLD_SET,
-    ST_FOLD_MARK,
-    ST_FOLD_GET,
-    ST_PROC_ID,
-    ST_ENERGY,
-    ST_INFO,
-    ST_EXIT,
-    ST_TOTALS,
-    ST_NEW,
-    ST_NEW_TOTALS,
-    ST_DOMAIN,
-    ST_HOST,
-    ST_CALIB,
-    ST_MODEL,
-    ST_NODE,
-    ST_COUNT,
-};
+_Static_assert(ST_COUNT <= sizeof(((store *)0)->stmt) / sizeof(sqlite3_stmt *),
+               "store.stmt too small");
 
 static const char *const statements[ST_COUNT] = {
     /* A process's row is written when it is first seen, not every second:
@@ -251,8 +231,7 @@ static void bind_model(sqlite3_stmt *st, int i, int32_t id)
         sqlite3_bind_null(st, i);
 }
 
-/* Steps a statement to its end and resets it; returns the SQLite code. */
-static int run(sqlite3_stmt *st)
+int conn_run(sqlite3_stmt *st)
 {
     int rc;
 
@@ -279,7 +258,7 @@ static int write_models(store *s, int64_t now)
         bind_text_or_null(st, 4, m->engine);
         sqlite3_bind_text(st, 5, m->json, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 6, m->loaded ? m->loaded : now);
-        rc = run(st);
+        rc = conn_run(st);
         m->in_txn = true;
     }
     pthread_mutex_unlock(&s->lock);
@@ -332,7 +311,7 @@ static int write_totals(store *s, int32_t pid, uint64_t start_time, int64_t t, c
     else
         sqlite3_bind_null(st, 5);
     sqlite3_bind_int(st, 6, exited);
-    return run(st);
+    return conn_run(st);
 }
 
 /* One info or exit event by its own statements, on the process's row as it
@@ -354,7 +333,7 @@ static int write_event(store *s, const agg_event *e)
     } else {
         sqlite3_bind_int64(st, 4, e->t);
     }
-    rc = run(st);
+    rc = conn_run(st);
     if (rc == SQLITE_OK)
         rc = write_totals(s, e->pid, e->start_time, e->t, NULL, e->kind != ITEM_INFO);
     return rc;
@@ -388,7 +367,7 @@ static int write_new(store *s, agg_proc *p, const new_rows *n, bool *made)
     bind_text_or_null(st, 9, n->job);
     if (n->exit_time >= 0)
         sqlite3_bind_int64(st, 10, n->exit_time);
-    rc = run(st);
+    rc = conn_run(st);
     *made = rc == SQLITE_OK && sqlite3_total_changes64(s->db) > before;
     if (!*made)
         return rc;
@@ -400,7 +379,7 @@ static int write_new(store *s, agg_proc *p, const new_rows *n, bool *made)
     if (n->klass)
         sqlite3_bind_int(st, 3, *n->klass);
     sqlite3_bind_int(st, 4, n->exited);
-    return run(st);
+    return conn_run(st);
 }
 
 /* Process p's first second that a commit up to `until` writes, or NULL. */
@@ -505,7 +484,7 @@ static int insert_process(store *s, agg_proc *p, const agg_sec *e)
         return rc;
     bind_identity(s, st, p->pid, p->start_time);
     sqlite3_bind_int64(st, 4, e->t);
-    rc = run(st);
+    rc = conn_run(st);
     if (rc == SQLITE_OK)
         rc = write_totals(s, p->pid, p->start_time, e->t, &e->klass, false);
     if (rc != SQLITE_OK)
@@ -539,8 +518,6 @@ static int ensure_process(store *s, agg_proc *p, const agg_sec *e)
     return rc;
 }
 
-static int add_late(store *s, const agg_proc *p, const agg_sec *e);
-
 static int write_second(store *s, const conn_row *r)
 {
     sqlite3_stmt *st = s->stmt[ST_ENERGY];
@@ -552,7 +529,7 @@ static int write_second(store *s, const conn_row *r)
     sqlite3_bind_double(st, 5, r->sec->cpu_s);
     sqlite3_bind_int(st, 6, r->sec->klass);
     bind_model(st, 7, r->sec->model_id);
-    return run(st);
+    return conn_run(st);
 }
 
 static int by_key(const void *a, const void *b)
@@ -591,7 +568,7 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
                 rc = ensure_process(s, p, &p->sec[k]);
             known = true;
             if (rc == SQLITE_OK && p->sec[k].t < s->fold_t)
-                rc = add_late(s, p, &p->sec[k]);
+                rc = fold_add_late(s, p->row_id, &p->sec[k]);
             s->order[n++] = (conn_row){.process_id = p->row_id, .sec = &p->sec[k]};
         }
     }
@@ -619,7 +596,7 @@ static int write_host(store *s, int64_t until, uint64_t *rows)
         sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
         bind_real_or_null(st, 3, d->measured_j);
         bind_real_or_null(st, 4, d->modeled_j);
-        rc = run(st);
+        rc = conn_run(st);
         (*rows)++;
     }
     for (size_t i = 0; i < s->acc.n_host && rc == SQLITE_OK; i++) {
@@ -644,7 +621,7 @@ static int write_host(store *s, int64_t until, uint64_t *rows)
             sqlite3_bind_int64(st, 11, h->calib_t);
         else
             sqlite3_bind_null(st, 11);
-        rc = run(st);
+        rc = conn_run(st);
         (*rows)++;
     }
     return rc;
@@ -668,7 +645,7 @@ static int write_calibration(store *s, int64_t until, uint64_t *rows)
         bind_model(st, 3, c->model_id);
         sqlite3_bind_text(st, 4, power, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, rates, -1, SQLITE_STATIC);
-        rc = run(st);
+        rc = conn_run(st);
         free(power);
         free(rates);
         (*rows)++;
@@ -703,120 +680,4 @@ bool conn_models_pending(store *s)
         pending = pending || !s->model[i].written;
     pthread_mutex_unlock(&s->lock);
     return pending || node_calib_pending(s);
-}
-
-/* A process's row as a fold adds to it. */
-typedef struct fold_row {
-    int64_t id, last_seen;
-    double a, sa, c;
-    int klass;
-    bool has_class;
-} fold_row;
-
-static int fold_read(store *s, int64_t id, fold_row *f)
-{
-    sqlite3_stmt *st = s->stmt[ST_FOLD_ROW];
-    int rc;
-
-    sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st);
-    memset(f, 0, sizeof(*f));
-    f->id = id;
-    if (rc == SQLITE_ROW) {
-        f->a = sqlite3_column_double(st, 0);
-        f->sa = sqlite3_column_double(st, 1);
-        f->c = sqlite3_column_double(st, 2);
-        f->last_seen = sqlite3_column_int64(st, 3);
-        f->has_class = sqlite3_column_type(st, 4) != SQLITE_NULL;
-        f->klass = sqlite3_column_int(st, 4);
-    }
-    sqlite3_reset(st);
-    /* a row deleted meanwhile (by hand): its seconds have no row to join */
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-static int fold_write(store *s, const fold_row *f)
-{
-    sqlite3_stmt *st = s->stmt[ST_FOLD_SET];
-
-    sqlite3_bind_int64(st, 1, f->id);
-    sqlite3_bind_double(st, 2, f->a);
-    sqlite3_bind_double(st, 3, f->sa);
-    sqlite3_bind_double(st, 4, f->c);
-    sqlite3_bind_int64(st, 5, f->last_seen);
-    if (f->has_class)
-        sqlite3_bind_int(st, 6, f->klass);
-    else
-        sqlite3_bind_null(st, 6);
-    return run(st);
-}
-
-/* Adds one second's row to f, in time order. */
-static void fold_add(fold_row *f, int64_t t, double a, double sa, double c, bool has_class,
-                     int klass)
-{
-    f->a += a;
-    f->sa += sa;
-    f->c += c;
-    if (t >= f->last_seen) {
-        f->last_seen = t;
-        f->has_class = has_class;
-        f->klass = klass;
-    }
-}
-
-/* A second before the fold watermark (a late one, or one that a restart
- * split) goes to its process's row directly, as no fold will take it. */
-static int add_late(store *s, const agg_proc *p, const agg_sec *e)
-{
-    fold_row f;
-    int rc = fold_read(s, p->row_id, &f);
-
-    if (rc != SQLITE_OK)
-        return rc;
-    fold_add(&f, e->t, e->attributed_j, e->standalone_j, e->cpu_s, true, e->klass);
-    return fold_write(s, &f);
-}
-
-int conn_fold(store *s, int64_t cut)
-{
-    sqlite3_stmt *st = s->stmt[ST_FOLD];
-    fold_row f = {.id = -1};
-    int rc = SQLITE_OK, step;
-
-    if (cut <= s->fold_t)
-        return SQLITE_OK;
-    sqlite3_bind_int64(st, 1, s->fold_t);
-    sqlite3_bind_int64(st, 2, cut);
-    while (rc == SQLITE_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0), t = sqlite3_column_int64(st, 1);
-
-        if (id != f.id && f.id >= 0)
-            rc = fold_write(s, &f);
-        if (rc == SQLITE_OK && id != f.id)
-            rc = fold_read(s, id, &f);
-        fold_add(&f, t, sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
-                 sqlite3_column_double(st, 4), sqlite3_column_type(st, 5) != SQLITE_NULL,
-                 sqlite3_column_int(st, 5));
-    }
-    if (rc == SQLITE_OK && step != SQLITE_DONE)
-        rc = step;
-    sqlite3_reset(st);
-    if (rc == SQLITE_OK && f.id >= 0)
-        rc = fold_write(s, &f);
-    if (rc != SQLITE_OK)
-        return rc;
-    st = s->stmt[ST_FOLD_MARK];
-    sqlite3_bind_int64(st, 1, cut);
-    rc = run(st);
-    if (rc == SQLITE_OK)
-        s->fold_txn = cut;
-    return rc;
-}
-
-void conn_fold_end_txn(store *s, bool committed)
-{
-    if (committed && s->fold_txn > s->fold_t)
-        s->fold_t = s->fold_txn;
-    s->fold_txn = 0;
 }

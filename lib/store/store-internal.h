@@ -297,6 +297,34 @@ void *writer_main(void *arg);
 
 /* ---- The writer's connection (conn.c) ---------------------------------------- */
 
+/* The writer's prepared statements, s->stmt[] (their SQL: conn.c). */
+enum conn_stmt {
+    ST_PROC,
+    ST_PROC_CHECK,
+    ST_FOLD,
+    ST_FOLD_ROW,
+    ST_FOLD_SET,
+    ST_FOLD_MARK,
+    ST_FOLD_GET,
+    ST_PROC_ID,
+    ST_ENERGY,
+    ST_INFO,
+    ST_EXIT,
+    ST_TOTALS,
+    ST_NEW,
+    ST_NEW_TOTALS,
+    ST_DOMAIN,
+    ST_HOST,
+    ST_CALIB,
+    ST_MODEL,
+    ST_NODE,
+    ST_COUNT,
+};
+
+/* Steps a statement to its end, resets it and clears its bindings; returns
+ * the SQLite code. */
+int conn_run(sqlite3_stmt *st);
+
 /* Opens the database for the writer (first open, and again after trouble)
  * and prepares its statements; records the file's identity. */
 int conn_open(store *s, char *err, size_t errlen);
@@ -330,6 +358,10 @@ bool conn_models_pending(store *s);
  * there. Returns an SQLite code. */
 #define FOLD_INTERVAL_S 5
 int conn_fold(store *s, int64_t cut);
+/* A second before the fold watermark (a late one, or one that a restart
+ * split) added to the totals of process row `id` directly, as no fold will
+ * take it (fold.c). Returns an SQLite code. */
+int fold_add_late(store *s, int64_t id, const agg_sec *e);
 /* After the transaction: the fold it wrote holds if it committed. */
 void conn_fold_end_txn(store *s, bool committed);
 /* After the transaction: the models it wrote are written if it committed. */
