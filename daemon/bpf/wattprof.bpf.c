@@ -206,21 +206,31 @@ static __always_inline struct seen *seen_of(struct task_struct *t)
     return s;
 }
 
-static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct wattprof_key *k,
-                                                   bool create)
+/* Makes k's entry, with what t's process is (the daemon's fallback when
+ * it has exited before the daemon could read /proc); false when the map is
+ * full. One made meanwhile (another thread of the process) will do. */
+static __always_inline bool make_entry(struct task_struct *t, struct wattprof_key *k)
 {
-    struct wattprof_proc *p = bpf_map_lookup_elem(&procs, k), init = {};
+    struct wattprof_proc init = {};
 
-    if (p || !create)
-        return p;
     init.uid = BPF_CORE_READ(t, cred, uid.val);
     init.ppid = ns_tgid(BPF_CORE_READ(t, real_parent, group_leader));
     init.cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
     bpf_probe_read_kernel_str(init.comm, sizeof(init.comm), BPF_CORE_READ(t, group_leader, comm));
     if (bpf_map_update_elem(&procs, k, &init, BPF_NOEXIST) < 0 && !bpf_map_lookup_elem(&procs, k)) {
         count_error(0);
-        return NULL;
+        return false;
     }
+    return true;
+}
+
+static __always_inline struct wattprof_proc *entry(struct task_struct *t, struct wattprof_key *k,
+                                                   bool create)
+{
+    struct wattprof_proc *p = bpf_map_lookup_elem(&procs, k);
+
+    if (p || !create || !make_entry(t, k))
+        return p;
     return bpf_map_lookup_elem(&procs, k);
 }
 
@@ -282,9 +292,10 @@ static __always_inline void rebase(void)
 }
 
 /* The counters' change on this CPU since the previous read, and what user
- * task t ran since its previous call, added to t's process. A task that
- * has exited only adds to an entry that is still there. */
-static __always_inline void account(struct task_struct *t, bool create)
+ * task t ran since its previous call, added to t's process, whose entry it
+ * returns (NULL: none). A task that has exited only adds to an entry that
+ * is still there. `quiet`: the caller names the process in the ring itself. */
+static __always_inline struct wattprof_proc *account(struct task_struct *t, bool create, bool quiet)
 {
     __u32 zero = 0, cpu = bpf_get_smp_processor_id();
     struct last *l = NULL;
@@ -294,7 +305,7 @@ static __always_inline void account(struct task_struct *t, bool create)
     __u64 dc, de, dr;
 
     if (nr_counters && !(l = bpf_map_lookup_elem(&last, &zero)))
-        return;
+        return NULL;
     if (s) {
         fields_of(t, &now);
         moved.runtime = now.runtime - s->f.runtime;
@@ -308,7 +319,7 @@ static __always_inline void account(struct task_struct *t, bool create)
     if (!p) {
         if (nr_counters)
             rebase();
-        return;
+        return NULL;
     }
     for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
         if (!delta(l, e, cpu, &moved, &dc, &de, &dr))
@@ -324,8 +335,10 @@ static __always_inline void account(struct task_struct *t, bool create)
     __u64 gen = *(volatile __u64 *)&drain_gen;
     if (p->queued != gen) {
         p->queued = gen;
-        queue(&s->key, 0);
+        if (!quiet)
+            queue(&s->key, 0);
     }
+    return p;
 }
 
 static __always_inline bool kernel_thread(struct task_struct *t)
@@ -345,7 +358,7 @@ int BPF_PROG(wattprof_switch, bool preempt, struct task_struct *prev, struct tas
      * taken, and must add its last run time now. */
     if (prev->exit_state == 0 && !kernel_thread(next) && prev->tgid == next->tgid)
         return 0;
-    account(prev, prev->exit_state == 0);
+    account(prev, prev->exit_state == 0, false);
     return 0;
 }
 
@@ -356,7 +369,7 @@ int wattprof_timer(void *ctx)
     struct task_struct *t = bpf_get_current_task_btf();
 
     if (!kernel_thread(t))
-        account(t, true);
+        account(t, true, false);
     return 0;
 }
 
@@ -371,8 +384,9 @@ int BPF_PROG(wattprof_fork, struct task_struct *parent, struct task_struct *chil
     if (!s)
         return 0;
     s->keyed = make_key(child, &s->key) ? KEY_MADE : KEY_NONE;
+    /* A new key: no entry to look up first, nor to look up after. */
     if (s->keyed == KEY_MADE && child->pid == child->tgid)
-        entry(child, &s->key, true);
+        make_entry(child, &s->key);
     return 0;
 }
 
@@ -400,8 +414,7 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
      * cgroup it ended in (one it moved to after its fork: a job's step). */
     if (!(s = seen_of(t)) || s->keyed != KEY_MADE)
         return 0;
-    account(t, true);
-    if ((p = bpf_map_lookup_elem(&procs, &s->key))) {
+    if ((p = account(t, true, true))) {
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
         p->exited = 1;

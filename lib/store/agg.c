@@ -95,6 +95,8 @@ static agg_proc *proc_get(agg *a, int32_t pid, uint64_t start_time)
     p->n_sec = 0;
     p->last_t = -1;
     p->row_id = 0;
+    p->row_txn = 0;
+    p->ev_first = p->ev_last = 0;
     a->index[h] = ++a->n_proc;
     return p;
 }
@@ -263,12 +265,18 @@ static int add_calib(agg *a, const store_item *it, int64_t t)
     return 0;
 }
 
+/* An info or exit record, chained to its process's accumulator (made when
+ * new) so that a commit writes a new process's row once, with its events and
+ * first second together (conn.c). Without memory for the accumulator the
+ * event is written on its own. */
 static int add_event(agg *a, store_item *it, int64_t t)
 {
+    agg_proc *p;
     agg_event *e;
 
     if (grow((void **)&a->event, &a->cap_event, a->n_event + 1, sizeof(*a->event)) < 0)
         return -ENOMEM;
+    p = proc_get(a, it->pid, it->u.proc_id.start_time);
     e = &a->event[a->n_event++];
     e->kind = it->kind;
     e->pid = it->pid;
@@ -276,6 +284,14 @@ static int add_event(agg *a, store_item *it, int64_t t)
     e->t = t;
     e->info = it->kind == ITEM_INFO ? it->u.proc_id.info : NULL;
     it->u.proc_id.info = NULL;
+    e->proc = p ? (size_t)(p - a->proc) + 1 : 0;
+    e->next = 0;
+    if (p && p->ev_last)
+        a->event[p->ev_last - 1].next = a->n_event;
+    else if (p)
+        p->ev_first = a->n_event;
+    if (p)
+        p->ev_last = a->n_event;
     a->rows++;
     return 0;
 }
@@ -325,6 +341,7 @@ static void clear_procs(agg *a, int64_t until)
         agg_proc *p = &a->proc[i], tmp;
         size_t n = 0;
 
+        p->ev_first = p->ev_last = 0; /* the events are gone */
         for (size_t k = 0; k < p->n_sec; k++)
             if (p->sec[k].t >= until)
                 p->sec[n++] = p->sec[k];

@@ -15,26 +15,8 @@
 
 #define NS_PER_S 1000000000LL
 
-enum {
-    ST_PROC,
-    ST_PROC_CHECK,
-    ST_FOLD,
-    ST_FOLD_ROW,
-    ST_FOLD_SET,
-    ST_FOLD_MARK,
-    ST_FOLD_GET,
-    ST_PROC_ID,
-    ST_ENERGY,
-    ST_INFO,
-    ST_EXIT,
-    ST_TOTALS,
-    ST_DOMAIN,
-    ST_HOST,
-    ST_CALIB,
-    ST_MODEL,
-    ST_NODE,
-    ST_COUNT,
-};
+_Static_assert(ST_COUNT <= sizeof(((store *)0)->stmt) / sizeof(sqlite3_stmt *),
+               "store.stmt too small");
 
 static const char *const statements[ST_COUNT] = {
     /* A process's row is written when it is first seen, not every second:
@@ -96,6 +78,16 @@ static const char *const statements[ST_COUNT] = {
                   " WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3"
                   " ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)"
                   " WHERE ?6",
+    /* A new process's rows, written once with all a commit knows of it
+     * (conn_new_process): its info, exit and first second. Nothing when it
+     * has a row already: the writer then updates that row as above. */
+    [ST_NEW] = "INSERT INTO process_info (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
+               " first_seen, job, exit_time) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+               " ON CONFLICT (boot_id, pid, start_time) DO NOTHING",
+    /* Its totals row, by the id the insert made (ST_TOTALS on a stale row). */
+    [ST_NEW_TOTALS] = "INSERT INTO process_totals (id, last_seen, class) VALUES (?1, ?2, ?3)"
+                      " ON CONFLICT (id) DO UPDATE SET"
+                      " last_seen = max(last_seen, excluded.last_seen) WHERE ?4",
     [ST_DOMAIN] =
         "INSERT INTO host_energy (t, domain, measured_j, modeled_j) VALUES (?1, ?2, ?3, ?4)"
         " ON CONFLICT (t, domain) DO UPDATE SET"
@@ -239,8 +231,7 @@ static void bind_model(sqlite3_stmt *st, int i, int32_t id)
         sqlite3_bind_null(st, i);
 }
 
-/* Steps a statement to its end and resets it; returns the SQLite code. */
-static int run(sqlite3_stmt *st)
+int conn_run(sqlite3_stmt *st)
 {
     int rc;
 
@@ -267,7 +258,7 @@ static int write_models(store *s, int64_t now)
         bind_text_or_null(st, 4, m->engine);
         sqlite3_bind_text(st, 5, m->json, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 6, m->loaded ? m->loaded : now);
-        rc = run(st);
+        rc = conn_run(st);
         m->in_txn = true;
     }
     pthread_mutex_unlock(&s->lock);
@@ -322,32 +313,146 @@ static int write_totals(store *s, int32_t pid, uint64_t start_time, int64_t t, c
     else
         sqlite3_bind_null(st, 5);
     sqlite3_bind_int(st, 6, exited);
-    return run(st);
+    return conn_run(st);
 }
 
-static int write_events(store *s)
+/* One info or exit event by its own statements, on the process's row as it
+ * is: for a process that has a row already. */
+static int write_event(store *s, const agg_event *e)
+{
+    sqlite3_stmt *st = s->stmt[e->kind == ITEM_INFO ? ST_INFO : ST_EXIT];
+    int rc;
+
+    bind_identity(s, st, e->pid, e->start_time);
+    if (e->kind == ITEM_INFO) {
+        bind_text_or_null(st, 4, e->info->comm);
+        bind_text_or_null(st, 5, e->info->cmdline);
+        if (e->info->uid >= 0)
+            sqlite3_bind_int64(st, 6, e->info->uid);
+        bind_text_or_null(st, 7, e->info->cgroup);
+        bind_text_or_null(st, 9, e->info->job);
+        sqlite3_bind_int64(st, 8, e->t);
+    } else {
+        sqlite3_bind_int64(st, 4, e->t);
+    }
+    rc = conn_run(st);
+    if (rc == SQLITE_OK)
+        rc = write_totals(s, e->pid, e->start_time, e->t, NULL, e->kind != ITEM_INFO);
+    return rc;
+}
+
+/* A new process's rows as one commit's events and first second leave them:
+ * what write_event for each in turn, then insert_process, would have. */
+typedef struct new_rows {
+    const char *comm, *cmdline, *cgroup, *job;
+    int64_t uid, exit_time; /* -1: none */
+    int64_t first_seen, last_seen;
+    const int *klass; /* NULL: none */
+    bool exited;
+} new_rows;
+
+/* Writes process p's rows, one insert into each table with the id the first
+ * made, when it has none; *made false when it had (and nothing changed). */
+static int write_new(store *s, agg_proc *p, const new_rows *n, bool *made)
+{
+    sqlite3_stmt *st = s->stmt[ST_NEW];
+    sqlite3_int64 before = sqlite3_total_changes64(s->db);
+    int rc;
+
+    bind_identity(s, st, p->pid, p->start_time);
+    bind_text_or_null(st, 4, n->comm);
+    bind_text_or_null(st, 5, n->cmdline);
+    if (n->uid >= 0)
+        sqlite3_bind_int64(st, 6, n->uid);
+    bind_text_or_null(st, 7, n->cgroup);
+    sqlite3_bind_int64(st, 8, n->first_seen);
+    bind_text_or_null(st, 9, n->job);
+    if (n->exit_time >= 0)
+        sqlite3_bind_int64(st, 10, n->exit_time);
+    rc = conn_run(st);
+    *made = rc == SQLITE_OK && sqlite3_total_changes64(s->db) > before;
+    if (!*made)
+        return rc;
+    p->row_id = sqlite3_last_insert_rowid(s->db);
+    p->row_txn = s->txn;
+    st = s->stmt[ST_NEW_TOTALS];
+    sqlite3_bind_int64(st, 1, p->row_id);
+    sqlite3_bind_int64(st, 2, n->last_seen);
+    if (n->klass)
+        sqlite3_bind_int(st, 3, *n->klass);
+    sqlite3_bind_int(st, 4, n->exited);
+    return conn_run(st);
+}
+
+/* Process p's first second that a commit up to `until` writes, or NULL. */
+static const agg_sec *first_second(const agg_proc *p, int64_t until)
+{
+    for (size_t k = 0; k < p->n_sec; k++)
+        if (p->sec[k].t < until)
+            return &p->sec[k];
+    return NULL;
+}
+
+/* Merges process p's events (in order) and its first second into n. */
+static void merge_events(const agg *a, const agg_proc *p, int64_t until, new_rows *n)
+{
+    const agg_sec *first = first_second(p, until);
+
+    *n = (new_rows){.uid = -1, .exit_time = -1};
+    n->first_seen = n->last_seen = a->event[p->ev_first - 1].t;
+    for (size_t i = p->ev_first; i; i = a->event[i - 1].next) {
+        const agg_event *e = &a->event[i - 1];
+
+        if (e->kind == ITEM_EXIT) {
+            n->exit_time = e->t;
+            n->last_seen = e->t > n->last_seen ? e->t : n->last_seen;
+            n->exited = true;
+            continue;
+        }
+        n->first_seen = e->t < n->first_seen ? e->t : n->first_seen;
+        n->comm = e->info->comm ? e->info->comm : n->comm;
+        n->cmdline = e->info->cmdline ? e->info->cmdline : n->cmdline;
+        n->cgroup = e->info->cgroup ? e->info->cgroup : n->cgroup;
+        n->job = e->info->job ? e->info->job : n->job;
+        n->uid = e->info->uid >= 0 ? e->info->uid : n->uid;
+    }
+    if (first && first->t < n->first_seen)
+        n->first_seen = first->t;
+}
+
+/* Process p's events of this commit: with its first second in one write of
+ * each of its rows when it is new (most processes under churn: an info, an
+ * exit and a second in the same commit), else one by one. */
+static int write_proc_events(store *s, agg_proc *p, int64_t until)
+{
+    bool made = false;
+    int rc = SQLITE_OK;
+
+    if (p->row_id == 0) {
+        new_rows n;
+
+        merge_events(&s->acc, p, until, &n);
+        rc = write_new(s, p, &n, &made);
+    }
+    for (size_t i = p->ev_first; rc == SQLITE_OK && !made && i; i = s->acc.event[i - 1].next)
+        rc = write_event(s, &s->acc.event[i - 1]);
+    return rc;
+}
+
+/* The events in the order they came, each process's all at its first, so
+ * rows are made (and ids given) in the same order as one by one. */
+static int write_events(store *s, int64_t until)
 {
     int rc = SQLITE_OK;
 
     for (size_t i = 0; i < s->acc.n_event && rc == SQLITE_OK; i++) {
-        agg_event *e = &s->acc.event[i];
-        sqlite3_stmt *st = s->stmt[e->kind == ITEM_INFO ? ST_INFO : ST_EXIT];
+        const agg_event *e = &s->acc.event[i];
+        agg_proc *p = e->proc ? &s->acc.proc[e->proc - 1] : NULL;
 
-        bind_identity(s, st, e->pid, e->start_time);
-        if (e->kind == ITEM_INFO) {
-            bind_text_or_null(st, 4, e->info->comm);
-            bind_text_or_null(st, 5, e->info->cmdline);
-            if (e->info->uid >= 0)
-                sqlite3_bind_int64(st, 6, e->info->uid);
-            bind_text_or_null(st, 7, e->info->cgroup);
-            bind_text_or_null(st, 9, e->info->job);
-            sqlite3_bind_int64(st, 8, e->t);
-        } else {
-            sqlite3_bind_int64(st, 4, e->t);
-        }
-        rc = run(st);
-        if (rc == SQLITE_OK)
-            rc = write_totals(s, e->pid, e->start_time, e->t, NULL, e->kind != ITEM_INFO);
+        if (!p)
+            rc = write_event(s, e);
+        else if (p->ev_first == i + 1)
+            rc = write_proc_events(s, p, until);
     }
     return rc;
 }
@@ -371,12 +476,17 @@ static int check_row(store *s, const agg_proc *p, bool *ok)
  * learns its id. */
 static int insert_process(store *s, agg_proc *p, const agg_sec *e)
 {
+    new_rows n = {
+        .uid = -1, .exit_time = -1, .first_seen = e->t, .last_seen = e->t, .klass = &e->klass};
     sqlite3_stmt *st = s->stmt[ST_PROC];
-    int rc;
+    bool made;
+    int rc = write_new(s, p, &n, &made);
 
+    if (rc != SQLITE_OK || made)
+        return rc;
     bind_identity(s, st, p->pid, p->start_time);
     sqlite3_bind_int64(st, 4, e->t);
-    rc = run(st);
+    rc = conn_run(st);
     if (rc == SQLITE_OK)
         rc = write_totals(s, p->pid, p->start_time, e->t, &e->klass, false);
     if (rc != SQLITE_OK)
@@ -399,7 +509,9 @@ static int ensure_process(store *s, agg_proc *p, const agg_sec *e)
     bool ok = false;
     int rc = SQLITE_OK;
 
-    if (p->row_id > 0)
+    if (p->row_id > 0 && p->row_txn == s->txn)
+        ok = true; /* made in this transaction */
+    else if (p->row_id > 0)
         rc = check_row(s, p, &ok);
     if (rc == SQLITE_OK && !ok)
         rc = insert_process(s, p, e);
@@ -407,8 +519,6 @@ static int ensure_process(store *s, agg_proc *p, const agg_sec *e)
         p->row_id = 0;
     return rc;
 }
-
-static int add_late(store *s, const agg_proc *p, const agg_sec *e);
 
 static int write_second(store *s, const conn_row *r)
 {
@@ -421,7 +531,7 @@ static int write_second(store *s, const conn_row *r)
     sqlite3_bind_double(st, 5, r->sec->cpu_s);
     sqlite3_bind_int(st, 6, r->sec->klass);
     bind_model(st, 7, r->sec->model_id);
-    return run(st);
+    return conn_run(st);
 }
 
 static int by_key(const void *a, const void *b)
@@ -460,7 +570,7 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
                 rc = ensure_process(s, p, &p->sec[k]);
             known = true;
             if (rc == SQLITE_OK && p->sec[k].t < s->fold_t)
-                rc = add_late(s, p, &p->sec[k]);
+                rc = fold_add_late(s, p->row_id, &p->sec[k]);
             s->order[n++] = (conn_row){.process_id = p->row_id, .sec = &p->sec[k]};
         }
     }
@@ -488,7 +598,7 @@ static int write_host(store *s, int64_t until, uint64_t *rows)
         sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
         bind_real_or_null(st, 3, d->measured_j);
         bind_real_or_null(st, 4, d->modeled_j);
-        rc = run(st);
+        rc = conn_run(st);
         (*rows)++;
     }
     for (size_t i = 0; i < s->acc.n_host && rc == SQLITE_OK; i++) {
@@ -513,7 +623,7 @@ static int write_host(store *s, int64_t until, uint64_t *rows)
             sqlite3_bind_int64(st, 11, h->calib_t);
         else
             sqlite3_bind_null(st, 11);
-        rc = run(st);
+        rc = conn_run(st);
         (*rows)++;
     }
     return rc;
@@ -537,7 +647,7 @@ static int write_calibration(store *s, int64_t until, uint64_t *rows)
         bind_model(st, 3, c->model_id);
         sqlite3_bind_text(st, 4, power, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, rates, -1, SQLITE_STATIC);
-        rc = run(st);
+        rc = conn_run(st);
         free(power);
         free(rates);
         (*rows)++;
@@ -549,8 +659,9 @@ int conn_write_rows(store *s, int64_t until, int64_t calib_until, uint64_t *rows
 {
     int rc = write_models(s, now_ns(CLOCK_REALTIME) / NS_PER_S);
 
+    s->txn++;
     if (rc == SQLITE_OK)
-        rc = write_events(s);
+        rc = write_events(s, until);
     if (rc == SQLITE_OK)
         rc = write_procs(s, until, rows);
     if (rc == SQLITE_OK)
@@ -573,120 +684,4 @@ bool conn_models_pending(store *s)
         pending = pending || !s->model[i].written;
     pthread_mutex_unlock(&s->lock);
     return pending || node_calib_pending(s) || node_evcal_pending(s);
-}
-
-/* A process's row as a fold adds to it. */
-typedef struct fold_row {
-    int64_t id, last_seen;
-    double a, sa, c;
-    int klass;
-    bool has_class;
-} fold_row;
-
-static int fold_read(store *s, int64_t id, fold_row *f)
-{
-    sqlite3_stmt *st = s->stmt[ST_FOLD_ROW];
-    int rc;
-
-    sqlite3_bind_int64(st, 1, id);
-    rc = sqlite3_step(st);
-    memset(f, 0, sizeof(*f));
-    f->id = id;
-    if (rc == SQLITE_ROW) {
-        f->a = sqlite3_column_double(st, 0);
-        f->sa = sqlite3_column_double(st, 1);
-        f->c = sqlite3_column_double(st, 2);
-        f->last_seen = sqlite3_column_int64(st, 3);
-        f->has_class = sqlite3_column_type(st, 4) != SQLITE_NULL;
-        f->klass = sqlite3_column_int(st, 4);
-    }
-    sqlite3_reset(st);
-    /* a row deleted meanwhile (by hand): its seconds have no row to join */
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
-
-static int fold_write(store *s, const fold_row *f)
-{
-    sqlite3_stmt *st = s->stmt[ST_FOLD_SET];
-
-    sqlite3_bind_int64(st, 1, f->id);
-    sqlite3_bind_double(st, 2, f->a);
-    sqlite3_bind_double(st, 3, f->sa);
-    sqlite3_bind_double(st, 4, f->c);
-    sqlite3_bind_int64(st, 5, f->last_seen);
-    if (f->has_class)
-        sqlite3_bind_int(st, 6, f->klass);
-    else
-        sqlite3_bind_null(st, 6);
-    return run(st);
-}
-
-/* Adds one second's row to f, in time order. */
-static void fold_add(fold_row *f, int64_t t, double a, double sa, double c, bool has_class,
-                     int klass)
-{
-    f->a += a;
-    f->sa += sa;
-    f->c += c;
-    if (t >= f->last_seen) {
-        f->last_seen = t;
-        f->has_class = has_class;
-        f->klass = klass;
-    }
-}
-
-/* A second before the fold watermark (a late one, or one that a restart
- * split) goes to its process's row directly, as no fold will take it. */
-static int add_late(store *s, const agg_proc *p, const agg_sec *e)
-{
-    fold_row f;
-    int rc = fold_read(s, p->row_id, &f);
-
-    if (rc != SQLITE_OK)
-        return rc;
-    fold_add(&f, e->t, e->attributed_j, e->standalone_j, e->cpu_s, true, e->klass);
-    return fold_write(s, &f);
-}
-
-int conn_fold(store *s, int64_t cut)
-{
-    sqlite3_stmt *st = s->stmt[ST_FOLD];
-    fold_row f = {.id = -1};
-    int rc = SQLITE_OK, step;
-
-    if (cut <= s->fold_t)
-        return SQLITE_OK;
-    sqlite3_bind_int64(st, 1, s->fold_t);
-    sqlite3_bind_int64(st, 2, cut);
-    while (rc == SQLITE_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0), t = sqlite3_column_int64(st, 1);
-
-        if (id != f.id && f.id >= 0)
-            rc = fold_write(s, &f);
-        if (rc == SQLITE_OK && id != f.id)
-            rc = fold_read(s, id, &f);
-        fold_add(&f, t, sqlite3_column_double(st, 2), sqlite3_column_double(st, 3),
-                 sqlite3_column_double(st, 4), sqlite3_column_type(st, 5) != SQLITE_NULL,
-                 sqlite3_column_int(st, 5));
-    }
-    if (rc == SQLITE_OK && step != SQLITE_DONE)
-        rc = step;
-    sqlite3_reset(st);
-    if (rc == SQLITE_OK && f.id >= 0)
-        rc = fold_write(s, &f);
-    if (rc != SQLITE_OK)
-        return rc;
-    st = s->stmt[ST_FOLD_MARK];
-    sqlite3_bind_int64(st, 1, cut);
-    rc = run(st);
-    if (rc == SQLITE_OK)
-        s->fold_txn = cut;
-    return rc;
-}
-
-void conn_fold_end_txn(store *s, bool committed)
-{
-    if (committed && s->fold_txn > s->fold_t)
-        s->fold_t = s->fold_txn;
-    s->fold_txn = 0;
 }

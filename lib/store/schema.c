@@ -361,7 +361,10 @@ int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err
     if (r < 0)
         return util_err(err, errlen, r, "%s: cannot open the database: %s", path, strerror(-r));
     close(r);
-    rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+    /* One thread at a time uses the connection (the opener, then the
+     * writer): no mutex around every call. */
+    rc = sqlite3_open_v2(path, &db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
 
     if (rc != SQLITE_OK) {
         int sys = db ? sqlite3_system_errno(db) : 0;

@@ -108,9 +108,13 @@ typedef struct agg_proc {
     uint64_t start_time;
     agg_sec *sec; /* in time order */
     size_t n_sec, cap_sec;
-    int64_t last_t; /* newest second with a tick */
-    int64_t row_id; /* its processes.id as last written, 0 = not known; a
-                       hint the writer checks against the row's key */
+    int64_t last_t;           /* newest second with a tick */
+    int64_t row_id;           /* its processes.id as last written, 0 = not known; a
+                                 hint the writer checks against the row's key */
+    uint64_t row_txn;         /* the writer's transaction that created row_id: within
+                                 it the row needs no check */
+    size_t ev_first, ev_last; /* its events of this commit: index + 1 in
+                                 agg.event, 0 = none */
 } agg_proc;
 
 #define AGG_IDLE_S 10
@@ -149,6 +153,8 @@ typedef struct agg_event {
     uint64_t start_time;
     int64_t t;
     struct proc_info_blob *info;
+    size_t proc; /* index + 1 of its process in agg.proc, 0 = none (no memory) */
+    size_t next; /* index + 1 of the process's next event, 0 = none */
 } agg_event;
 
 typedef struct agg {
@@ -257,6 +263,7 @@ struct store {
                              in progress); INT64_MAX: none */
     int64_t fold_t;       /* process_fold.t: the processes rows count every
                              second before it (conn.c) */
+    uint64_t txn;         /* counts the writer's transactions (conn.c) */
     int64_t fold_txn;     /* the fold the transaction under way wrote, 0: none */
     int64_t ckpt_since;   /* CLOCK_MONOTONIC s of the first commit since the
                              last checkpoint, 0: none (checkpoint.c) */
@@ -291,6 +298,34 @@ struct store {
 void *writer_main(void *arg);
 
 /* ---- The writer's connection (conn.c) ---------------------------------------- */
+
+/* The writer's prepared statements, s->stmt[] (their SQL: conn.c). */
+enum conn_stmt {
+    ST_PROC,
+    ST_PROC_CHECK,
+    ST_FOLD,
+    ST_FOLD_ROW,
+    ST_FOLD_SET,
+    ST_FOLD_MARK,
+    ST_FOLD_GET,
+    ST_PROC_ID,
+    ST_ENERGY,
+    ST_INFO,
+    ST_EXIT,
+    ST_TOTALS,
+    ST_NEW,
+    ST_NEW_TOTALS,
+    ST_DOMAIN,
+    ST_HOST,
+    ST_CALIB,
+    ST_MODEL,
+    ST_NODE,
+    ST_COUNT,
+};
+
+/* Steps a statement to its end, resets it and clears its bindings; returns
+ * the SQLite code. */
+int conn_run(sqlite3_stmt *st);
 
 /* Opens the database for the writer (first open, and again after trouble)
  * and prepares its statements; records the file's identity. */
@@ -331,6 +366,10 @@ bool conn_models_pending(store *s);
  * there. Returns an SQLite code. */
 #define FOLD_INTERVAL_S 5
 int conn_fold(store *s, int64_t cut);
+/* A second before the fold watermark (a late one, or one that a restart
+ * split) added to the totals of process row `id` directly, as no fold will
+ * take it (fold.c). Returns an SQLite code. */
+int fold_add_late(store *s, int64_t id, const agg_sec *e);
 /* After the transaction: the fold it wrote holds if it committed. */
 void conn_fold_end_txn(store *s, bool committed);
 /* After the transaction: the models it wrote are written if it committed. */

@@ -422,7 +422,7 @@ static void count_process_updates(const char *path, const store_config *c)
                  " CREATE TRIGGER counted AFTER UPDATE ON process_totals"
                  " BEGIN INSERT INTO updates VALUES (1); END;"
                  " CREATE TRIGGER info_counted AFTER UPDATE ON process_info"
-                 " BEGIN INSERT INTO info_updates VALUES (1); END");
+                 " BEGIN INSERT INTO info_updates VALUES (NEW.pid); END");
     sqlite3_close(db);
 }
 
@@ -460,6 +460,99 @@ static void test_process_row_folded(void **state)
     check_totals(f->path, 20.5, T0 + 19, 1);
     assert_int_equal(store_close(s), 0);
     check_totals(f->path, 20.5, T0 + 19, 1);
+}
+
+/* Process 9 is written and its accumulator dropped (idle); then, with a
+ * flush after each record when `each`: process 8 ticks, process 7 is
+ * described, ticks, is renamed, ticks and exits, process 9 exits. */
+static void push_lives(store *s, bool each)
+{
+    store_proc_info first = {.t_ns = T0 * NS + NS / 10,
+                             .pid = 7,
+                             .start_time = 7,
+                             .comm = "first",
+                             .cmdline = "first --x",
+                             .cgroup = "/a.slice",
+                             .uid = 1000};
+    store_proc_info renamed = {
+        .t_ns = T0 * NS + NS / 2, .pid = 7, .start_time = 7, .comm = "second", .uid = -1};
+
+    assert_int_equal(push_proc(s, (T0 - 20) * NS, 9, 9, 1.0, 1.0, 0.1, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(push_host(s, (T0 - 5) * NS, 0.02, 1.0, 0.5, 0.1), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(push_proc(s, T0 * NS + NS / 20, 8, 8, 1.0, 1.0, 0.1, 0, 0), 0);
+    assert_int_equal(store_push_proc_info(s, &first), 0);
+    assert_int_equal(each ? store_flush(s) : 0, 0);
+    assert_int_equal(push_proc(s, T0 * NS + NS / 5, 7, 7, 1.0, 1.0, 0.1, 1, 0), 0);
+    assert_int_equal(push_proc(s, T0 * NS + NS * 3 / 10, 7, 7, 1.0, 1.0, 0.1, 1, 0), 0);
+    assert_int_equal(each ? store_flush(s) : 0, 0);
+    assert_int_equal(store_push_proc_info(s, &renamed), 0);
+    assert_int_equal(each ? store_flush(s) : 0, 0);
+    assert_int_equal(push_proc(s, T0 * NS + NS * 6 / 10, 7, 7, 1.0, 1.0, 0.1, 1, 0), 0);
+    assert_int_equal(store_push_proc_exit(s, 7, 7, T0 * NS + NS * 9 / 10), 0);
+    assert_int_equal(each ? store_flush(s) : 0, 0);
+    assert_int_equal(store_push_proc_exit(s, 9, 9, T0 * NS + NS * 95 / 100), 0);
+    assert_int_equal(push_host(s, (T0 + 1) * NS, 0.02, 1.0, 0.5, 0.1), 0);
+}
+
+/* The process rows as text, by pid. */
+#define PROCESS_ROWS                                                                               \
+    "SELECT group_concat(r, ';') FROM (SELECT pid || ',' || start_time || ',' || quote(comm)"      \
+    " || ',' || quote(cmdline) || ',' || quote(uid) || ',' || quote(cgroup) || ',' || quote(job)"  \
+    " || ',' || first_seen || ',' || last_seen || ',' || quote(exit_time) || ',' || attributed_j"  \
+    " || ',' || cpu_s AS r FROM processes ORDER BY pid)"
+
+static void process_rows(const char *path, char *out, size_t len)
+{
+    sqlite3 *db = raw_open(path);
+    sqlite3_stmt *st;
+
+    assert_int_equal(sqlite3_prepare_v2(db, PROCESS_ROWS, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* A new process's description, exit and first second in one commit make its
+ * rows in one insert each, as the same records committed one by one (each
+ * an update of the row) leave them; a process that has a row takes its
+ * exit as an update, also when the writer forgot its id. */
+static void test_new_process_written_once(void **state)
+{
+    fixture *f = *state;
+    char other[160], merged[1024], each[1024];
+    const char *updated_7 = "SELECT count(*) FROM info_updates WHERE n = 7";
+    store_config c;
+    store *s;
+
+    config(&c);
+    c.min_commit_gap_ms = 60000;
+    count_process_updates(f->path, &c);
+    s = open_store(f->path, &c);
+    push_lives(s, false);
+    assert_int_equal(store_close(s), 0);
+    assert_int_equal(file_num(f->path, updated_7), 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM info_updates WHERE n = 9"), 1);
+
+    snprintf(other, sizeof(other), "%s/other.db", f->dir);
+    count_process_updates(other, &c);
+    s = open_store(other, &c);
+    push_lives(s, true);
+    assert_int_equal(store_close(s), 0);
+    assert_true(file_num(other, updated_7) >= 2);
+
+    process_rows(f->path, merged, sizeof(merged));
+    process_rows(other, each, sizeof(each));
+    assert_string_equal(merged, each);
+    /* 7: named last, the rest from the first description, exited in T0 */
+    assert_non_null(strstr(merged, "7,7,'second','first --x',1000,'/a.slice',NULL,1700000000,"
+                                   "1700000000,1700000000,3.0,"));
+    assert_non_null(strstr(merged, "9,9,NULL,NULL,NULL,NULL,NULL,1699999980,1700000000,"
+                                   "1700000000,"));
+    assert_non_null(strstr(merged, "8,8,NULL,NULL,NULL,NULL,NULL,1700000000,1700000000,NULL,"));
+    remove_db(other);
 }
 
 /* A version 6 database, whose process rows counted every second written,
@@ -668,6 +761,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rows_move_whole_seconds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_seconds_read_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_process_row_folded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_new_process_written_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v6_fold_watermark, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v7_process_totals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_leaves_recent_pages_unwritten, setup, teardown),
