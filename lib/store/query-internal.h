@@ -32,4 +32,13 @@ void *query_push(void **v, size_t *n, size_t *cap, size_t size);
 /* Column i as a malloc'ed string, NULL for NULL (or ENOMEM). */
 char *query_dup_col(sqlite3_stmt *st, int i);
 
+/* -EINVAL with a message unless since < until. */
+int query_check_window(int64_t since, int64_t until, char *err, size_t errlen);
+/* -EINVAL with a message unless `pattern` (NULL: none) compiles as a regex. */
+int query_check_regex(const char *pattern, char *err, size_t errlen);
+/* Process `id`'s rows after `after` up to `last_seen`, in time order, into a
+ * malloc'ed *out; a row without a class gets `no_class`. */
+int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_seen, int no_class,
+                      store_second **out, size_t *n, char *err, size_t errlen);
+
 #endif

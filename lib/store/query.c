@@ -173,7 +173,7 @@ static const char *sort_column(store_sort s)
     }
 }
 
-static int check_window(int64_t since, int64_t until, char *err, size_t errlen)
+int query_check_window(int64_t since, int64_t until, char *err, size_t errlen)
 {
     if (until <= since)
         return util_err(err, errlen, -EINVAL, "window: until (%lld) must be after since (%lld)",
@@ -181,7 +181,7 @@ static int check_window(int64_t since, int64_t until, char *err, size_t errlen)
     return 0;
 }
 
-static int check_regex(const char *pattern, char *err, size_t errlen)
+int query_check_regex(const char *pattern, char *err, size_t errlen)
 {
     char why[UTIL_ERRLEN];
     int rc;
@@ -243,8 +243,8 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
 
     if (q->sort != STORE_SORT_ENERGY && q->sort != STORE_SORT_POWER && q->sort != STORE_SORT_CPU)
         return util_err(err, errlen, -EINVAL, "sort: unknown order %d", (int)q->sort);
-    if ((ret = check_window(q->since, q->until, err, errlen)) < 0 ||
-        (ret = check_regex(q->comm_regex, err, errlen)) < 0)
+    if ((ret = query_check_window(q->since, q->until, err, errlen)) < 0 ||
+        (ret = query_check_regex(q->comm_regex, err, errlen)) < 0)
         return ret;
     rc = list_statement(r, q->sort, &st);
     if (rc != SQLITE_OK)
@@ -328,8 +328,8 @@ static int by_time(const void *a, const void *b)
 
 /* Process `id`'s rows after `after` up to `last_seen`, in time order; a
  * row without a class gets `no_class`. */
-static int read_series(store_reader *r, int64_t id, int64_t after, int64_t last_seen, int no_class,
-                       store_second **out, size_t *n, char *err, size_t errlen)
+int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_seen, int no_class,
+                      store_second **out, size_t *n, char *err, size_t errlen)
 {
     sqlite3_stmt *st;
     store_second *v = NULL;
@@ -427,8 +427,8 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
         store_process_free(out);
         goto out;
     }
-    ret = read_series(r, out->id, out->last_seen - recent_s, out->last_seen, 0, series, n_series,
-                      err, errlen);
+    ret = query_read_series(r, out->id, out->last_seen - recent_s, out->last_seen, 0, series,
+                            n_series, err, errlen);
     if (ret < 0)
         store_process_free(out);
 out:
@@ -450,7 +450,7 @@ static int add_change(store_class_change **v, size_t *n, size_t *cap, int64_t t,
     return 0;
 }
 
-/* The changes from rows read in time order (read_series): the way when the
+/* The changes from rows read in time order (query_read_series): the way when the
  * stream of store_process_classes came out of order. */
 static int classes_sorted(store_reader *r, int64_t process_id, store_class_change **out, size_t *n,
                           char *err, size_t errlen)
@@ -458,7 +458,8 @@ static int classes_sorted(store_reader *r, int64_t process_id, store_class_chang
     store_class_change *v = NULL;
     size_t count = 0, changes = 0, cap = 0;
     store_second *rows;
-    int ret = read_series(r, process_id, INT64_MIN, INT64_MAX, -1, &rows, &count, err, errlen);
+    int ret =
+        query_read_series(r, process_id, INT64_MIN, INT64_MAX, -1, &rows, &count, err, errlen);
 
     for (size_t i = 0; ret == 0 && i < count; i++)
         ret = add_change(&v, &changes, &cap, rows[i].t, rows[i].klass);
@@ -740,12 +741,12 @@ int store_history(store_reader *r, const store_history_query *q, store_point **o
         return util_err(err, errlen, -EINVAL, "history: comm is missing");
     if (q->by == STORE_HISTORY_JOB && !q->job)
         return util_err(err, errlen, -EINVAL, "history: job is missing");
-    if (q->by == STORE_HISTORY_COMM && (ret = check_regex(q->comm, err, errlen)) < 0)
+    if (q->by == STORE_HISTORY_COMM && (ret = query_check_regex(q->comm, err, errlen)) < 0)
         return ret;
     if (q->step < 1)
         return util_err(err, errlen, -EINVAL, "step: %lld must be at least 1 second",
                         (long long)q->step);
-    if ((ret = check_window(q->since, q->until, err, errlen)) < 0)
+    if ((ret = query_check_window(q->since, q->until, err, errlen)) < 0)
         return ret;
     rc = prepare_history(r, q, false, &st);
     if (rc != SQLITE_OK)
