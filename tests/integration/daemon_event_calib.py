@@ -31,8 +31,8 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import (Daemon, FaultCycle, busy_rig, check, page_fault_model,  # noqa: E402
-                            reap)
+from daemon_harness import (Daemon, FaultCycle, busy_rig, check, meter_stalled,  # noqa: E402
+                            page_fault_model, reap, rig_status)
 
 work, meter, wpburn, conf = busy_rig("evcal", "wpev", IDLE_W, PER_CPU_W, event_j=PER_FAULT_J)
 model_path = os.path.join(work, "model.json")
@@ -48,11 +48,6 @@ def spawn(*args):
     return p
 
 
-def status(d):
-    loads.append(os.getloadavg()[0])
-    return d.call("io.wattprof.Monitor.GetStatus")["status"]
-
-
 def events_line(c):
     e = c["events"]
     coefs = ", ".join(f"{x['event']} {x['scale']:.3f}" + (" (fixed)" if x["fixed"] else "")
@@ -63,27 +58,19 @@ def events_line(c):
             f" cv rmse {e['cv_rmse_w'] or 0:.2f} W (single {e['cv_rmse_single_w'] or 0:.2f} W)")
 
 
-def meter_stalled(d):
-    n, measured = d.sql("SELECT count(*), sum(measured) FROM host_attribution")[0]
-    if n and measured < 0.8 * n:
-        return (f"the fake meter stalled in {n - measured} of {n} seconds"
-                f" (load {os.getloadavg()[0]:.1f})")
-    return None
-
-
 background, cycler, d, skipped = None, None, None, None
 try:
     d = Daemon("--config", conf, "--model", model_path, state=os.path.join(work, "node"))
     background = spawn("--vary", "3", "400", "0.2,0.9,0.5,0.3,0.8,0.6")
     cycler = FaultCycle(spawn)
     time.sleep(3)
-    c = status(d)["calibration"]
+    c = rig_status(d, loads)["calibration"]
     print(f"after 3 s: {events_line(c)}")
     check("before the seconds are there, GetStatus says per-event is not used, and why",
           not c["events"]["used"] and c["events"]["reason"], events_line(c))
     t0 = time.monotonic()
     while time.monotonic() - t0 < 150:
-        c = status(d)["calibration"]
+        c = rig_status(d, loads)["calibration"]
         if c["events"]["used"]:
             break
         time.sleep(2)
@@ -129,7 +116,7 @@ try:
               f"{got[i]:.2f} J against {want[i]:.2f} J ({got[i] / want[i] - 1:+.2%});"
               f" a CPU-time split of the same joules: {ratio[i]:.2f} J"
               f" ({ratio[i] / want[i] - 1:+.2%}); load {load:.1f}")
-    c = status(d)["calibration"]
+    c = rig_status(d, loads)["calibration"]
     print(f"after the burners: {events_line(c)}")
     rows = d.sql("SELECT host_j, idle_j, attributed_j, unattributed_j FROM host_attribution")
     bad = [r for r in rows if min(r) < 0 or abs(r[0] - r[1] - r[2] - r[3]) > 1e-9 * max(1, r[0])]
