@@ -8,6 +8,7 @@
  * line's text (trace_locate), to name FILE:LINE:COLUMN either way. */
 #include "sample/sample.h"
 #include "sample/trace-internal.h"
+#include "sample/trace_read-internal.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -22,28 +23,6 @@
 
 /* ---- Reader ----------------------------------------------------------------- */
 
-struct trace_reader {
-    FILE *f;
-    char *path;
-    char *line; /* current line, from getline */
-    size_t line_cap, line_len;
-    unsigned long lineno;
-    json_tokener *tok;
-    json_object *obj; /* the current line parsed, kept while its values are in use */
-    trace_header h;
-    /* storage for the last record returned */
-    double *energy;
-    trace_proc_delta *procs;
-    double *values; /* 2 * n_events per process: scaled, then ratios */
-    size_t procs_cap;
-    char *cmdline, *cgroup;
-    uint64_t last_t;
-    bool any_tick, ended;
-    /* The processes declared by a proc record and not ended by an exit. */
-    struct trace_ident *ids;
-    size_t ids_cap, ids_used; /* used: live and deleted slots */
-};
-
 /* One declared process, by identity (pid and start: pids are reused). */
 struct trace_ident {
     uint64_t start;
@@ -53,16 +32,9 @@ struct trace_ident {
     unsigned long line, tick_line; /* of its proc record, of the last tick naming it */
 };
 
-/* Where in the line a value is: the keys and indexes leading to it. */
-typedef struct trace_path {
-    const char *key[8]; /* NULL: an array index, in idx */
-    size_t idx[8];
-    int depth;
-} trace_path;
-
 /* Locating a value in the line's text: a minimal walk over JSON that json-c
  * has already accepted, so it only needs to skip strings and nesting. */
-static const char *trace_skip_ws(const char *p)
+const char *trace_skip_ws(const char *p)
 {
     while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
         p++;
@@ -155,12 +127,8 @@ static void trace_path_str(const trace_path *path, char *buf, size_t len)
     }
 }
 
-/* "FILE:LINE:COL: PATH MESSAGE", the column being where PATH's value starts. */
-static int trace_bad(trace_reader *r, const trace_path *path, char *err, size_t errlen,
-                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int trace_bad(trace_reader *r, const trace_path *path, char *err, size_t errlen,
-                     const char *fmt, ...)
+int trace_bad(trace_reader *r, const trace_path *path, char *err, size_t errlen, const char *fmt,
+              ...)
 {
     char what[256], where[128];
     va_list ap;
@@ -175,13 +143,13 @@ static int trace_bad(trace_reader *r, const trace_path *path, char *err, size_t 
                     trace_locate(r->line, path), where, *where ? ": " : "", what);
 }
 
-static void trace_push_key(trace_path *p, const char *key)
+void trace_push_key(trace_path *p, const char *key)
 {
     p->key[p->depth] = key;
     p->idx[p->depth++] = 0;
 }
 
-static void trace_push_idx(trace_path *p, size_t idx)
+void trace_push_idx(trace_path *p, size_t idx)
 {
     p->key[p->depth] = NULL;
     p->idx[p->depth++] = idx;
@@ -189,8 +157,8 @@ static void trace_push_idx(trace_path *p, size_t idx)
 
 /* Field `key` of object `o`, which must have type `type` (json_type_double
  * also accepts integers: 2 and 2.0 are the same number). */
-static int trace_field(trace_reader *r, json_object *o, trace_path *path, const char *key,
-                       json_type type, json_object **out, char *err, size_t errlen)
+int trace_field(trace_reader *r, json_object *o, trace_path *path, const char *key, json_type type,
+                json_object **out, char *err, size_t errlen)
 {
     static const char *const type_name[] = {
         [json_type_null] = "null",        [json_type_boolean] = "a boolean",
@@ -211,8 +179,8 @@ static int trace_field(trace_reader *r, json_object *o, trace_path *path, const 
 
 /* Only the fields a record kind defines: a misspelt one is an error, not a
  * silently missing value. */
-static int trace_known_fields(trace_reader *r, json_object *o, trace_path *path,
-                              const char *const *keys, size_t n, char *err, size_t errlen)
+int trace_known_fields(trace_reader *r, json_object *o, trace_path *path, const char *const *keys,
+                       size_t n, char *err, size_t errlen)
 {
     json_object_object_foreach(o, key, val)
     {
@@ -230,8 +198,8 @@ static int trace_known_fields(trace_reader *r, json_object *o, trace_path *path,
 
 /* An unsigned integer field no larger than `max`. json-c saturates numbers
  * that overflow 64 bits to UINT64_MAX, so that value means "too large". */
-static int trace_u64(trace_reader *r, json_object *o, trace_path *path, const char *key,
-                     uint64_t max, uint64_t *out, char *err, size_t errlen)
+int trace_u64(trace_reader *r, json_object *o, trace_path *path, const char *key, uint64_t max,
+              uint64_t *out, char *err, size_t errlen)
 {
     json_object *v;
     int e = trace_field(r, o, path, key, json_type_int, &v, err, errlen);
@@ -249,8 +217,8 @@ static int trace_u64(trace_reader *r, json_object *o, trace_path *path, const ch
     return 0;
 }
 
-static int trace_string(trace_reader *r, json_object *o, trace_path *path, const char *key,
-                        const char **out, char *err, size_t errlen)
+int trace_string(trace_reader *r, json_object *o, trace_path *path, const char *key,
+                 const char **out, char *err, size_t errlen)
 {
     json_object *v;
     int e = trace_field(r, o, path, key, json_type_string, &v, err, errlen);
@@ -266,9 +234,8 @@ static int trace_string(trace_reader *r, json_object *o, trace_path *path, const
 }
 
 /* Array field `key` of exactly `n` numbers, each allowed as `kind`. */
-static int trace_numbers(trace_reader *r, json_object *o, trace_path *path, const char *key,
-                         size_t n, const char *per, enum trace_value kind, double *out, char *err,
-                         size_t errlen)
+int trace_numbers(trace_reader *r, json_object *o, trace_path *path, const char *key, size_t n,
+                  const char *per, enum trace_value kind, double *out, char *err, size_t errlen)
 {
     json_object *a;
     int e = trace_field(r, o, path, key, json_type_array, &a, err, errlen);
