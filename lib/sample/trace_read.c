@@ -5,7 +5,8 @@
  * lengths against the header, types, ranges, ticks in time order. json-c
  * says where a syntax error is; it does not remember where values are, so a
  * value found wrong is located afterwards by walking its path through the
- * line's text (trace_locate), to name FILE:LINE:COLUMN either way. */
+ * line's text, to name FILE:LINE:COLUMN either way: that walk and the
+ * typed checks of fields are in trace_fields.c. */
 #include "sample/sample.h"
 #include "sample/trace-internal.h"
 #include "sample/trace_read-internal.h"
@@ -15,7 +16,6 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
