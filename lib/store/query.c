@@ -8,10 +8,8 @@
 #include "util/util.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 int store_latest_second(store_reader *r, int64_t *t, char *err, size_t errlen)
 {

@@ -4,10 +4,8 @@
 #include "util/util.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* ---- Per-second rows ---------------------------------------------------------- */
 
