@@ -1,7 +1,8 @@
 """Runs a real wattprofd for integration tests and talks to it through the
 independent Varlink client (varlink_peer). Also reads its SQLite file
 directly, as a second, independent view of what it stored."""
-import contextlib, json, os, shutil, signal, sqlite3, subprocess, sys, tempfile, threading, time
+import contextlib, json, os, shutil, signal, socket, sqlite3, subprocess, sys, tempfile, threading
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import varlink_peer  # noqa: E402
@@ -34,16 +35,6 @@ def workload_env():
     per-process counter does not (6 ms of 0.5 s seen)."""
     asan = os.environ.get("ASAN_OPTIONS", "")
     return dict(os.environ, ASAN_OPTIONS=(asan + ":" if asan else "") + "detect_leaks=0")
-
-
-def meter_stalled(d):
-    """Why the fake meter's seconds cannot judge accuracy (it stalled in over
-    a fifth of those stored), or None."""
-    n, measured = d.sql("SELECT count(*), sum(measured) FROM host_attribution")[0]
-    if n and measured < 0.8 * n:
-        return (f"the fake meter stalled in {n - measured} of {n} seconds"
-                f" (load {os.getloadavg()[0]:.1f})")
-    return None
 
 
 def end_rig(meter, d, cycler=None, background=None):
@@ -222,6 +213,38 @@ def reap(p):
     return ru.ru_utime + ru.ru_stime, ru.ru_minflt + ru.ru_majflt
 
 
+def cpu_of(p):
+    """Waits for the child p; its CPU seconds from the kernel (rusage)."""
+    return reap(p)[0]
+
+
+def rig_status(d, loads):
+    """The daemon's status, noting the host's load in `loads` (finish_rig
+    prints its range)."""
+    loads.append(os.getloadavg()[0])
+    return d.call("io.wattprof.Monitor.GetStatus")["status"]
+
+
+def meter_stalled(d):
+    """Why the fake meter cannot be trusted, or None. A meter that did not
+    advance for 200 ms (its writer starved, even at real-time priority, on
+    a host whose run queue holds other real-time work) is no measurement:
+    the daemon falls back to the model for those ticks, as it must, and
+    says so; accuracy against the meter is then not asserted."""
+    n, measured = d.sql("SELECT count(*), sum(measured) FROM host_attribution")[0]
+    if n and measured < 0.8 * n:
+        return (f"the fake meter stalled in {n - measured} of {n} seconds"
+                f" (load {os.getloadavg()[0]:.1f})")
+    return None
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class FaultCycle:
     """A background of burners (spawn(*args) starts one) taking 0 to 60,000
     page faults per CPU-second, one after another, until stop(): with a
@@ -333,6 +356,14 @@ class Daemon:
     def read_log(self):
         self.log.seek(0)
         return self.log.read()
+
+    def wait_log(self, text, timeout=60):
+        """Waits up to `timeout` s for `text` in the log (a replay's
+        "finished after", say); whether it came."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and text not in self.read_log():
+            time.sleep(0.05)
+        return text in self.read_log()
 
     def call(self, method, params=None):
         with varlink_peer.Connection(self.sock) as c:

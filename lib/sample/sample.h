@@ -240,7 +240,7 @@ int procs_watch_filter(procs_watch *w, bool exits);
  * events are filtered out. -ENOBUFS means the kernel dropped events: rescan. */
 int procs_watch_read(procs_watch *w, procs_event *ev, size_t max, size_t *n);
 
-/* ---- Traces (trace_write.c, trace_read.c): --record and --replay ---------
+/* ---- Traces (trace_write.c, trace_read.c, trace_fields.c): --record and --replay
  * The raw per-tick counter and energy deltas, so a run can be replayed with
  * another model, or hardware events exercised on machines without them.
  * JSON Lines, documented in README.md ("Records and replays"): a header

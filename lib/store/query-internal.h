@@ -1,5 +1,5 @@
-/* query-internal: what the reader's files (query.c, query_models.c, jobs.c) share:
- * the reader and its helpers (reader.c). */
+/* query-internal: what the reader's files (query*.c, jobs.c) share: the
+ * reader and its helpers (reader.c), and the SQL that reads per-second rows. */
 #ifndef WATTPROF_QUERY_INTERNAL_H
 #define WATTPROF_QUERY_INTERNAL_H
 
@@ -31,5 +31,46 @@ int query_fail(store_reader *r, int rc, char *err, size_t errlen, const char *wh
 void *query_push(void **v, size_t *n, size_t *cap, size_t size);
 /* Column i as a malloc'ed string, NULL for NULL (or ENOMEM). */
 char *query_dup_col(sqlite3_stmt *st, int i);
+
+/* -EINVAL with a message unless since < until. */
+int query_check_window(int64_t since, int64_t until, char *err, size_t errlen);
+/* -EINVAL with a message unless `pattern` (NULL: none) compiles as a regex. */
+int query_check_regex(const char *pattern, char *err, size_t errlen);
+/* Process `id`'s rows after `after` up to `last_seen`, in time order, into a
+ * malloc'ed *out; a row without a class gets `no_class`. */
+int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_seen, int no_class,
+                      store_second **out, size_t *n, char *err, size_t errlen);
+
+/* ---- Per-second rows ----------------------------------------------------------
+ *
+ * Windows and histories read the per-second and the one-minute tables
+ * together (UNION ALL): rollups delete the seconds they sum, so the two never
+ * count the same energy twice. A process's per-second rows are in two
+ * tables (schema.c, version 4): the newest in process_energy_recent, keyed
+ * by second, read for one process by one seek per second it spans (a
+ * minute or two); the others in process_energy_settled, keyed by batch and
+ * process, read for one process by one seek per batch that overlaps the
+ * window, and for a window by scanning the batches that overlap it. */
+
+/* The settled rows in the window [LO, HI), all processes ("e"). */
+#define SETTLED_IN(LO, HI)                                                                         \
+    " process_energy_batch b CROSS JOIN process_energy_settled e ON e.batch = b.batch"             \
+    " WHERE b.t_max >= " LO " AND b.t_min < " HI " AND e.t >= " LO " AND e.t < " HI
+
+/* recent(t): each second from LO (or the oldest in process_energy_recent)
+ * to HI (or the newest there); one seek each finds a process's row. */
+#define RECENT_SECONDS(LO, HI)                                                                     \
+    " recent(t) AS (SELECT max(" LO ", (SELECT min(t) FROM process_energy_recent))"                \
+    " UNION ALL SELECT t + 1 FROM recent"                                                          \
+    " WHERE t < min(" HI ", (SELECT max(t) FROM process_energy_recent)))"
+
+/* span.s: the most seconds a batch of process_energy_settled spans. A batch
+ * holding a row of second t has t <= t_max <= t + span.s, so the batches
+ * that can hold a process's rows up to second L are those with t_max up to
+ * L + span.s: the bound on the walk of process_energy_batch_t, which
+ * otherwise goes on to the newest batch. Read from the data: rollups and
+ * late rows make batches of other spans than the writer's. */
+#define BATCH_SPAN                                                                                 \
+    " span AS (SELECT coalesce(max(t_max - t_min), 0) AS s FROM process_energy_batch)"
 
 #endif

@@ -1,7 +1,7 @@
-/* reader: the read-only connection that queries use (query.c,
- * query_models.c, jobs.c): opening it at this program's schema version, its
- * regexp() function, the time budget that stops its statements, the release
- * of its cache, and the helpers the query files share. */
+/* reader: the read-only connection that queries use (query*.c, jobs.c):
+ * opening it at this program's schema version, its regexp() function, the
+ * time budget that stops its statements, the release of its cache, and the
+ * helpers the query files share. */
 #include "store/query-internal.h"
 #include "util/util.h"
 

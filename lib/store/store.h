@@ -338,7 +338,7 @@ int store_push_proc_info(store *s, const store_proc_info *info);
 /* A process exited at t_ns. */
 int store_push_proc_exit(store *s, pid_t pid, uint64_t start_time, int64_t t_ns);
 
-/* ---- Queries (reader.c, query.c) ------------------------------------------- */
+/* ---- Queries (reader.c, query*.c) ------------------------------------------ */
 
 typedef struct store_reader store_reader;
 

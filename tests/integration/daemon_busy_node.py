@@ -38,8 +38,8 @@ sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
-from daemon_harness import (Daemon, busy_rig, check, fake_meter_model,  # noqa: E402
-                            workload_env)
+from daemon_harness import (Daemon, busy_rig, check, cpu_of, fake_meter_model,  # noqa: E402
+                            meter_stalled, rig_status, workload_env)
 
 work, meter, wpburn, conf = busy_rig("busy", "wpbn", IDLE_W, PER_CPU_W)
 untracked = os.path.join(work, f"wpbg{os.getpid()}"[:15])  # a load no tracked process explains
@@ -64,17 +64,6 @@ def proc_cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_of(p):
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return ru.ru_utime + ru.ru_stime
-
-
-def status(d):
-    loads.append(os.getloadavg()[0])
-    return d.call("io.wattprof.Monitor.GetStatus")["status"]
-
-
 def calib_line(c):
     return (f"source {c['source']}, idle {c['idle_w']:.2f} W"
             + (f" +- {c['idle_se_w']:.2f}, scale {c['scale']:.3f}, R2 {c['r2']:.4f}"
@@ -97,19 +86,6 @@ def overloaded():
 
 class Stalled(Exception):
     """The meter stalled too often for the rest of the test to mean anything."""
-
-
-def meter_stalled(d):
-    """Why the meter cannot be trusted, or None. A meter that did not
-    advance for 200 ms (its writer starved, even at real-time priority, on
-    a host whose run queue holds other real-time work) is no measurement:
-    the daemon falls back to the model for those ticks, as it must, and
-    says so; accuracy against the meter is then not asserted."""
-    n, measured = d.sql("SELECT count(*), sum(measured) FROM host_attribution")[0]
-    if n and measured < 0.8 * n:
-        return (f"the fake meter stalled in {n - measured} of {n} seconds"
-                f" (load {os.getloadavg()[0]:.1f})")
-    return None
 
 
 def burners(d, cpu_s, tol, what):
@@ -150,7 +126,7 @@ try:
     d = Daemon("--config", conf, state=os.path.join(work, "quiet"))
     time.sleep(2)
     burners(d, [1.0, 2.0], 0.02, "quiet node")
-    print(f"quiet node: {calib_line(status(d)['calibration'])}")
+    print(f"quiet node: {calib_line(rig_status(d, loads)['calibration'])}")
     conserved(d, "quiet node")
     check("quiet node: SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
@@ -158,12 +134,12 @@ try:
     background = spawn("--vary", "3", "120", "0.2,0.9,0.5,0.3,0.8,0.6")
     t0 = time.monotonic()
     d = Daemon("--config", conf, state=state)
-    st = status(d)
+    st = rig_status(d, loads)
     while st["calibration"] is None or st["calibration"]["source"] != "fitted":
         if time.monotonic() - t0 > 60:
             break
         time.sleep(1)
-        st = status(d)
+        st = rig_status(d, loads)
     took = time.monotonic() - t0
     c = st["calibration"]
     print(f"after {took:.0f} s: {calib_line(c)}")
@@ -182,7 +158,7 @@ try:
           f" {powers[len(powers) // 20]:.1f} W, median {powers[len(powers) // 2]:.1f} W"
           f" (the idle a percentile would have taken)")
     burners(d, [2.0, 4.0], 0.02, "busy node, fitted")
-    st = status(d)
+    st = rig_status(d, loads)
     print(f"after the burners: {calib_line(st['calibration'])}")
     fitted_idle = st["calibration"]["idle_w"]
     conserved(d, "busy node")
@@ -201,7 +177,7 @@ try:
     time.sleep(1.5)
     d = Daemon("--config", conf, state=state)
     time.sleep(1.5)
-    st = status(d)
+    st = rig_status(d, loads)
     c = st["calibration"]
     print(f"restarted, steady load: {calib_line(c)}")
     check("restarted: idle is the stored fit from the first second",
@@ -217,7 +193,7 @@ try:
     # ---- percentile: the same steady load, a fresh database ---------------
     d = Daemon("--config", conf, state=os.path.join(work, "fresh"))
     time.sleep(3.5)
-    st = status(d)
+    st = rig_status(d, loads)
     c = st["calibration"]
     print(f"fresh database, steady load: {calib_line(c)}")
     check("fresh database, steady load: idle is the percentile, and not identifiable",
@@ -234,7 +210,7 @@ try:
     model = fake_meter_model(os.path.join(work, "model.json"), IDLE_W, PER_CPU_W)
     d = Daemon("--config", conf, "--model", model, state=os.path.join(work, "trained"))
     time.sleep(2.5)
-    c = status(d)["calibration"]
+    c = rig_status(d, loads)["calibration"]
     print(f"trained model, steady load: {calib_line(c)}")
     check("trained model: idle is the model's", c["source"] == "model" and c["idle_w"] == IDLE_W,
           calib_line(c))
@@ -265,7 +241,7 @@ try:
     # docs/calibration.md): the bound says the energy is unattributed, not
     # spread over the tracked processes (as it was, all of it, before).
     tol = 0.5
-    st = status(d)
+    st = rig_status(d, loads)
     check(f"the untracked load's energy is unattributed (30 W per CPU of it, within {tol:.0%})",
           abs(rows[0][0] - want) <= tol * want,
           f"{rows[0][0]:.2f} J unattributed against {want:.2f} J over {rows[0][1]:.1f} s;"

@@ -32,7 +32,7 @@ import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
 from daemon_harness import (Daemon, FaultCycle, busy_rig, check, end_rig,  # noqa: E402
-                            meter_stalled, page_fault_model, reap)
+                            meter_stalled, page_fault_model, reap, rig_status)
 
 work, meter, wpburn, conf = busy_rig("evcal", "wpev", IDLE_W, PER_CPU_W, event_j=PER_FAULT_J)
 model_path = os.path.join(work, "model.json")
@@ -46,11 +46,6 @@ def spawn(*args):
     p = subprocess.Popen([wpburn, "--wait", "1", *args])
     meter.add(p.pid)
     return p
-
-
-def status(d):
-    loads.append(os.getloadavg()[0])
-    return d.call("io.wattprof.Monitor.GetStatus")["status"]
 
 
 def events_line(c):
@@ -69,13 +64,13 @@ try:
     background = spawn("--vary", "3", "400", "0.2,0.9,0.5,0.3,0.8,0.6")
     cycler = FaultCycle(spawn)
     time.sleep(3)
-    c = status(d)["calibration"]
+    c = rig_status(d, loads)["calibration"]
     print(f"after 3 s: {events_line(c)}")
     check("before the seconds are there, GetStatus says per-event is not used, and why",
           not c["events"]["used"] and c["events"]["reason"], events_line(c))
     t0 = time.monotonic()
     while time.monotonic() - t0 < 150:
-        c = status(d)["calibration"]
+        c = rig_status(d, loads)["calibration"]
         if c["events"]["used"]:
             break
         time.sleep(2)
@@ -121,7 +116,7 @@ try:
               f"{got[i]:.2f} J against {want[i]:.2f} J ({got[i] / want[i] - 1:+.2%});"
               f" a CPU-time split of the same joules: {ratio[i]:.2f} J"
               f" ({ratio[i] / want[i] - 1:+.2%}); load {load:.1f}")
-    c = status(d)["calibration"]
+    c = rig_status(d, loads)["calibration"]
     print(f"after the burners: {events_line(c)}")
     rows = d.sql("SELECT host_j, idle_j, attributed_j, unattributed_j FROM host_attribution")
     bad = [r for r in rows if min(r) < 0 or abs(r[0] - r[1] - r[2] - r[3]) > 1e-9 * max(1, r[0])]

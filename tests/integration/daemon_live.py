@@ -59,10 +59,7 @@ live = dict(d.sql("SELECT p.pid, sum(e.attributed_j) FROM process_energy e"
 
 # Replay the recording as fast as possible: same model, same energies.
 r = Daemon("--replay", trace, "--speed", "max", state=os.path.join(state, "replay"))
-deadline = time.monotonic() + 60
-while time.monotonic() < deadline and "finished after" not in r.read_log():
-    time.sleep(0.1)
-check("replay finished", "finished after" in r.read_log(), r.read_log()[-300:])
+check("replay finished", r.wait_log("finished after"), r.read_log()[-300:])
 check("replay stops cleanly", r.stop() == 0)
 replayed = dict(r.sql("SELECT p.pid, sum(e.attributed_j) FROM process_energy e"
                       " JOIN processes p ON p.id = e.process_id GROUP BY p.id"))

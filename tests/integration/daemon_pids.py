@@ -40,7 +40,7 @@ if os.getpid() != 1:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 import daemon_harness  # noqa: E402
-from daemon_harness import Daemon, check, finish, workload_env  # noqa: E402
+from daemon_harness import Daemon, check, cpu_of, finish, workload_env  # noqa: E402
 
 CHURN = 30
 work = tempfile.mkdtemp(prefix="wattprofd-pids-")
@@ -65,13 +65,6 @@ def spawn(*args, pid=None):
         p.kill()  # something else took it first: try again
         p.wait()
     raise RuntimeError(f"could not start a process on pid {pid}")
-
-
-def cpu_of(p):
-    """Waits for p; its CPU seconds from the kernel."""
-    _, _, ru = os.wait4(p.pid, 0)
-    p.returncode = 0
-    return ru.ru_utime + ru.ru_stime
 
 
 def close(stored, truth):

@@ -27,7 +27,7 @@ import daemon_harness  # noqa: E402
 daemon_harness.in_fake_powercap(__file__, subzones="")
 
 import varlink_peer  # noqa: E402
-from daemon_harness import Daemon, check, fake_meter_model, finish, workload_env  # noqa: E402
+from daemon_harness import Daemon, check, cpu_of, fake_meter_model, finish, workload_env  # noqa: E402
 
 burn = os.environ["BURN"]
 work = tempfile.mkdtemp(prefix="wattprofd-rapl-")
@@ -89,13 +89,6 @@ def spawn(*args, user=None):
     return p
 
 
-def wait_rusage(p):
-    """Waits for p; returns its CPU seconds from the kernel (rusage)."""
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return ru.ru_utime + ru.ru_stime
-
-
 unpriv = os.getuid() == 0 and shutil.which("setpriv")
 sleepers = [spawn("--wait", "60", "0.001") for _ in range(3)]
 busy = spawn("4")
@@ -108,7 +101,7 @@ for _ in range(3):
     st = d.call("io.wattprof.Monitor.GetStatus")["status"]
     rates.append(st["achieved_hz"])
     late.append(st["lateness_p99_ms"])
-cpu_busy, cpu_half = wait_rusage(busy), wait_rusage(half)
+cpu_busy, cpu_half = cpu_of(busy), cpu_of(half)
 if nobody:
     nobody.wait()
 time.sleep(2.5)  # past a second boundary and the store's commit
@@ -379,10 +372,7 @@ TABLES = {"processes": "*", "process_energy": "*", "host_energy": "*",
 
 def replay(name):
     r = Daemon("--replay", trace, "--speed", "max", state=os.path.join(work, name))
-    end = time.monotonic() + 60
-    while time.monotonic() < end and "finished after" not in r.read_log():
-        time.sleep(0.1)
-    check(f"{name} finished", "finished after" in r.read_log(), r.read_log()[-300:])
+    check(f"{name} finished", r.wait_log("finished after"), r.read_log()[-300:])
     check(f"{name} stops cleanly", r.stop() == 0)
     return {t: r.sql(f"SELECT {cols} FROM {t} ORDER BY 1, 2") for t, cols in TABLES.items()}
 

@@ -5,7 +5,7 @@ threshold, one low-miss, one idle) and a RAPL package meter is replayed
 with a two-class model. Every stored number is checked against an
 independent re-implementation of docs/design.md's attribution in Python, the
 host split must add up every second, and two replays must store the same."""
-import json, os, random, sys, tempfile, time
+import json, os, random, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, finish  # noqa: E402
@@ -94,10 +94,7 @@ for deltas, pkg in ticks:
 def replay(name):
     d = Daemon("--replay", os.path.join(work, "hw.trace"), "--speed", "max",
                "--model", os.path.join(work, "model.json"), state=os.path.join(work, name))
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "finished after" not in d.read_log():
-        time.sleep(0.05)
-    check(f"{name}: replay finished", "finished after" in d.read_log(), d.read_log()[-400:])
+    check(f"{name}: replay finished", d.wait_log("finished after"), d.read_log()[-400:])
     st = d.call("io.wattprof.Monitor.GetStatus")["status"]
     check(f"{name}: the 22-event model is in use", st["model"]["name"] == "paper-22")
     check(f"{name}: stops cleanly", d.stop() == 0)

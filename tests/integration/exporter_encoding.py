@@ -9,7 +9,7 @@
     do ("package", not the sysfs name "package-0"); the zone label keeps
     which zone it is.
 """
-import gzip, json, os, re, shutil, sys, tempfile, time, urllib.request
+import gzip, json, os, re, sys, tempfile, urllib.request
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, cleaned_up, finish  # noqa: E402
@@ -62,10 +62,7 @@ def main():
     d = Daemon("--config", f"{tmp}/d.conf", "--model", f"{tmp}/model.json", "--replay",
                f"{tmp}/t.trace", "--speed", "max", state=f"{tmp}/state")
     with cleaned_up(d, tmp):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "finished" not in d.read_log():
-            time.sleep(0.1)
-        check("the replay finished", "finished" in d.read_log(), d.read_log()[-300:])
+        check("the replay finished", d.wait_log("finished", timeout=30), d.read_log()[-300:])
         m = re.search(r"serving (http://127\.0\.0\.1:\d+/metrics)", d.read_log())
         if not m:
             check("the exporter serves", False, d.read_log()[-300:])

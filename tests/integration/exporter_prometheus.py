@@ -15,12 +15,12 @@ with its old command). When the replays are over:
   * no energy counter was ever seen going backwards (resets() is 0);
   * each daemon's exposition passes `promtool check metrics`.
 """
-import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import json, os, re, shutil, subprocess, sys, tempfile, time
 import urllib.parse, urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import daemon_harness  # noqa: E402
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, finish, free_port  # noqa: E402
 
 SRCDIR = os.environ["SRCDIR"]
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
@@ -32,12 +32,6 @@ TICK_NS = 20_000_000
 TICKS = 400  # 8 s at --speed 1
 HOST_W = 100.0
 SCRAPE_S = 1.0
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def slurm(job, task):

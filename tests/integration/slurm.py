@@ -51,7 +51,7 @@ if "FAKE_POWERCAP" not in os.environ:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 from daemon_harness import (CgroupMeter, Daemon, check, energy_by_job, fake_meter_model,  # noqa: E402
-                            finish)
+                            finish, free_port)
 
 os.environ["PATH"] += ":/usr/sbin:/sbin"
 WATTPROF = os.environ["WATTPROF"]
@@ -64,12 +64,6 @@ shutil.copy(os.environ["BURN"], burner)
 os.chmod(burner, 0o755)
 host = socket.gethostname()
 procs = []  # munged, slurmctld, slurmd: stopped by pid at the end
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_munge():

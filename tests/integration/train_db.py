@@ -11,7 +11,7 @@ misused; and the install paths no daemon-in-the-loop test reaches: a daemon
 that is not running (installed, reported, exit 0), a current.json that does
 not load (replaced), and a daemon that refuses the model (exit 1, the old
 current.json put back)."""
-import json, os, random, subprocess, sys, tempfile, time
+import json, os, random, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, finish  # noqa: E402
@@ -80,10 +80,7 @@ def make(name, events, classes, weights, offset_s, seconds):
 
 def replay(state, mpath, tpath, keep=False):
     d = Daemon("--replay", tpath, "--speed", "max", "--model", mpath, state=state)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "finished after" not in d.read_log():
-        time.sleep(0.05)
-    done = "finished after" in d.read_log()
+    done = d.wait_log("finished after")
     check(f"{os.path.basename(tpath)}: replay finished", done, "" if done else d.read_log()[-300:])
     if not keep:
         d.stop()
