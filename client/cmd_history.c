@@ -408,6 +408,11 @@ int cmd_history(int argc, char **argv)
         json_object_put(params);
         return r > 0 ? 0 : 2;
     }
+    /* A bucket that had not ended when the daemon was asked is still
+     * filling: what it holds was read before its end. The clock read after
+     * the reply would call it partial whenever it ended while the answer
+     * was on its way. */
+    double asked = (double)util_now_ns(CLOCK_REALTIME) / 1e9;
     r = query_once_pages(&h.q, "GetHistory", params, "samples", &reply);
     json_object_put(params);
     if (r < 0)
@@ -417,13 +422,13 @@ int cmd_history(int argc, char **argv)
      * and the CSV's empty cell say, not 0. */
     for (size_t i = 0; strcmp(h.what, "host") == 0 && i < json_object_array_length(samples); i++)
         json_object_object_add(json_object_array_get_idx(samples, i), "cpu", NULL);
-    double now = (double)util_now_ns(CLOCK_REALTIME) / 1e9, step = query_num(reply, "step_s");
+    double step = query_num(reply, "step_s");
     if (h.plot)
-        r = draw(&h, samples, step, now);
+        r = draw(&h, samples, step, asked);
     else if (h.q.out == QUERY_JSON)
         query_print_json(reply);
     else
-        r = print_table(&h, samples, strcmp(h.what, "host") == 0, step, now);
+        r = print_table(&h, samples, strcmp(h.what, "host") == 0, step, asked);
     json_object_put(reply);
     return r < 0 ? 1 : 0;
 }
