@@ -24,7 +24,7 @@ import atexit, json, os, shutil, sqlite3, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import (cleaned_up, Daemon, check, finish, insert_minute_rows,  # noqa: E402
                             insert_processes)
-from varlink_peer import Connection, VarlinkError  # noqa: E402
+from varlink_peer import VarlinkError  # noqa: E402
 
 M = "io.wattprof.Monitor."
 HOST_S, JOB_PROCS = 200_000, 50_000

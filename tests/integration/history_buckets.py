@@ -5,7 +5,7 @@ the daemon sampled only in part says so (covered_s in JSON and CSV, a note in
 the table, left out of charts unless --partial), the newest bucket is marked
 as still filling, and the seconds the daemon was not running are a "no data"
 row in the table, not a bucket of low power."""
-import json, math, os, re, shutil, subprocess, sys, tempfile, time
+import json, math, os, re, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
 from daemon_harness import Daemon, check, cleaned_up, finish  # noqa: E402
