@@ -88,27 +88,27 @@ bool reply_budget_take(reply_budget *b, json_object *o);
 int reply_too_large(rpc_call *call, const char *parameter, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-int64_t now_s(void);
-int64_t data_now_s(daemon_ctx *ctx);
-json_object *num_or_null(double v);
-const char *class_name(const model *m, int k);
-json_object *model_json(const model *m, bool in_use, double loaded);
-const char *cached_user(user_cache *c, uid_t uid);
-json_object *host_json(const daemon_status *st);
-json_object *live_json(const live_proc *p, const model *m, user_cache *users);
-json_object *stored_json(const store_process *p, const model *m, double window_s, bool windowed,
-                         user_cache *users);
-void sync_store(daemon_ctx *ctx);
-int invalid_regex(rpc_call *call, const char *pattern);
-int storage_unavailable(rpc_call *call, const char *why);
-int reader(daemon_ctx *ctx, rpc_call *call);
+int64_t methods_now_s(void);
+int64_t methods_data_now_s(daemon_ctx *ctx);
+json_object *methods_num_or_null(double v);
+const char *methods_class_name(const model *m, int k);
+json_object *methods_model_json(const model *m, bool in_use, double loaded);
+const char *methods_cached_user(user_cache *c, uid_t uid);
+json_object *methods_host_json(const daemon_status *st);
+json_object *methods_live_json(const live_proc *p, const model *m, user_cache *users);
+json_object *methods_stored_json(const store_process *p, const model *m, double window_s,
+                                 bool windowed, user_cache *users);
+void methods_sync_store(daemon_ctx *ctx);
+int methods_invalid_regex(rpc_call *call, const char *pattern);
+int methods_storage_unavailable(rpc_call *call, const char *why);
+int methods_reader(daemon_ctx *ctx, rpc_call *call);
 /* Answers a failed query: QueryTimeLimit for -ETIME (the call's queries
  * ran past [daemon] query_time_limit), else StorageUnavailable; returns r. */
-int store_failed(daemon_ctx *ctx, rpc_call *call, int r, const char *err);
-double param_double(json_object *params, const char *key, double dflt);
-const char *param_string(json_object *params, const char *key);
-bool other_uid(json_object *params, const rpc_peer *peer);
-bool param_present(json_object *params, const char *key);
+int methods_store_failed(daemon_ctx *ctx, rpc_call *call, int r, const char *err);
+double methods_param_double(json_object *params, const char *key, double dflt);
+const char *methods_param_string(json_object *params, const char *key);
+bool methods_other_uid(json_object *params, const rpc_peer *peer);
+bool methods_param_present(json_object *params, const char *key);
 
 /* The methods, one file per concern. */
 int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void *u);

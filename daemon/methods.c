@@ -24,23 +24,23 @@
 #include <time.h>
 #include <unistd.h>
 
-int64_t now_s(void)
+int64_t methods_now_s(void)
 {
     return (int64_t)(util_now_ns(CLOCK_REALTIME) / 1000000000ull);
 }
 
 /* Now for the windows of queries: the clock stored rows are stamped with. */
-int64_t data_now_s(daemon_ctx *ctx)
+int64_t methods_data_now_s(daemon_ctx *ctx)
 {
     return sampler_now_ns(ctx->smp) / 1000000000;
 }
 
-json_object *num_or_null(double v)
+json_object *methods_num_or_null(double v)
 {
     return isfinite(v) ? json_object_new_double(v) : NULL;
 }
 
-const char *class_name(const model *m, int k)
+const char *methods_class_name(const model *m, int k)
 {
     if (k < 0 || (size_t)k >= m->n_classes)
         return "unknown";
@@ -56,7 +56,7 @@ static json_object *strings_json(char *const *v, size_t n)
 }
 
 /* The Model type; `loaded` is when it was last loaded (NAN: only on record). */
-json_object *model_json(const model *m, bool in_use, double loaded)
+json_object *methods_model_json(const model *m, bool in_use, double loaded)
 {
     json_object *o = json_object_new_object();
 
@@ -69,9 +69,9 @@ json_object *model_json(const model *m, bool in_use, double loaded)
     json_object_object_add(
         o, "created", m->training.created ? json_object_new_string(m->training.created) : NULL);
     json_object_object_add(o, "cv_mape",
-                           m->training.present ? num_or_null(m->training.cv_mape) : NULL);
+                           m->training.present ? methods_num_or_null(m->training.cv_mape) : NULL);
     json_object_object_add(o, "in_use", json_object_new_boolean(in_use));
-    json_object_object_add(o, "loaded", num_or_null(loaded));
+    json_object_object_add(o, "loaded", methods_num_or_null(loaded));
     return o;
 }
 
@@ -89,7 +89,7 @@ static void user_name(uid_t uid, char *buf, size_t len)
 /* The names of the uids one reply shows: getpwuid_r reads /etc/passwd on
  * every call (a quarter of ListProcesses' time in the query-load profile),
  * and hundreds of processes have only a few owners. */
-const char *cached_user(user_cache *c, uid_t uid)
+const char *methods_cached_user(user_cache *c, uid_t uid)
 {
     size_t i;
 
@@ -102,11 +102,11 @@ const char *cached_user(user_cache *c, uid_t uid)
     return c->name[i];
 }
 
-json_object *host_json(const daemon_status *st)
+json_object *methods_host_json(const daemon_status *st)
 {
     json_object *o = json_object_new_object();
 
-    json_object_object_add(o, "measured_w", num_or_null(st->host_measured_w));
+    json_object_object_add(o, "measured_w", methods_num_or_null(st->host_measured_w));
     json_object_object_add(o, "modeled_w", json_object_new_double(st->host_modeled_w));
     json_object_object_add(o, "idle_w", json_object_new_double(st->idle_w));
     double total = isfinite(st->host_measured_w) ? st->host_measured_w : st->host_modeled_w;
@@ -114,16 +114,16 @@ json_object *host_json(const daemon_status *st)
         o, "attributed_w",
         json_object_new_double(fmax(0, total - st->idle_w - st->unattributed_w)));
     json_object_object_add(o, "unattributed_w", json_object_new_double(st->unattributed_w));
-    json_object_object_add(o, "untracked_cpu", num_or_null(st->untracked_cpu));
-    json_object_object_add(o, "untracked_dynamic_w", num_or_null(st->untracked_w));
+    json_object_object_add(o, "untracked_cpu", methods_num_or_null(st->untracked_cpu));
+    json_object_object_add(o, "untracked_dynamic_w", methods_num_or_null(st->untracked_w));
     return o;
 }
 
 /* A live process as the Process type, from the snapshot. */
-json_object *live_json(const live_proc *p, const model *m, user_cache *users)
+json_object *methods_live_json(const live_proc *p, const model *m, user_cache *users)
 {
     json_object *o = json_object_new_object();
-    const char *user = cached_user(users, p->uid);
+    const char *user = methods_cached_user(users, p->uid);
 
     json_object_object_add(o, "pid", json_object_new_int(p->pid));
     json_object_object_add(o, "start_time", json_object_new_double((double)p->start_time));
@@ -132,7 +132,7 @@ json_object *live_json(const live_proc *p, const model *m, user_cache *users)
     json_object_object_add(o, "uid", json_object_new_int((int)p->uid));
     json_object_object_add(o, "user", json_object_new_string(user));
     json_object_object_add(o, "cgroup", json_object_new_string(""));
-    json_object_object_add(o, "class", json_object_new_string(class_name(m, p->klass)));
+    json_object_object_add(o, "class", json_object_new_string(methods_class_name(m, p->klass)));
     json_object_object_add(o, "power_w", json_object_new_double(p->power_w));
     json_object_object_add(o, "energy_j", json_object_new_double(p->power_w));
     json_object_object_add(o, "cpu", json_object_new_double(p->cpu));
@@ -145,11 +145,11 @@ json_object *live_json(const live_proc *p, const model *m, user_cache *users)
 }
 
 /* A stored process as the Process type. */
-json_object *stored_json(const store_process *p, const model *m, double window_s, bool windowed,
-                         user_cache *users)
+json_object *methods_stored_json(const store_process *p, const model *m, double window_s,
+                                 bool windowed, user_cache *users)
 {
     json_object *o = json_object_new_object();
-    const char *user = cached_user(users, (uid_t)p->uid);
+    const char *user = methods_cached_user(users, (uid_t)p->uid);
 
     json_object_object_add(o, "pid", json_object_new_int(p->pid));
     json_object_object_add(o, "start_time", json_object_new_double((double)p->start_time));
@@ -158,7 +158,7 @@ json_object *stored_json(const store_process *p, const model *m, double window_s
     json_object_object_add(o, "uid", json_object_new_int((int)p->uid));
     json_object_object_add(o, "user", json_object_new_string(user));
     json_object_object_add(o, "cgroup", json_object_new_string(p->cgroup ? p->cgroup : ""));
-    json_object_object_add(o, "class", json_object_new_string(class_name(m, p->klass)));
+    json_object_object_add(o, "class", json_object_new_string(methods_class_name(m, p->klass)));
     json_object_object_add(o, "power_w", json_object_new_double(windowed ? p->power_w : 0));
     json_object_object_add(
         o, "energy_j", json_object_new_double(windowed ? p->attributed_j : p->total_attributed_j));
@@ -182,7 +182,7 @@ json_object *stored_json(const store_process *p, const model *m, double window_s
 #define QUERY_FRESHNESS_MS 1000
 
 /* Commits what the sampler pushed, unless a flush under a second old did. */
-void sync_store(daemon_ctx *ctx)
+void methods_sync_store(daemon_ctx *ctx)
 {
     store_flush_within(ctx->st, QUERY_FRESHNESS_MS);
 }
@@ -190,7 +190,7 @@ void sync_store(daemon_ctx *ctx)
 /* InvalidRegex for a comm pattern the store refused (-EINVAL).  The store
  * names the pattern in its message; the reason is asked again here, since
  * the client has the pattern and wants the regex library's words alone. */
-int invalid_regex(rpc_call *call, const char *pattern)
+int methods_invalid_regex(rpc_call *call, const char *pattern)
 {
     char why[UTIL_ERRLEN] = "";
     json_object *e = json_object_new_object();
@@ -201,7 +201,7 @@ int invalid_regex(rpc_call *call, const char *pattern)
     return rpc_error(call, "io.wattprof.Monitor.InvalidRegex", e);
 }
 
-int storage_unavailable(rpc_call *call, const char *why)
+int methods_storage_unavailable(rpc_call *call, const char *why)
 {
     json_object *p = json_object_new_object();
     json_object_object_add(p, "reason", json_object_new_string(why));
@@ -212,7 +212,7 @@ int storage_unavailable(rpc_call *call, const char *why)
 /* The read-only connection of the queries.  While the writer cannot commit
  * (a full disk, a corrupt page) the database lags behind what was measured:
  * a query would look empty or stale, so it is StorageUnavailable instead. */
-int reader(daemon_ctx *ctx, rpc_call *call)
+int methods_reader(daemon_ctx *ctx, rpc_call *call)
 {
     char err[UTIL_ERRLEN];
     store_stats ss;
@@ -221,12 +221,12 @@ int reader(daemon_ctx *ctx, rpc_call *call)
     if (ss.error) {
         snprintf(err, sizeof(err), "%.400s (%llu rows wait in memory, %llu lost)", ss.error_text,
                  (unsigned long long)ss.pending_rows, (unsigned long long)ss.rows_lost);
-        return storage_unavailable(call, err);
+        return methods_storage_unavailable(call, err);
     }
     if (!ctx->reader) {
         store_flush(ctx->st);
         if (store_reader_open(ctx->cfg->db_path, &ctx->reader, err, sizeof(err)) < 0)
-            return storage_unavailable(call, err);
+            return methods_storage_unavailable(call, err);
     }
     if (!ctx->queried) /* the call's budget starts at its first query */
         store_reader_budget(ctx->reader, ctx->cfg->query_time_limit_s);
@@ -234,12 +234,12 @@ int reader(daemon_ctx *ctx, rpc_call *call)
     return 0;
 }
 
-int store_failed(daemon_ctx *ctx, rpc_call *call, int r, const char *err)
+int methods_store_failed(daemon_ctx *ctx, rpc_call *call, int r, const char *err)
 {
     json_object *p;
 
     if (r != -ETIME)
-        return storage_unavailable(call, err);
+        return methods_storage_unavailable(call, err);
     p = json_object_new_object();
     json_object_object_add(p, "limit_s", json_object_new_double(ctx->cfg->query_time_limit_s));
     json_object_object_add(p, "reason", json_object_new_string(err));
@@ -273,7 +273,7 @@ static int method_call(rpc_call *call, json_object *params, const rpc_peer *peer
     return r;
 }
 
-double param_double(json_object *params, const char *key, double dflt)
+double methods_param_double(json_object *params, const char *key, double dflt)
 {
     json_object *v;
     if (json_object_object_get_ex(params, key, &v) && v)
@@ -281,7 +281,7 @@ double param_double(json_object *params, const char *key, double dflt)
     return dflt;
 }
 
-const char *param_string(json_object *params, const char *key)
+const char *methods_param_string(json_object *params, const char *key)
 {
     json_object *v;
     if (json_object_object_get_ex(params, key, &v) && v)
@@ -291,14 +291,14 @@ const char *param_string(json_object *params, const char *key)
 
 /* An unprivileged caller asking about another uid: PermissionDenied, the
  * same answer from every method. */
-bool other_uid(json_object *params, const rpc_peer *peer)
+bool methods_other_uid(json_object *params, const rpc_peer *peer)
 {
     json_object *v;
     return !peer->privileged && json_object_object_get_ex(params, "uid", &v) && v &&
            json_object_get_int64(v) != (int64_t)peer->uid;
 }
 
-bool param_present(json_object *params, const char *key)
+bool methods_param_present(json_object *params, const char *key)
 {
     json_object *v;
     return json_object_object_get_ex(params, key, &v) && v;

@@ -21,7 +21,8 @@ static json_object *job_json(const store_job *j, user_cache *users)
     json_object_object_add(o, "job", json_object_new_string(j->job));
     json_object_object_add(o, "uid", json_object_new_int64(j->uid));
     json_object_object_add(
-        o, "user", json_object_new_string(j->uid >= 0 ? cached_user(users, (uid_t)j->uid) : ""));
+        o, "user",
+        json_object_new_string(j->uid >= 0 ? methods_cached_user(users, (uid_t)j->uid) : ""));
     json_object_object_add(o, "start", json_object_new_double((double)j->start));
     json_object_object_add(o, "end", json_object_new_double((double)j->end));
     json_object_object_add(o, "running", json_object_new_boolean(j->running));
@@ -143,10 +144,11 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
                  OPT("job", STRING), OPT("before", OBJECT));
     if (before_param(call, params, &q) < 0)
         return 0;
-    if (other_uid(params, peer))
+    if (methods_other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
-    q.since = (int64_t)floor(param_double(params, "since", 0));
-    q.until = (int64_t)ceil(param_double(params, "until", (double)data_now_s(ctx) + 1));
+    q.since = (int64_t)floor(methods_param_double(params, "since", 0));
+    q.until =
+        (int64_t)ceil(methods_param_double(params, "until", (double)methods_data_now_s(ctx) + 1));
     if (q.until <= q.since) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "since", json_object_new_double((double)q.since));
@@ -154,13 +156,14 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
         json_object_object_add(e, "reason", json_object_new_string("until is not after since"));
         return rpc_error(call, "io.wattprof.Monitor.InvalidTimeRange", e);
     }
-    q.uid = param_present(params, "uid") ? (int64_t)param_double(params, "uid", -1) : -1;
+    q.uid = methods_param_present(params, "uid") ? (int64_t)methods_param_double(params, "uid", -1)
+                                                 : -1;
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
-    q.job = param_string(params, "job");
-    if (reader(ctx, call) < 0)
+    q.job = methods_param_string(params, "job");
+    if (methods_reader(ctx, call) < 0)
         return 0;
-    sync_store(ctx);
+    methods_sync_store(ctx);
     a = json_object_new_array();
     r = fill_page(ctx, q, a, &next, err, sizeof(err));
     if (r < 0) {
@@ -168,7 +171,7 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
         if (r == -E2BIG)
             return reply_too_large(call, NULL, "a job's JSON alone is past %d bytes",
                                    REPLY_MAX_BYTES - REPLY_RESERVE_BYTES);
-        return store_failed(ctx, call, r, err);
+        return methods_store_failed(ctx, call, r, err);
     }
     reply = json_object_new_object();
     json_object_object_add(reply, "jobs", a);
@@ -180,7 +183,7 @@ int methods_job_visible(daemon_ctx *ctx, const char *job, const rpc_peer *peer, 
                         size_t errlen)
 {
     store_job_query q = {
-        .since = 0, .until = data_now_s(ctx) + 1, .uid = -1, .job = job, .limit = 1};
+        .since = 0, .until = methods_data_now_s(ctx) + 1, .uid = -1, .job = job, .limit = 1};
     store_job *jobs;
     size_t n;
     int r;

@@ -20,11 +20,11 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
 
     if (rpc_params_check(call, params, NULL, 0) < 0)
         return 0;
-    if (reader(ctx, call) < 0)
+    if (methods_reader(ctx, call) < 0)
         return 0;
-    sync_store(ctx);
+    methods_sync_store(ctx);
     if ((r = store_list_models(ctx->reader, &rows, &n, err, sizeof(err))) < 0)
-        return store_failed(ctx, call, r, err);
+        return methods_store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     double in_use_loaded = NAN; /* when the store last saw the model in use loaded */
     reply_budget budget;
@@ -34,7 +34,7 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     for (size_t i = 0; i < n; i++)
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0)
             in_use_loaded = (double)rows[i].last_loaded;
-    json_object *o = model_json(ctx->model, true, in_use_loaded);
+    json_object *o = methods_model_json(ctx->model, true, in_use_loaded);
     json_object_array_add(a, o);
     fits = reply_budget_take(&budget, o);
     for (size_t i = 0; fits && i < n; i++) {
@@ -42,7 +42,7 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0 ||
             model_parse(rows[i].json, strlen(rows[i].json), rows[i].name, &m, err, sizeof(err)) < 0)
             continue;
-        o = model_json(m, false, (double)rows[i].last_loaded);
+        o = methods_model_json(m, false, (double)rows[i].last_loaded);
         json_object_array_add(a, o);
         fits = reply_budget_take(&budget, o);
         model_free(m);
@@ -101,7 +101,7 @@ int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, i
 int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
 {
     daemon_ctx *ctx = u;
-    const char *path = param_string(params, "path");
+    const char *path = methods_param_string(params, "path");
     char err[UTIL_ERRLEN];
     int32_t id;
 
@@ -122,7 +122,8 @@ int m_reload_models(rpc_call *call, json_object *params, const rpc_peer *peer, v
     json_object *reply = json_object_new_object();
     pthread_mutex_lock(&ctx->lock);
     log_info("model %s (sha256 %.12s) loaded", ctx->model->name, ctx->model->sha256);
-    json_object_object_add(reply, "model", model_json(ctx->model, true, (double)now_s()));
+    json_object_object_add(reply, "model",
+                           methods_model_json(ctx->model, true, (double)methods_now_s()));
     pthread_mutex_unlock(&ctx->lock);
     return rpc_reply(call, reply);
 }

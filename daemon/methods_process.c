@@ -12,8 +12,8 @@
 int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
 {
     daemon_ctx *ctx = u;
-    double window = param_double(params, "window_s", 10);
-    const char *sort = param_string(params, "sort");
+    double window = methods_param_double(params, "window_s", 10);
+    const char *sort = methods_param_string(params, "sort");
     store_process_query q = {.uid = -1, .sort = STORE_SORT_ENERGY};
     store_process *p;
     size_t n;
@@ -24,7 +24,7 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
                  OPT_IN("limit", INT, 0, P_PAGE_MAX), OPT_IN("uid", INT, 0, P_UID_MAX),
                  OPT("comm", STRING), OPT("include_exited", BOOL),
                  OPT_IN("offset", INT, 0, P_TIME_MAX), OPT("job", STRING));
-    if (other_uid(params, peer))
+    if (methods_other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (sort && strcmp(sort, "power") == 0)
         q.sort = STORE_SORT_POWER;
@@ -32,28 +32,29 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
         q.sort = STORE_SORT_CPU;
     else if (sort && strcmp(sort, "energy") != 0)
         return rpc_error_invalid_parameter(call, "sort");
-    q.until = data_now_s(ctx) + 1;
+    q.until = methods_data_now_s(ctx) + 1;
     q.since = q.until - (int64_t)ceil(window);
-    size_t page = (size_t)param_double(params, "limit", 0);
+    size_t page = (size_t)methods_param_double(params, "limit", 0);
     page = page ? page : (size_t)P_PAGE_MAX;
     q.limit = page + 1; /* one more: is there a next page? */
-    q.offset = (size_t)param_double(params, "offset", 0);
-    q.uid = param_present(params, "uid") ? (int64_t)param_double(params, "uid", -1) : -1;
+    q.offset = (size_t)methods_param_double(params, "offset", 0);
+    q.uid = methods_param_present(params, "uid") ? (int64_t)methods_param_double(params, "uid", -1)
+                                                 : -1;
     if (!peer->privileged)
         q.uid = peer->uid; /* others see only their own */
-    q.comm_regex = param_string(params, "comm");
-    q.job = param_string(params, "job");
+    q.comm_regex = methods_param_string(params, "comm");
+    q.job = methods_param_string(params, "job");
     /* Exited processes are listed unless asked not to. */
-    q.only_running = param_present(params, "include_exited") &&
+    q.only_running = methods_param_present(params, "include_exited") &&
                      !json_object_get_boolean(json_object_object_get(params, "include_exited"));
-    if ((r = reader(ctx, call)) < 0)
+    if ((r = methods_reader(ctx, call)) < 0)
         return 0;
-    sync_store(ctx);
+    methods_sync_store(ctx);
     r = store_list_processes(ctx->reader, &q, &p, &n, err, sizeof(err));
     if (r == -EINVAL && q.comm_regex)
-        return invalid_regex(call, q.comm_regex);
+        return methods_invalid_regex(call, q.comm_regex);
     if (r < 0)
-        return store_failed(ctx, call, r, err);
+        return methods_store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array();
     user_cache users = {0};
     reply_budget budget;
@@ -64,7 +65,7 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
     pthread_mutex_lock(&ctx->lock);
     for (; shown < n; shown++) {
         json_object *o =
-            stored_json(&p[shown], ctx->model, (double)(q.until - q.since), true, &users);
+            methods_stored_json(&p[shown], ctx->model, (double)(q.until - q.since), true, &users);
         if (!reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
             json_object_put(o);
             more = true;
@@ -127,8 +128,8 @@ static int process_calibrations(daemon_ctx *ctx, const store_process *p, json_ob
 int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
 {
     daemon_ctx *ctx = u;
-    int pid = (int)param_double(params, "pid", -1);
-    double series_s = param_double(params, "series_s", 60);
+    int pid = (int)methods_param_double(params, "pid", -1);
+    double series_s = methods_param_double(params, "series_s", 60);
     store_process p;
     store_second *ser;
     size_t n;
@@ -136,15 +137,15 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
 
     CHECK_PARAMS(call, params, REQ_IN("pid", INT, 1, P_PID_MAX),
                  OPT_IN("series_s", FLOAT, 1, P_SPAN_MAX));
-    if (reader(ctx, call) < 0)
+    if (methods_reader(ctx, call) < 0)
         return 0;
-    sync_store(ctx);
+    methods_sync_store(ctx);
     int r =
         store_get_process(ctx->reader, pid, 0, (int64_t)series_s, &p, &ser, &n, err, sizeof(err));
     if (r == -ENOENT)
         return no_such_process(call, pid);
     if (r < 0)
-        return store_failed(ctx, call, r, err);
+        return methods_store_failed(ctx, call, r, err);
     if (!peer->privileged && p.uid != (int64_t)peer->uid) {
         store_process_free(&p);
         free(ser);
@@ -154,7 +155,7 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     if ((r = process_calibrations(ctx, &p, &calibrations, err, sizeof(err))) < 0) {
         store_process_free(&p);
         free(ser);
-        return store_failed(ctx, call, r, err);
+        return methods_store_failed(ctx, call, r, err);
     }
     json_object *reply = json_object_new_object(), *classes = json_object_new_array();
     json_object *series = json_object_new_array();
@@ -163,12 +164,12 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     bool fits = true;
     reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
-    json_object *process = stored_json(&p, ctx->model, 0, false, &users);
+    json_object *process = methods_stored_json(&p, ctx->model, 0, false, &users);
     json_object_object_add(reply, "process", process);
     json_object_object_add(reply, "classes", classes);
     json_object_object_add(reply, "calibrations", calibrations);
     json_object_object_add(reply, "series", series);
-    json_object_object_add(reply, "model", model_json(ctx->model, true, NAN));
+    json_object_object_add(reply, "model", methods_model_json(ctx->model, true, NAN));
     fits = reply_budget_take(&budget, process) && reply_budget_take(&budget, calibrations);
     int last = -2;
     for (size_t i = 0; fits && i < n; i++) {
@@ -176,8 +177,8 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         if (ser[i].klass != last) {
             json_object *c = json_object_new_object();
             json_object_object_add(c, "t", json_object_new_double((double)ser[i].t));
-            json_object_object_add(c, "class",
-                                   json_object_new_string(class_name(ctx->model, ser[i].klass)));
+            json_object_object_add(
+                c, "class", json_object_new_string(methods_class_name(ctx->model, ser[i].klass)));
             json_object_array_add(classes, c);
             fits = reply_budget_take(&budget, c);
             last = ser[i].klass;
@@ -214,9 +215,9 @@ static void history_calibration(json_object *s, const store_point *p)
 static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, const rpc_peer *peer,
                          store_history_query *q)
 {
-    int kinds = param_present(params, "pid") + param_present(params, "comm") +
-                param_present(params, "uid") + param_present(params, "job") +
-                (param_present(params, "host") &&
+    int kinds = methods_param_present(params, "pid") + methods_param_present(params, "comm") +
+                methods_param_present(params, "uid") + methods_param_present(params, "job") +
+                (methods_param_present(params, "host") &&
                  json_object_get_boolean(json_object_object_get(params, "host")));
 
     if (kinds != 1) {
@@ -227,8 +228,9 @@ static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, c
             kinds);
         return -EINVAL;
     }
-    q->since = (int64_t)floor(param_double(params, "since", 0));
-    q->until = (int64_t)ceil(param_double(params, "until", (double)data_now_s(ctx) + 1));
+    q->since = (int64_t)floor(methods_param_double(params, "since", 0));
+    q->until =
+        (int64_t)ceil(methods_param_double(params, "until", (double)methods_data_now_s(ctx) + 1));
     if (q->until <= q->since) {
         json_object *e = json_object_new_object();
         json_object_object_add(e, "since", json_object_new_double((double)q->since));
@@ -237,25 +239,26 @@ static int history_query(daemon_ctx *ctx, rpc_call *call, json_object *params, c
         rpc_error(call, "io.wattprof.Monitor.InvalidTimeRange", e);
         return -EINVAL;
     }
-    double step = param_double(params, "step_s", ceil((double)(q->until - q->since) / 1000));
+    double step =
+        methods_param_double(params, "step_s", ceil((double)(q->until - q->since) / 1000));
     if (!(step >= 1) && !(peer->privileged && step > 0)) {
         rpc_error_invalid_parameter_why(call, "step_s", "step_s is %g, not %s", step,
                                         peer->privileged ? "above 0" : "1 or more");
         return -EINVAL;
     }
     q->step = step < 1 ? 1 : (int64_t)step;
-    if (param_present(params, "pid")) {
+    if (methods_param_present(params, "pid")) {
         q->by = STORE_HISTORY_PID;
-        q->pid = (pid_t)param_double(params, "pid", 0);
-    } else if (param_present(params, "comm")) {
+        q->pid = (pid_t)methods_param_double(params, "pid", 0);
+    } else if (methods_param_present(params, "comm")) {
         q->by = STORE_HISTORY_COMM;
-        q->comm = param_string(params, "comm");
-    } else if (param_present(params, "job")) {
+        q->comm = methods_param_string(params, "comm");
+    } else if (methods_param_present(params, "job")) {
         q->by = STORE_HISTORY_JOB;
-        q->job = param_string(params, "job");
-    } else if (param_present(params, "uid")) {
+        q->job = methods_param_string(params, "job");
+    } else if (methods_param_present(params, "uid")) {
         q->by = STORE_HISTORY_UID;
-        q->uid = (int64_t)param_double(params, "uid", -1);
+        q->uid = (int64_t)methods_param_double(params, "uid", -1);
     } else {
         q->by = STORE_HISTORY_HOST;
     }
@@ -311,7 +314,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
                  OPT_IN("step_s", FLOAT, 0, P_SPAN_MAX));
     if (history_query(ctx, call, params, peer, &q) < 0)
         return 0;
-    if (reader(ctx, call) < 0)
+    if (methods_reader(ctx, call) < 0)
         return 0;
     if (!peer->privileged && (q.by == STORE_HISTORY_PID || q.by == STORE_HISTORY_COMM)) {
         /* Unprivileged: a pid or command history only over their own uid. */
@@ -321,7 +324,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
             size_t ns;
             r = store_get_process(ctx->reader, q.pid, 0, 0, &p, &ser, &ns, err, sizeof(err));
             if (r < 0 && r != -ENOENT)
-                return store_failed(ctx, call, r, err);
+                return methods_store_failed(ctx, call, r, err);
             bool mine = r == 0 && p.uid == (int64_t)peer->uid;
             if (r == 0)
                 store_process_free(&p);
@@ -333,19 +336,19 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
             return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
         }
     }
-    sync_store(ctx);
+    methods_sync_store(ctx);
     if (q.by == STORE_HISTORY_JOB &&
         (r = methods_job_visible(ctx, q.job, peer, err, sizeof(err))) <= 0)
-        return r < 0 ? store_failed(ctx, call, r, err)
+        return r < 0 ? methods_store_failed(ctx, call, r, err)
                      : rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     r = store_history(ctx->reader, &q, &pts, &n, err, sizeof(err));
     if (r == -EINVAL && q.by == STORE_HISTORY_COMM)
-        return invalid_regex(call, q.comm);
+        return methods_invalid_regex(call, q.comm);
     if (r == 0 && q.by != STORE_HISTORY_HOST &&
         (r = history_coverage(ctx, &q, pts, n, err, sizeof(err))) < 0)
         free(pts);
     if (r < 0)
-        return store_failed(ctx, call, r, err);
+        return methods_store_failed(ctx, call, r, err);
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     reply_budget budget;
     size_t i;
@@ -362,7 +365,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         json_object_object_add(s, "measured_j",
                                host && pts[i].measured ? json_object_new_double(pts[i].host_j)
                                                        : NULL);
-        json_object_object_add(s, "covered_s", num_or_null(pts[i].covered_s));
+        json_object_object_add(s, "covered_s", methods_num_or_null(pts[i].covered_s));
         if (host) /* the calibration of the bucket's last second */
             history_calibration(s, &pts[i]);
         if (!reply_budget_take(&budget, s)) { /* the page ends at the reply's bytes */

@@ -28,16 +28,16 @@ static json_object *calibration_events_json(const daemon_calib *c, const model *
     json_object_object_add(o, "live_reason",
                            c->events_why ? json_object_new_string(c->events_why) : NULL);
     json_object_object_add(o, "alpha",
-                           b              ? num_or_null(b->alpha)
-                           : f->per_event ? num_or_null(f->alpha)
+                           b              ? methods_num_or_null(b->alpha)
+                           : f->per_event ? methods_num_or_null(f->alpha)
                                           : NULL);
     json_object_object_add(o, "idle_w",
-                           b        ? num_or_null(b->idle_w)
-                           : fitted ? num_or_null(f->idle_w)
+                           b        ? methods_num_or_null(b->idle_w)
+                           : fitted ? methods_num_or_null(f->idle_w)
                                     : NULL);
     json_object_object_add(o, "idle_se_w",
-                           b              ? num_or_null(b->idle_se_w)
-                           : f->per_event ? num_or_null(f->idle_se_w)
+                           b              ? methods_num_or_null(b->idle_se_w)
+                           : f->per_event ? methods_num_or_null(f->idle_se_w)
                                           : NULL);
     for (size_t j = 0; j < (b ? b->n_events : f->n_cols); j++) {
         json_object *e = json_object_new_object();
@@ -48,17 +48,17 @@ static json_object *calibration_events_json(const daemon_calib *c, const model *
                                                       : m && m->n_events == f->n_cols ? m->events[j]
                                                                                       : name));
         json_object_object_add(e, "scale",
-                               b        ? num_or_null(b->coef[j])
-                               : fitted ? num_or_null(f->coef[j])
+                               b        ? methods_num_or_null(b->coef[j])
+                               : fitted ? methods_num_or_null(f->coef[j])
                                         : NULL);
-        json_object_object_add(e, "se", b ? num_or_null(b->coef_se[j]) : NULL);
+        json_object_object_add(e, "se", b ? methods_num_or_null(b->coef_se[j]) : NULL);
         json_object_object_add(e, "fixed",
                                json_object_new_boolean(b ? !isfinite(b->coef_se[j]) : f->fixed[j]));
         json_object_array_add(a, e);
     }
     json_object_object_add(o, "coefficients", a);
-    json_object_object_add(o, "cv_rmse_w", num_or_null(f->cv_rmse_w));
-    json_object_object_add(o, "cv_rmse_single_w", num_or_null(f->cv_rmse_single_w));
+    json_object_object_add(o, "cv_rmse_w", methods_num_or_null(f->cv_rmse_w));
+    json_object_object_add(o, "cv_rmse_single_w", methods_num_or_null(f->cv_rmse_single_w));
     json_object_object_add(o, "rows", json_object_new_int64((int64_t)f->rows));
     json_object_object_add(o, "fit_rows", b ? json_object_new_int64(b->rows) : NULL);
     return o;
@@ -74,17 +74,17 @@ static json_object *calibration_json(const daemon_calib *c, const model *m)
 
     json_object_object_add(o, "source", json_object_new_string(daemon_idle_source_name(c->source)));
     json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
-    json_object_object_add(o, "idle_se_w", fit ? num_or_null(c->best.idle_se_w) : NULL);
-    json_object_object_add(o, "scale", fit ? num_or_null(c->best.scale) : NULL);
-    json_object_object_add(o, "r2", fit ? num_or_null(c->best.r2) : NULL);
+    json_object_object_add(o, "idle_se_w", fit ? methods_num_or_null(c->best.idle_se_w) : NULL);
+    json_object_object_add(o, "scale", fit ? methods_num_or_null(c->best.scale) : NULL);
+    json_object_object_add(o, "r2", fit ? methods_num_or_null(c->best.r2) : NULL);
     json_object_object_add(o, "fitted", fit ? json_object_new_double((double)c->best.t) : NULL);
     json_object_object_add(o, "identifiable", json_object_new_boolean(live->identifiable));
     json_object_object_add(o, "reason", live->why ? json_object_new_string(live->why) : NULL);
     json_object_object_add(o, "rows", json_object_new_int64((int64_t)live->rows));
     json_object_object_add(o, "rejected", json_object_new_int64((int64_t)live->rejected));
-    json_object_object_add(o, "spread_w", num_or_null(live->spread_w));
-    json_object_object_add(o, "live_idle_w", num_or_null(live->idle_w));
-    json_object_object_add(o, "live_idle_se_w", num_or_null(live->idle_se_w));
+    json_object_object_add(o, "spread_w", methods_num_or_null(live->spread_w));
+    json_object_object_add(o, "live_idle_w", methods_num_or_null(live->idle_w));
+    json_object_object_add(o, "live_idle_se_w", methods_num_or_null(live->idle_se_w));
     json_object_object_add(o, "events", calibration_events_json(c, m));
     return o;
 }
@@ -106,8 +106,8 @@ static json_object *zones_json(const rapl *power, const daemon_status *st)
         json_object *z = json_object_new_object();
         json_object_object_add(z, "name", json_object_new_string(power->zone[i].name));
         json_object_object_add(z, "domain", json_object_new_string(power->zone[i].domain));
-        json_object_object_add(z, "power_w",
-                               st && st->zone_power_w ? num_or_null(st->zone_power_w[i]) : NULL);
+        json_object_object_add(
+            z, "power_w", st && st->zone_power_w ? methods_num_or_null(st->zone_power_w[i]) : NULL);
         json_object_object_add(z, "error", NULL);
         json_object_array_add(a, z);
     }
@@ -239,14 +239,14 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
     json_object_object_add(o, "zones", zones_json(sampler_rapl(ctx->smp), snap ? st : NULL));
     json_object_object_add(o, "events", events_json(sampler_events(ctx->smp), snap ? st : NULL));
     pthread_mutex_lock(&ctx->lock);
-    json_object_object_add(o, "model", model_json(ctx->model, true, NAN));
+    json_object_object_add(o, "model", methods_model_json(ctx->model, true, NAN));
     json_object_object_add(o, "calibration",
                            snap ? calibration_json(&st->calib, ctx->model) : NULL);
     pthread_mutex_unlock(&ctx->lock);
-    json_object_object_add(o, "drift", num_or_null(st->drift));
+    json_object_object_add(o, "drift", methods_num_or_null(st->drift));
     json_object_object_add(o, "drift_flagged", json_object_new_boolean(st->drift_flagged));
     json_object_object_add(o, "tracked", json_object_new_int((int)st->tracked));
-    json_object_object_add(o, "reads_skipped", num_or_null(st->reads_skipped));
+    json_object_object_add(o, "reads_skipped", methods_num_or_null(st->reads_skipped));
     json_object_object_add(o, "reads_unskippable", json_object_new_int((int)st->reads_unskippable));
     json_object_object_add(o, "backend", snap ? json_object_new_string(st->backend) : NULL);
     json_object_object_add(o, "procs_missed",
@@ -255,7 +255,7 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
     json_object_object_add(
         o, "connector_overruns",
         st->proc_connector ? json_object_new_int64((int64_t)st->connector_overruns) : NULL);
-    json_object_object_add(o, "host", host_json(st));
+    json_object_object_add(o, "host", methods_host_json(st));
     json_object_object_add(db, "path", json_object_new_string(ctx->cfg->db_path));
     json_object_object_add(db, "size_bytes", json_object_new_int64(ss.db_bytes));
     json_object_object_add(db, "error", ss.error ? json_object_new_string(ss.error_text) : NULL);

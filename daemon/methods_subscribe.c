@@ -13,14 +13,14 @@
 int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer, void *u)
 {
     daemon_ctx *ctx = u;
-    double interval = param_double(params, "interval_s", 1);
+    double interval = methods_param_double(params, "interval_s", 1);
     subscriber *sub;
 
     CHECK_PARAMS(call, params, OPT_IN("interval_s", FLOAT, 0, 86400),
                  OPT_IN("limit", INT, 0, P_LIMIT_MAX), OPT_IN("uid", INT, 0, P_UID_MAX));
     if (!rpc_call_more(call))
         return rpc_error(call, RPC_ERR_EXPECTED_MORE, NULL);
-    if (other_uid(params, peer))
+    if (methods_other_uid(params, peer))
         return rpc_error(call, RPC_ERR_PERMISSION_DENIED, NULL);
     if (!(interval > 0) || (!peer->privileged && interval < 1))
         return rpc_error_invalid_parameter_why(call, "interval_s", "interval_s is %g, not %s",
@@ -31,8 +31,10 @@ int m_subscribe(rpc_call *call, json_object *params, const rpc_peer *peer, void 
     sub->call = rpc_call_ref(call);
     sub->peer = *peer;
     sub->interval_s = interval;
-    sub->limit = (size_t)fmax(0, param_double(params, "limit", 10));
-    sub->uid = param_present(params, "uid") ? (int64_t)param_double(params, "uid", -1) : -1;
+    sub->limit = (size_t)fmax(0, methods_param_double(params, "limit", 10));
+    sub->uid = methods_param_present(params, "uid")
+                   ? (int64_t)methods_param_double(params, "uid", -1)
+                   : -1;
     if (!peer->privileged)
         sub->uid = peer->uid;
     pthread_mutex_lock(&ctx->lock);
@@ -58,11 +60,11 @@ static json_object *subscription_reply(const subscriber *sub, const snapshot *sn
 
     reply_budget_init(&budget);
     json_object_object_add(o, "t", json_object_new_double((double)snap->t_ns / 1e9));
-    json_object_object_add(o, "host", host_json(&snap->st));
+    json_object_object_add(o, "host", methods_host_json(&snap->st));
     for (size_t i = 0; i < snap->n_procs && (sub->limit == 0 || shown < sub->limit); i++) {
         if (sub->uid >= 0 && snap->procs[i].uid != (uid_t)sub->uid)
             continue;
-        json_object *p = live_json(&snap->procs[i], m, &users);
+        json_object *p = methods_live_json(&snap->procs[i], m, &users);
         json_object_array_add(a, p);
         if (!reply_budget_take(&budget, p)) {
             json_object_put(a);
