@@ -325,7 +325,7 @@ int agg_add(agg *a, store_item *it)
 static void clear_events(agg *a)
 {
     for (size_t i = 0; i < a->n_event; i++)
-        proc_info_free(a->event[i].info);
+        store_proc_info_blob_free(a->event[i].info);
     a->n_event = 0;
 }
 

@@ -21,7 +21,7 @@ static int to_text(json_object *o, char **out)
     return *out ? 0 : -ENOMEM;
 }
 
-int calib_json(const agg_calib *c, char **power, char **rates)
+int store_calib_json(const agg_calib *c, char **power, char **rates)
 {
     json_object *p = json_object_new_object(), *r = json_object_new_array();
     int ret;
@@ -86,7 +86,7 @@ static int parse_rates(json_object *r, store_calibration_row *row)
     return 0;
 }
 
-int calib_parse(const char *power, const char *rates, store_calibration_row *row)
+int store_calib_parse(const char *power, const char *rates, store_calibration_row *row)
 {
     json_object *p = json_tokener_parse(power ? power : "");
     json_object *r = json_tokener_parse(rates ? rates : "");

@@ -640,7 +640,7 @@ static int write_calibration(store *s, int64_t until, uint64_t *rows)
 
         if (c->t >= until || !c->has_rates || !(c->duration_s > 0))
             continue;
-        if (calib_json(c, &power, &rates) < 0)
+        if (store_calib_json(c, &power, &rates) < 0)
             return SQLITE_NOMEM;
         sqlite3_bind_int64(st, 1, c->t);
         sqlite3_bind_double(st, 2, c->duration_s);

@@ -159,7 +159,7 @@ int store_push_calibration(store *s, int64_t t_ns, double dt_s, int32_t model_id
     return 0;
 }
 
-void proc_info_free(struct proc_info_blob *b)
+void store_proc_info_blob_free(struct proc_info_blob *b)
 {
     if (!b)
         return;
@@ -192,12 +192,12 @@ int store_push_proc_info(store *s, const store_proc_info *info)
     if (dup_or_null(info->comm, &b->comm) < 0 || dup_or_null(info->cmdline, &b->cmdline) < 0 ||
         dup_or_null(info->cgroup, &b->cgroup) < 0 ||
         dup_or_null(info->job && info->job[0] ? info->job : NULL, &b->job) < 0) {
-        proc_info_free(b);
+        store_proc_info_blob_free(b);
         return -ENOMEM;
     }
     it = one(s, ITEM_INFO, info->t_ns);
     if (!it) {
-        proc_info_free(b);
+        store_proc_info_blob_free(b);
         return -EAGAIN;
     }
     it->pid = info->pid;

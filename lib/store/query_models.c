@@ -96,8 +96,8 @@ int store_calibration_since(store_reader *r, int64_t since, size_t limit,
         c->t = sqlite3_column_int64(st, 0);
         c->duration_s = sqlite3_column_double(st, 1);
         c->model_id = sqlite3_column_int(st, 2);
-        ret = calib_parse((const char *)sqlite3_column_text(st, 3),
-                          (const char *)sqlite3_column_text(st, 4), c);
+        ret = store_calib_parse((const char *)sqlite3_column_text(st, 3),
+                                (const char *)sqlite3_column_text(st, 4), c);
         if (ret < 0)
             util_err(err, errlen, ret, "%s: calibration row t=%lld: %s", r->path, (long long)c->t,
                      ret == -ENOMEM ? "out of memory" : "malformed JSON");

@@ -27,7 +27,7 @@ struct proc_info_blob {
     char *comm, *cmdline, *cgroup, *job;
     int64_t uid;
 };
-void proc_info_free(struct proc_info_blob *b);
+void store_proc_info_blob_free(struct proc_info_blob *b);
 
 /* The idle sources a host tick may name, NULL first (not said). */
 extern const char *const store_idle_sources[];
@@ -381,9 +381,9 @@ void conn_models_unwritten(store *s);
 
 /* power: {"domain": W, ...} (mean over the second); rates: one array per
  * class of mean events/s. Both malloc'd. */
-int calib_json(const agg_calib *c, char **power, char **rates);
+int store_calib_json(const agg_calib *c, char **power, char **rates);
 /* The reverse, into row's arrays; -EBADMSG names nothing, the caller does. */
-int calib_parse(const char *power, const char *rates, store_calibration_row *row);
+int store_calib_parse(const char *power, const char *rates, store_calibration_row *row);
 
 /* ---- Rollups and retention (retention.c) ------------------------------------ */
 

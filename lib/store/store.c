@@ -105,7 +105,7 @@ static void destroy(store *s)
     for (size_t i = 0; i < n; i++) {
         store_item *it = ring_slot(&s->queue, first + i);
         if (it->kind == ITEM_INFO)
-            proc_info_free(it->u.proc_id.info);
+            store_proc_info_blob_free(it->u.proc_id.info);
     }
     conn_close(s);
     if (s->lock_fd >= 0)

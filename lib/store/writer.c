@@ -249,7 +249,7 @@ static size_t drain(store *s)
         if (agg_add(&s->acc, it) < 0) {
             lost++;
             if (it->kind == ITEM_INFO)
-                proc_info_free(it->u.proc_id.info);
+                store_proc_info_blob_free(it->u.proc_id.info);
         }
     }
     ring_release(&s->queue, n);
