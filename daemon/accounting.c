@@ -240,7 +240,7 @@ void account_tick(sampler *s, double dt, attrib_tick *out)
     *out = at;
 }
 
-const char *daemon_idle_source_name(daemon_idle_source src)
+const char *account_idle_source_name(daemon_idle_source src)
 {
     static const char *const names[] = {"fitted", "stored", "model", "percentile"};
     return names[src];
@@ -310,17 +310,6 @@ void account_update_idle(sampler *s, double host_w, double dyn_w)
     s->dyn_scale = fitted && strcmp(c->best.model_sha256, s->m->sha256) == 0 && c->best.scale > 0
                        ? c->best.scale
                        : 0;
-}
-
-void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
-{
-    char target[sizeof(c->target)];
-
-    model_target_key(s->m, target, sizeof(target));
-    if (strcmp(target, c->target) != 0 || !(c->idle_w >= 0))
-        return;
-    s->cal.best = *c;
-    account_update_idle(s, NAN, NAN);
 }
 
 /* The model's dynamic power of `cpu` untracked cores: through the model's

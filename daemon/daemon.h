@@ -157,7 +157,7 @@ typedef struct daemon_calib {
 } daemon_calib;
 
 /* "fitted", "stored", "model", "percentile". */
-const char *daemon_idle_source_name(daemon_idle_source s);
+const char *account_idle_source_name(daemon_idle_source s);
 
 /* Everything `status` shows, refreshed once a second. */
 typedef struct daemon_status {
@@ -234,10 +234,10 @@ typedef struct recent_exits {
 } recent_exits;
 
 /* Keeps p (its exited_mono_ns set) if it is among the `cap` largest. */
-int recent_add(recent_exits *r, const live_proc *p);
+int groups_recent_add(recent_exits *r, const live_proc *p);
 /* Forgets those that ended at or before `before_mono_ns`. */
-void recent_expire(recent_exits *r, uint64_t before_mono_ns);
-void recent_free(recent_exits *r);
+void groups_recent_expire(recent_exits *r, uint64_t before_mono_ns);
+void groups_recent_free(recent_exits *r);
 
 typedef struct snapshot {
     int refs;

@@ -261,7 +261,7 @@ static void put_calibration(FILE *f, const daemon_calib *c)
     put_family(f, "wattprof_idle_power_watts", "gauge",
                "Idle power attribution uses, by where it comes from (fitted, stored, model, "
                "percentile).");
-    fprintf(f, "wattprof_idle_power_watts{source=\"%s\"} ", daemon_idle_source_name(c->source));
+    fprintf(f, "wattprof_idle_power_watts{source=\"%s\"} ", account_idle_source_name(c->source));
     put_number(f, c->idle_w);
     fputc('\n', f);
     put_family(f, "wattprof_idle_power_stderr_watts", "gauge",

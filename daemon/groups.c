@@ -126,7 +126,7 @@ void groups_free(groups *g)
     memset(g, 0, sizeof(*g));
 }
 
-int recent_add(recent_exits *r, const live_proc *p)
+int groups_recent_add(recent_exits *r, const live_proc *p)
 {
     size_t low = 0;
 
@@ -146,7 +146,7 @@ int recent_add(recent_exits *r, const live_proc *p)
     return 0;
 }
 
-void recent_expire(recent_exits *r, uint64_t before_mono_ns)
+void groups_recent_expire(recent_exits *r, uint64_t before_mono_ns)
 {
     size_t k = 0;
 
@@ -156,7 +156,7 @@ void recent_expire(recent_exits *r, uint64_t before_mono_ns)
     r->n = k;
 }
 
-void recent_free(recent_exits *r)
+void groups_recent_free(recent_exits *r)
 {
     free(r->v);
     memset(r, 0, sizeof(*r));

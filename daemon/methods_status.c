@@ -72,7 +72,8 @@ static json_object *calibration_json(const daemon_calib *c, const model *m)
         (c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED) && c->best.t > 0;
     const calib_fit *live = &c->live;
 
-    json_object_object_add(o, "source", json_object_new_string(daemon_idle_source_name(c->source)));
+    json_object_object_add(o, "source",
+                           json_object_new_string(account_idle_source_name(c->source)));
     json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
     json_object_object_add(o, "idle_se_w", fit ? methods_num_or_null(c->best.idle_se_w) : NULL);
     json_object_object_add(o, "scale", fit ? methods_num_or_null(c->best.scale) : NULL);

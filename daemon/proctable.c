@@ -533,7 +533,7 @@ void proctable_reap(sampler *s)
         account_settle_idle(s, t);
         live_proc p = proctable_to_live(t);
         p.exited_mono_ns = util_now_ns(CLOCK_MONOTONIC);
-        if (recent_add(&s->recent, &p) < 0)
+        if (groups_recent_add(&s->recent, &p) < 0)
             log_warning("out of memory: the exporter drops pid %d's series", (int)t->pid);
         s->n_exited++;
         store_push_proc_exit(s->st, t->pid, t->start, sampler_clock(s));

@@ -38,7 +38,7 @@ void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at)
                           at->unattributed_j,
                           at->modeled_host_j,
                           s->model_id,
-                          daemon_idle_source_name(s->cal.source),
+                          account_idle_source_name(s->cal.source),
                           fit ? s->cal.best.t : 0};
     store_push_host(s->st, &ht);
     for (size_t z = 0; z < s->power->n; z++)
@@ -64,7 +64,7 @@ void snapshot_unref(snapshot *snap)
     free(snap->st.zone_total_j);
     free(snap->st.zone_power_w);
     groups_free(&snap->groups);
-    recent_free(&snap->recent);
+    groups_recent_free(&snap->recent);
     free(snap);
 }
 
@@ -170,7 +170,7 @@ static int publish_exits(sampler *s, snapshot *snap)
     if (s->cfg->exporter_grace_s > 0) {
         uint64_t now = util_now_ns(CLOCK_MONOTONIC),
                  grace = (uint64_t)(s->cfg->exporter_grace_s * 1e9);
-        recent_expire(&s->recent, now > grace ? now - grace : 0);
+        groups_recent_expire(&s->recent, now > grace ? now - grace : 0);
     } else
         s->recent.n = 0;
     if (!(snap->st.zone_total_j = calloc(nz + 1, sizeof(double))) ||

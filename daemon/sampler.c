@@ -571,7 +571,7 @@ void sampler_free(sampler *s)
     free(s->sec_zone_bad);
     free(s->untracked_rates);
     groups_free(&s->groups);
-    recent_free(&s->recent);
+    groups_recent_free(&s->recent);
     free(s->lateness.v);
     free(s->tick_work.v);
     free(s->idle_power.v);
@@ -636,6 +636,17 @@ int sampler_record_error(sampler *s)
 uint64_t sampler_unattributable(sampler *s)
 {
     return atomic_load(&s->unattributable);
+}
+
+void sampler_set_stored_calib(sampler *s, const store_node_calib *c)
+{
+    char target[sizeof(c->target)];
+
+    model_target_key(s->m, target, sizeof(target));
+    if (strcmp(target, c->target) != 0 || !(c->idle_w >= 0))
+        return;
+    s->cal.best = *c;
+    account_update_idle(s, NAN, NAN);
 }
 
 bool sampler_replay_done(const sampler *s)
