@@ -79,13 +79,13 @@ typedef struct user_cache {
 typedef struct reply_budget {
     size_t left;
 } reply_budget;
-void reply_budget_init(reply_budget *b);
+void methods_reply_budget_init(reply_budget *b);
 /* Charges the JSON of o (a member of the reply's list) to b: false, and
  * nothing charged, when it does not fit. */
-bool reply_budget_take(reply_budget *b, json_object *o);
+bool methods_reply_budget_take(reply_budget *b, json_object *o);
 /* Answers ReplyTooLarge: the reply would pass REPLY_MAX_BYTES; `parameter`
  * (NULL: none) is the one to reduce, the reason says by how much. */
-int reply_too_large(rpc_call *call, const char *parameter, const char *fmt, ...)
+int methods_reply_too_large(rpc_call *call, const char *parameter, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 int64_t methods_now_s(void);

@@ -69,12 +69,12 @@ static size_t json_bytes(json_object *o)
     return 0;
 }
 
-void reply_budget_init(reply_budget *b)
+void methods_reply_budget_init(reply_budget *b)
 {
     b->left = REPLY_MAX_BYTES - REPLY_RESERVE_BYTES;
 }
 
-bool reply_budget_take(reply_budget *b, json_object *o)
+bool methods_reply_budget_take(reply_budget *b, json_object *o)
 {
     size_t n = json_bytes(o) + 1; /* and the comma before it */
 
@@ -84,7 +84,7 @@ bool reply_budget_take(reply_budget *b, json_object *o)
     return true;
 }
 
-int reply_too_large(rpc_call *call, const char *parameter, const char *fmt, ...)
+int methods_reply_too_large(rpc_call *call, const char *parameter, const char *fmt, ...)
 {
     json_object *e = json_object_new_object();
     char why[256];

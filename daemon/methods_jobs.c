@@ -90,7 +90,7 @@ static int fill_page(daemon_ctx *ctx, store_job_query q, json_object *a, json_ob
     bool full = false;
     int r = 0;
 
-    reply_budget_init(&budget);
+    methods_reply_budget_init(&budget);
     q.limit = JOBS_CHUNK;
     *next = NULL;
     while (!full) {
@@ -101,7 +101,7 @@ static int fill_page(daemon_ctx *ctx, store_job_query q, json_object *a, json_ob
             break;
         for (i = 0; i < n && !full; i++) {
             json_object *o = job_json(&jobs[i], &users);
-            if (!reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
+            if (!methods_reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
                 json_object_put(o);
                 full = true;
                 break;
@@ -169,8 +169,8 @@ int m_list_jobs(rpc_call *call, json_object *params, const rpc_peer *peer, void 
     if (r < 0) {
         json_object_put(a);
         if (r == -E2BIG)
-            return reply_too_large(call, NULL, "a job's JSON alone is past %d bytes",
-                                   REPLY_MAX_BYTES - REPLY_RESERVE_BYTES);
+            return methods_reply_too_large(call, NULL, "a job's JSON alone is past %d bytes",
+                                           REPLY_MAX_BYTES - REPLY_RESERVE_BYTES);
         return methods_store_failed(ctx, call, r, err);
     }
     reply = json_object_new_object();

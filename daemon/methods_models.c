@@ -29,14 +29,14 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     double in_use_loaded = NAN; /* when the store last saw the model in use loaded */
     reply_budget budget;
     bool fits = true;
-    reply_budget_init(&budget);
+    methods_reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
     for (size_t i = 0; i < n; i++)
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0)
             in_use_loaded = (double)rows[i].last_loaded;
     json_object *o = methods_model_json(ctx->model, true, in_use_loaded);
     json_object_array_add(a, o);
-    fits = reply_budget_take(&budget, o);
+    fits = methods_reply_budget_take(&budget, o);
     for (size_t i = 0; fits && i < n; i++) {
         model *m;
         if (strcmp(rows[i].sha256, ctx->model->sha256) == 0 ||
@@ -44,7 +44,7 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
             continue;
         o = methods_model_json(m, false, (double)rows[i].last_loaded);
         json_object_array_add(a, o);
-        fits = reply_budget_take(&budget, o);
+        fits = methods_reply_budget_take(&budget, o);
         model_free(m);
     }
     pthread_mutex_unlock(&ctx->lock);
@@ -52,8 +52,8 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     json_object_object_add(reply, "models", a);
     if (!fits) { /* no parameters to page by; never seen short of a flood of reloads */
         json_object_put(reply);
-        return reply_too_large(call, NULL, "the %zu models on record take more than %d bytes",
-                               n + 1, REPLY_MAX_BYTES);
+        return methods_reply_too_large(
+            call, NULL, "the %zu models on record take more than %d bytes", n + 1, REPLY_MAX_BYTES);
     }
     return rpc_reply(call, reply);
 }

@@ -61,12 +61,12 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
     size_t shown = 0, got = n;
     bool more = n > page;
     n = more ? page : n;
-    reply_budget_init(&budget);
+    methods_reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
     for (; shown < n; shown++) {
         json_object *o =
             methods_stored_json(&p[shown], ctx->model, (double)(q.until - q.since), true, &users);
-        if (!reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
+        if (!methods_reply_budget_take(&budget, o)) { /* the page ends at the reply's bytes */
             json_object_put(o);
             more = true;
             break;
@@ -77,9 +77,9 @@ int m_list_processes(rpc_call *call, json_object *params, const rpc_peer *peer, 
     store_processes_free(p, got);
     if (shown == 0 && more) {
         json_object_put(a);
-        return reply_too_large(call, "offset",
-                               "the process at offset %zu alone takes more than %d bytes", q.offset,
-                               REPLY_MAX_BYTES - REPLY_RESERVE_BYTES);
+        return methods_reply_too_large(call, "offset",
+                                       "the process at offset %zu alone takes more than %d bytes",
+                                       q.offset, REPLY_MAX_BYTES - REPLY_RESERVE_BYTES);
     }
     json_object *reply = json_object_new_object();
     json_object_object_add(reply, "window_s", json_object_new_double((double)(q.until - q.since)));
@@ -162,7 +162,7 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     user_cache users = {0};
     reply_budget budget;
     bool fits = true;
-    reply_budget_init(&budget);
+    methods_reply_budget_init(&budget);
     pthread_mutex_lock(&ctx->lock);
     json_object *process = methods_stored_json(&p, ctx->model, 0, false, &users);
     json_object_object_add(reply, "process", process);
@@ -170,7 +170,8 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     json_object_object_add(reply, "calibrations", calibrations);
     json_object_object_add(reply, "series", series);
     json_object_object_add(reply, "model", methods_model_json(ctx->model, true, NAN));
-    fits = reply_budget_take(&budget, process) && reply_budget_take(&budget, calibrations);
+    fits = methods_reply_budget_take(&budget, process) &&
+           methods_reply_budget_take(&budget, calibrations);
     int last = -2;
     for (size_t i = 0; fits && i < n; i++) {
         json_object *smp = json_object_new_object();
@@ -180,7 +181,7 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
             json_object_object_add(
                 c, "class", json_object_new_string(methods_class_name(ctx->model, ser[i].klass)));
             json_object_array_add(classes, c);
-            fits = reply_budget_take(&budget, c);
+            fits = methods_reply_budget_take(&budget, c);
             last = ser[i].klass;
         }
         json_object_object_add(smp, "t", json_object_new_double((double)ser[i].t));
@@ -189,14 +190,14 @@ int m_get_process(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         json_object_object_add(smp, "cpu", json_object_new_double(ser[i].cpu_s));
         json_object_object_add(smp, "measured_j", NULL);
         json_object_array_add(series, smp);
-        fits = fits && reply_budget_take(&budget, smp);
+        fits = fits && methods_reply_budget_take(&budget, smp);
     }
     pthread_mutex_unlock(&ctx->lock);
     store_process_free(&p);
     free(ser);
     if (!fits) { /* not pageable: the caller asks for fewer seconds */
         json_object_put(reply);
-        return reply_too_large(
+        return methods_reply_too_large(
             call, "series_s", "the %zu seconds of the series (series_s %g) take more than %d bytes",
             n, series_s, REPLY_MAX_BYTES);
     }
@@ -352,7 +353,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     json_object *a = json_object_new_array(), *reply = json_object_new_object();
     reply_budget budget;
     size_t i;
-    reply_budget_init(&budget);
+    methods_reply_budget_init(&budget);
     for (i = 0; i < n; i++) {
         json_object *s = json_object_new_object();
         bool host = q.by == STORE_HISTORY_HOST;
@@ -368,7 +369,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         json_object_object_add(s, "covered_s", methods_num_or_null(pts[i].covered_s));
         if (host) /* the calibration of the bucket's last second */
             history_calibration(s, &pts[i]);
-        if (!reply_budget_take(&budget, s)) { /* the page ends at the reply's bytes */
+        if (!methods_reply_budget_take(&budget, s)) { /* the page ends at the reply's bytes */
             json_object_put(s);
             break;
         }

@@ -58,7 +58,7 @@ static json_object *subscription_reply(const subscriber *sub, const snapshot *sn
     size_t shown = 0;
     reply_budget budget;
 
-    reply_budget_init(&budget);
+    methods_reply_budget_init(&budget);
     json_object_object_add(o, "t", json_object_new_double((double)snap->t_ns / 1e9));
     json_object_object_add(o, "host", methods_host_json(&snap->st));
     for (size_t i = 0; i < snap->n_procs && (sub->limit == 0 || shown < sub->limit); i++) {
@@ -66,7 +66,7 @@ static json_object *subscription_reply(const subscriber *sub, const snapshot *sn
             continue;
         json_object *p = methods_live_json(&snap->procs[i], m, &users);
         json_object_array_add(a, p);
-        if (!reply_budget_take(&budget, p)) {
+        if (!methods_reply_budget_take(&budget, p)) {
             json_object_put(a);
             json_object_put(o);
             return NULL;
@@ -98,9 +98,10 @@ void methods_publish(daemon_ctx *ctx)
             json_object *reply = subscription_reply(sub, snap, ctx->model);
             sub->next_ns = now + (int64_t)(sub->interval_s * 1e9);
             if (!reply) { /* the subscription ends: the caller asks for fewer */
-                reply_too_large(sub->call, "limit",
-                                "the top processes (limit %zu, 0: all) take more than %d bytes",
-                                sub->limit, REPLY_MAX_BYTES);
+                methods_reply_too_large(
+                    sub->call, "limit",
+                    "the top processes (limit %zu, 0: all) take more than %d bytes", sub->limit,
+                    REPLY_MAX_BYTES);
                 *pp = sub->next;
                 rpc_call_unref(sub->call);
                 free(sub);
