@@ -259,10 +259,10 @@ int sampler_start(sampler *s);
 void sampler_stop(sampler *s);
 void sampler_free(sampler *s);
 
-/* The latest snapshot, with a reference (release with snapshot_unref); NULL
+/* The latest snapshot, with a reference (release with sampler_snapshot_unref); NULL
  * before the first second. Never blocks the sampler. */
 snapshot *sampler_snapshot(sampler *s);
-void snapshot_unref(snapshot *snap);
+void sampler_snapshot_unref(snapshot *snap);
 /* Sources for status: RAPL zones and the event set. */
 /* The counter backend in use and why it was chosen ("bpf (auto: it
  * loaded)"), for the startup log. */

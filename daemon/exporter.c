@@ -131,7 +131,7 @@ static enum MHD_Result exporter_handle(void *cls, struct MHD_Connection *conn, c
         return exporter_text(conn, MHD_HTTP_SERVICE_UNAVAILABLE,
                              "no data yet: the sampler publishes after its first second\n");
     r = exposition_render(e->ctx, snap, &body, &len);
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
     if (r < 0)
         return exporter_text(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory\n");
     if (exporter_wants_gzip(

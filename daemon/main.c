@@ -296,7 +296,7 @@ static void notify_status(daemon_ctx *ctx)
         snprintf(line, sizeof(line), "STATUS=%zu processes, %.1f Hz, host %.1f W modeled (no RAPL)",
                  snap->st.tracked, snap->st.achieved_hz, snap->st.host_modeled_w);
     sd_notify(0, line);
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
 }
 
 static void reload(daemon_ctx *ctx)
@@ -340,7 +340,7 @@ static void drift_flag(daemon_ctx *ctx, bool *flagged)
         }
         *flagged = now;
     }
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
 }
 
 /* The node's stored per-event fit, handed to the sampler when it is of the
@@ -422,7 +422,7 @@ static void save_calibration(daemon_ctx *ctx, int64_t saved_t[2], bool final)
         else
             saved_t[1] = e->t;
     }
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
 }
 
 /* Until SIGTERM/SIGINT: READY=1 once the sampler has ticked, then once a

@@ -214,7 +214,7 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
     store_stats ss;
 
     if (rpc_params_check(call, params, NULL, 0) < 0) {
-        snapshot_unref(snap);
+        sampler_snapshot_unref(snap);
         return 0;
     }
     o = json_object_new_object();
@@ -265,7 +265,7 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
     json_object_object_add(db, "flushes_shared", json_object_new_int64((int64_t)ss.flushes_shared));
     json_object_object_add(o, "database", db);
     json_object_object_add(o, "warnings", warnings_json(ctx, st, &ss));
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
     json_object *reply = json_object_new_object();
     json_object_object_add(reply, "status", o);
     return rpc_reply(call, reply);

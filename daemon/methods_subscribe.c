@@ -112,5 +112,5 @@ void methods_publish(daemon_ctx *ctx)
         pp = &sub->next;
     }
     pthread_mutex_unlock(&ctx->lock);
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
 }

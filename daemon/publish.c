@@ -55,7 +55,7 @@ void publish_tick(sampler *s, int64_t t_ns, const attrib_tick *at)
     atomic_fetch_add(&s->stored_ticks, 1);
 }
 
-void snapshot_unref(snapshot *snap)
+void sampler_snapshot_unref(snapshot *snap)
 {
     if (!snap || __atomic_sub_fetch(&snap->refs, 1, __ATOMIC_ACQ_REL) > 0)
         return;
@@ -225,7 +225,7 @@ void publish_second(sampler *s)
             snap = old;
         }
     }
-    snapshot_unref(snap);
+    sampler_snapshot_unref(snap);
     s->sec_host_j = s->sec_modeled_j = s->sec_idle_j = s->sec_unattr_j = s->sec_dyn_j = 0;
     s->sec_drift_model_j = 0;
     s->sec_fallback = s->sec_unattributable = false;

@@ -595,7 +595,7 @@ void sampler_free(sampler *s)
     free(s->model_map);
     free(s->pending_map);
     util_regex_free(s->comm_re);
-    snapshot_unref(s->snap);
+    sampler_snapshot_unref(s->snap);
     pthread_mutex_destroy(&s->pending_lock);
     pthread_mutex_destroy(&s->snap_lock);
     free(s);
