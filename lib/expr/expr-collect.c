@@ -8,6 +8,8 @@
  *   x / c          ->  (1/c) * x          (c != 0)
  *   c1 / (c2 * x)  ->  (c1/c2) / x        (c2 != 0)
  *   c / -x         ->  (-c) / x
+ *   N / (c * Y + S)  ->  (N/c) / (Y + S/c)  (see below)
+ *   c * (c1 * x + c2) ->  (c*c1) * x + c*c2   (every term with a constant)
  *   a*X +- b*X     ->  (a +- b) * X       (X, -X and c*X all count)
  *
  * Constants are not moved out of a division by a variable: protected
@@ -17,6 +19,17 @@
  * with c2 != 0, c2 * x is 0 exactly where x is (but for an underflow of the
  * product), so both c1 / (c2 * x) and (c1/c2) / x are 1 where x = 0 and
  * equal elsewhere; likewise -x is 0 exactly where x is.
+ * The divisor rule takes a division whose numerator N and divisor are
+ * sums of terms that are each a constant or c * X, and divides every one of
+ * their constants by the first coefficient c of a term c * Y of the
+ * divisor, which leaves Y alone: (c1*x + c2) / (c3*y + c4) ->
+ * ((c1/c3)*x + c2/c3) / (y + c4/c3). The new divisor is the old one over c
+ * (c != 0), so it is 0 exactly where the old one is, both quotients are 1
+ * there and equal elsewhere (up to rounding, as for every fold). It is
+ * refused when the numerator has a term without a constant (scaling it
+ * would add nodes), when c is 0 or a scaled constant overflows or
+ * underflows to 0, and for a constant outside the division:
+ * k * (x / (c*y + d)) is k where the divisor is 0, k/c after moving c out.
  * Each rule moves a constant towards the root or removes a node, so
  * repeated passes end. Called by expr_simplify (expr-print.c) on a binary
  * node whose children are already simplified. */
@@ -139,6 +152,104 @@ static bool sums(const expr *d, size_t s, size_t m, size_t e, struct out *o)
     return false;
 }
 
+/* The most terms of a sum the divisor rule scales, and how deep it looks. */
+#define RATIO_TERMS 32
+#define RATIO_DEPTH 32
+
+/* Collects the constants of the sum [i, end) whose terms are each a
+ * constant or c * X: their indices into k[*nk...]. False when a term is
+ * neither, or the sum is too long or deep. */
+static bool coef_terms(const expr *d, size_t i, size_t end, size_t *k, size_t *nk, int depth)
+{
+    enum expr_op op = d->node[i].op;
+
+    if ((op == EXPR_ADD || op == EXPR_SUB) && depth < RATIO_DEPTH) {
+        size_t m = expr_subtree_end(d, i + 1);
+        return coef_terms(d, i + 1, m, k, nk, depth + 1) && coef_terms(d, m, end, k, nk, depth + 1);
+    }
+    if (*nk == RATIO_TERMS)
+        return false;
+    if (op == EXPR_CONST)
+        k[(*nk)++] = i;
+    else if (op == EXPR_MUL && is_const(d, i + 1))
+        k[(*nk)++] = i + 1;
+    else
+        return false;
+    return true;
+}
+
+/* scaled[j] = (constant at k[j]) / c, or times c, for j < nk; false when
+ * one overflows or underflows to 0. */
+static bool scale_consts(const expr *d, const size_t *k, size_t nk, double c, bool divide,
+                         double *scaled)
+{
+    if (c == 0)
+        return false;
+    for (size_t j = 0; j < nk; j++) {
+        double v = d->node[k[j]].c;
+        scaled[j] = divide ? v / c : v * c;
+        if (!isfinite(scaled[j]) || (scaled[j] == 0) != (v == 0))
+            return false;
+    }
+    return true;
+}
+
+/* Copies nodes [from, to) with the constants at k[] (ascending) replaced by
+ * scaled[], leaving out the term c * Y whose c is at `drop` (0: none). */
+static void put_scaled(struct out *o, const expr *d, size_t from, size_t to, const size_t *k,
+                       const double *scaled, size_t drop)
+{
+    for (size_t i = from, j = 0; i < to; i++) {
+        bool is_k = d->node[i].op == EXPR_CONST && k[j] == i;
+        if (drop != 0 && (i == drop - 1 || i == drop)) {
+            j += is_k;
+            continue;
+        }
+        put(o, d->node[i]);
+        if (is_k)
+            o->v[o->n - 1].c = scaled[j++];
+    }
+}
+
+/* N / (c * Y + S) -> (N/c) / (Y + S/c), for the division at s with its
+ * divisor at m (the rule in the comment at the top). */
+static bool ratio(const expr *d, size_t s, size_t m, size_t e, struct out *o)
+{
+    size_t k[2 * RATIO_TERMS + 1], nk = 0, nnum, lead = 0;
+    double scaled[2 * RATIO_TERMS];
+
+    if (!coef_terms(d, s + 1, m, k, &nk, 0))
+        return false;
+    nnum = nk;
+    if (!coef_terms(d, m, e, k, &nk, 0))
+        return false;
+    for (size_t j = nnum; j < nk && lead == 0; j++)
+        if (d->node[k[j] - 1].op == EXPR_MUL) /* the c of a term c * Y */
+            lead = k[j];
+    if (lead == 0 || !scale_consts(d, k, nk, d->node[lead].c, true, scaled))
+        return false;
+    k[nk] = e; /* a sentinel past the last node */
+    put(o, d->node[s]);
+    put_scaled(o, d, s + 1, e, k, scaled, lead);
+    return true;
+}
+
+/* c * S -> S with each constant times c, where S is a sum of terms that are
+ * each a constant or c' * X: two nodes fewer, and no division involved. */
+static bool distribute(const expr *d, size_t s, size_t m, size_t e, struct out *o)
+{
+    size_t k[RATIO_TERMS + 1], nk = 0;
+    double scaled[RATIO_TERMS];
+    enum expr_op op = d->node[m].op;
+
+    if ((op != EXPR_ADD && op != EXPR_SUB) || !coef_terms(d, m, e, k, &nk, 0) ||
+        !scale_consts(d, k, nk, d->node[s + 1].c, false, scaled))
+        return false;
+    k[nk] = e;
+    put_scaled(o, d, m, e, k, scaled, 0);
+    return true;
+}
+
 static bool products(const expr *d, size_t s, size_t m, size_t e, struct out *o)
 {
     enum expr_op op = d->node[s].op;
@@ -158,6 +269,8 @@ static bool products(const expr *d, size_t s, size_t m, size_t e, struct out *o)
             put_run(o, d, m + 2, e);
             return true;
         }
+        if (ca && distribute(d, s, m, e, o)) /* c * (c1 * x + c2) */
+            return true;
         if (!cb && !ca && ma) { /* (c * x) * y */
             put_op(o, EXPR_MUL);
             put(o, d->node[a + 1]);
@@ -194,7 +307,7 @@ static bool products(const expr *d, size_t s, size_t m, size_t e, struct out *o)
         put_run(o, d, m + 1, e);
         return true;
     }
-    return false;
+    return ratio(d, s, m, e, o);
 }
 
 int expr_collect(expr *d, size_t s, size_t m, bool *changed)

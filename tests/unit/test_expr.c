@@ -140,8 +140,40 @@ static void test_constant_division(void **state)
     /* Refused: each differs where the divisor is 0. */
     check_same_values("x / (2 * m)", "x / (2 * m)");                    /* not 0.5 * (x / m) */
     check_same_values("2 * (3 / x)", "2 * (3 / x)");                    /* not 6 / x */
-    check_same_values("(2 * x) / (4 * m)", "2 * x / (4 * m)");          /* not 0.5 * (x / m) */
     check_same_values("1e-300 / (1e300 * x)", "1e-300 / (1e+300 * x)"); /* c1/c2 underflows */
+}
+
+/* Constants spread over the terms of a divisor and its numerator: all are
+ * divided by the divisor's first coefficient, which keeps the value where
+ * the divisor is 0 (both sides are 1 there: the points include m = -2,
+ * m = 0 and x = 0). */
+static void test_divisor_constants(void **state)
+{
+    check_same_values("(3 * x + 6) / (2 * m + 4)", "(1.5 * x + 3) / (m + 2)");
+    check_same_values("(2 * x) / (4 * m)", "0.5 * x / m");
+    check_same_values("(0.35 * x) / (0.5 * m + 0.5)", "0.7 * x / (m + 1)");
+    check_same_values("(6 * x - 2) / (4 - 2 * m)", "(3 * x - 1) / (2 - m)");
+    check_same_values("(0.4 * x + 0.2 * m) / (0.1 * m + 0.2 * x + 0.1)",
+                      "(4 * x + 2 * m) / (m + 2 * x + 1)");
+    /* Refused: a numerator term without a constant would need one (two more
+     * nodes), and so would a divisor term; a constant outside the division
+     * differs from its moved value where the divisor is 0; a scaled
+     * constant that underflows changes the value. */
+    check_same_values("(x + 1) / (2 * m + 4)", "(x + 1) / (2 * m + 4)");
+    check_same_values("3 / (2 * m + x)", "3 / (2 * m + x)");
+    check_same_values("3 * (x / (2 * m + 4))", "3 * (x / (2 * m + 4))");
+    check_same_values("(1e-300 * x) / (1e300 * m + 1)", "1e-300 * x / (1e+300 * m + 1)");
+}
+
+/* A constant times a sum whose terms each have a constant goes into them. */
+static void test_distribute_constant(void **state)
+{
+    check_same_values("2.5 * (0.5 * x + 0.5)", "1.25 * x + 1.25");
+    check_same_values("2 * (3 - 0.5 * x)", "6 - x");
+    check_same_values("3 / (2 * (0.5 * m + 1))", "3 / (m + 2)");
+    /* Refused: a term without a constant, and a product that underflows. */
+    check_same_values("2 * (x + 1)", "2 * (x + 1)");
+    check_same_values("1e-300 * (1e-100 * x + 1)", "1e-300 * (1e-100 * x + 1)");
 }
 
 /* Found by tests/fuzz/fuzz_expr: folding constants whose result overflows
@@ -504,6 +536,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_print_round_trip),
         cmocka_unit_test(test_simplification),
+        cmocka_unit_test(test_divisor_constants),
+        cmocka_unit_test(test_distribute_constant),
         cmocka_unit_test(test_constant_division),
         cmocka_unit_test(test_no_infinite_folds),
         cmocka_unit_test(test_parse_errors),

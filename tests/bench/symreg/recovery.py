@@ -9,8 +9,11 @@ SEEDS seeds each. Both tools get the same primitives, population (300), limits
 (depth 17, size 60) and time budget (SECONDS of search, checked before each
 generation), one thread each. Per problem it reports:
   - exact recovery: the reported equation, its constants snapped within 1e-6
-    to the truth's constants or to simple rationals, minus the truth
-    simplifies to 0 in SymPy (after agreeing on 50 random points);
+    to the truth's constants, multiples p/q of pi (q <= 12) or simple
+    rationals, minus the truth simplifies to 0 in SymPy, as is or over one
+    common denominator (after agreeing on 50 random points), features
+    declared positive (nonnegative) where their range starts above (at) 0,
+    alike for the truth and both tools;
   - reported size against the truth's size (nodes, as wattprof counts them);
   - test RMSE against the noise floor (the truth's RMSE on the same test data);
   - evaluations per second: individuals scored per second of the run; for
@@ -124,18 +127,21 @@ def make_data(tmp, name, truth, ranges, n_train, noisy):
     return out
 
 
-class Timeout(Exception):
+class Timeout(BaseException):
+    """Not an Exception, which SymPy's own handlers would catch and go on."""
     pass
 
 
 def _alarm(signum, frame):
+    signal.alarm(1)  # again, should a handler swallow this one
     raise Timeout()
 
 
 def snap(e, truth):
     """Floats of e replaced by the truth's constant (or its negation,
-    reciprocal, double or half) within 1e-6 relative, else by the simplest
-    rational within that."""
+    reciprocal, double or half) within 1e-6 relative, else by a rational
+    multiple p/q of pi with q <= 12 within that, else by the simplest
+    rational within that. The same rule applies to every tool's output."""
     known = []
     for c in truth.atoms(sp.Float):
         known += [c, -c, 1 / c, -1 / c, 2 * c, c / 2]
@@ -143,17 +149,32 @@ def snap(e, truth):
     for f in e.atoms(sp.Float):
         v, tol = float(f), 1e-6 * max(1.0, abs(float(f)))
         near = [c for c in known if abs(float(c) - v) <= tol]
+        if not near:
+            near = [sp.Rational(round(v * q / math.pi), q) * sp.pi for q in range(1, 13)
+                    if round(v * q / math.pi) != 0
+                    and abs(v - round(v * q / math.pi) * math.pi / q) <= tol]
         reps[f] = near[0] if near else sp.nsimplify(v, tolerance=tol, rational=True)
     return e.xreplace(reps)
 
 
+def symbols(ranges):
+    """The features as SymPy symbols, the same for the truth and every tool:
+    real, and positive (nonnegative) where the feature's sampling range
+    starts above (at) 0, so that identities that hold only there, such as
+    log(a) + log(b) = log(a*b), count on the data's own domain."""
+    return {n: sp.Symbol(n, real=True, positive=True if lo > 0 else None,
+                         nonnegative=True if lo >= 0 else None)
+            for n, (lo, hi) in ranges.items()}
+
+
 def equivalent(found, truth, ranges):
-    """Whether found (its constants snapped) minus truth simplifies to 0.
-    A numeric check on random points in the ranges comes first: SymPy's
+    """Whether found (its constants snapped) minus truth simplifies to 0,
+    or else found brought over one common denominator (SymPy's cancel, which
+    combines its constants in floating point) and then snapped. A numeric check on random points in the ranges comes first: SymPy's
     simplify is slow on the long equations that are not equivalent anyway.
     False when simplify takes over 20 s."""
     f = snap(found, truth)
-    syms = [sp.Symbol(n, real=True) for n in ranges]
+    syms = list(symbols(ranges).values())
     r = np.random.default_rng(1)
     pts = [r.uniform(lo, hi, 50) for lo, hi in ranges.values()]
     try:
@@ -168,16 +189,21 @@ def equivalent(found, truth, ranges):
     signal.alarm(20)
     try:
         d = sp.simplify(f - truth)
-        return d == 0 or sp.simplify(sp.expand(d)) == 0
+        if d == 0 or sp.simplify(sp.expand(d)) == 0:
+            return True
+        # Constants spread over a division's terms, 11.6 / a * (c / (53.1 * (d + 1))),
+        # snap one by one to rationals whose ratio is off; over one common
+        # denominator (cancel) they combine first.
+        return sp.simplify(snap(sp.cancel(found), truth) - truth) == 0
     except Timeout:
         return False
     finally:
         signal.alarm(0)
 
 
-def to_sympy(text, names):
-    syms = {n: sp.Symbol(n, real=True) for n in names}
-    deap = {f"ARG{i}": syms[n] for i, n in enumerate(names)}
+def to_sympy(text, ranges):
+    syms = symbols(ranges)
+    deap = {f"ARG{i}": syms[n] for i, n in enumerate(ranges)}
     return sp.sympify(text, locals=dict(SP_FUNCS, **syms, **deap))
 
 
@@ -227,7 +253,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name, truth, ranges, n_train, prims in problems:
             feats = list(ranges)
-            t_sym = to_sympy(truth, feats)
+            t_sym = to_sympy(truth, ranges)
             t_size = true_size(truth)
             for noisy in (False, True):
                 data = make_data(tmp, name, truth, ranges, n_train, noisy)
@@ -239,7 +265,7 @@ def main():
                             r = run_wattprof(wattprof, tmp, name, data, feats, prims, seed,
                                              seconds, tool.split()[1])
                         try:
-                            r["exact"] = equivalent(to_sympy(r["equation"], feats), t_sym, ranges)
+                            r["exact"] = equivalent(to_sympy(r["equation"], ranges), t_sym, ranges)
                         except (sp.SympifyError, TypeError, SyntaxError):
                             r["exact"] = False
                         r.update(problem=name, noisy=noisy, seed=seed, tool=tool,
