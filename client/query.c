@@ -187,7 +187,7 @@ static int read_reply(rpc_client *c, const char *method, int timeout_ms, json_ob
     else if (r == -ECONNRESET)
         snprintf(msg, len, "the daemon closed the connection during %s (did it stop?)", method);
     else if (r < 0)
-        snprintf(msg, len, "reading the daemon's answer to %s: %s", method, err);
+        snprintf(msg, len, "reading the daemon's answer to %s: %.400s", method, err);
     if (r < 0)
         return r;
     if (m.error) {

@@ -548,7 +548,7 @@ static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint6
     const symreg_params *p = g->p;
     size_t n = p->population, stall = 0;
     struct ind *pool = calloc(2 * n, sizeof(*pool)), *next = NULL;
-    bool *changed = calloc(n, sizeof(*changed)), improved;
+    bool *changed = calloc(n, sizeof(*changed)), improved = false;
     int r = 0;
 
     if (!pool || !changed) {

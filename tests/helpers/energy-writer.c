@@ -274,7 +274,7 @@ static int read_u64_file(const char *path, uint64_t *val)
 static int read_cpuacct(const char *dir, double *busy_s)
 {
     char path[4096];
-    uint64_t ns;
+    uint64_t ns = 0;
     int r;
 
     snprintf(path, sizeof(path), "%s/cpuacct.usage", dir);
