@@ -62,7 +62,11 @@ os.environ.update(saved)
 started = time.monotonic()
 
 load = os.getloadavg()[0]
-floor, max_p99 = (49, 5) if load <= os.cpu_count() else (45, 30)
+# A step the tick schedule followed would stall or bunch ticks by whole
+# periods (20 ms at 50 Hz) or seconds; below a period, lateness is the
+# scheduler's on a shared machine (6 ms seen in a run with no step), which
+# the daemon benchmark measures, not this test.
+floor, max_p99 = (49, 20) if load <= os.cpu_count() else (45, 30)
 phases = [("as it is", 0), ("stepped back 6 s", -6), ("stepped forward to +10 s", 10)]
 newest_back = None
 try:
