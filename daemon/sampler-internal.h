@@ -207,6 +207,8 @@ struct sampler {
     double ev_untracked_scale;     /* ... for the untracked CPU's power */
     bool ev_used;
     unsigned ev_fit_wait; /* seconds until the next per-event fit */
+    int64_t ev_fit_t_ns;  /* fit_t_ns when cal.events was made */
+    bool ev_fit_unkept;   /* cal.events is not in cal.ev_best yet */
 
     pthread_mutex_t snap_lock;
     snapshot *snap;
