@@ -46,6 +46,7 @@ static void apply(sampler *s, const double *coef, double scale, double idle_w, b
     if (fitted || c->source != DAEMON_IDLE_FITTED) {
         c->source = fitted ? DAEMON_IDLE_FITTED : DAEMON_IDLE_STORED;
         s->idle_w = c->idle_w = idle_w;
+        c->idle_events = true;
     }
     s->dyn_scale = 0; /* the coefficients already give measured watts */
 }
@@ -75,29 +76,36 @@ static void keep_fit(sampler *s)
     s->ev_fit_unkept = false;
 }
 
-/* Why the stored fit `c` is not of the model in use, or NULL. */
-static const char *not_this_model(const sampler *s, const store_node_evcal *c)
+/* Why the stored fit `c` is not of model `m`, or NULL. */
+static const char *not_this_model(const model *m, const store_node_evcal *c)
 {
     char target[sizeof(c->target)];
 
-    model_target_key(s->m, target, sizeof(target));
+    model_target_key(m, target, sizeof(target));
     if (strcmp(target, c->target) != 0)
         return "it is of other RAPL domains";
-    if (strcmp(c->model_sha256, s->m->sha256) != 0)
+    if (strcmp(c->model_sha256, m->sha256) != 0)
         return "it is of another model (SHA-256)";
-    if (c->n_events != s->m->n_events)
+    if (c->n_events != m->n_events)
         return "the model's events are not the ones it was fitted with";
     for (size_t j = 0; j < c->n_events; j++)
-        if (strcmp(c->events[j], s->m->events[j]) != 0)
+        if (strcmp(c->events[j], m->events[j]) != 0)
             return "the model's events are not the ones it was fitted with";
     return NULL;
 }
 
+const char *sampler_stored_evcal_why(const sampler *s, const model *m, const store_node_evcal *c)
+{
+    const char *why = model_unfit(m);
+
+    return why                ? why
+           : s->power->n == 0 ? "no power meter (RAPL) to fit against"
+                              : not_this_model(m, c);
+}
+
 const char *sampler_set_stored_evcal(sampler *s, const store_node_evcal *c)
 {
-    const char *why = !s->evfit          ? s->cal.events_why
-                      : s->power->n == 0 ? "no power meter (RAPL) to fit against"
-                                         : not_this_model(s, c);
+    const char *why = !s->evfit ? s->cal.events_why : sampler_stored_evcal_why(s, s->m, c);
 
     if (why)
         return why;
@@ -126,7 +134,7 @@ int eventcal_setup(sampler *s)
     s->ev_fit_wait = SAMPLER_EV_FIT_S;
     s->ev_fit_unkept = false;
     c->events_why = model_unfit(s->m);
-    if (c->events_why || (c->ev_best.t > 0 && not_this_model(s, &c->ev_best)))
+    if (c->events_why || (c->ev_best.t > 0 && not_this_model(s->m, &c->ev_best)))
         c->ev_best.t = 0; /* a fit is of the model it was fitted with */
     if (c->events_why)
         return 0;
