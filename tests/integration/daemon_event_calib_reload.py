@@ -8,13 +8,13 @@ per-event fit of model A, each with its own idle, standard error and time.
 No load runs, so neither live fit can be used. Checked:
   - started with A, the daemon uses the stored per-event fit, and its idle;
     GetStatus's calibration.idle_se_w and fitted are then the per-event
-    fit's, not the single-scale fit's, and the exporter's idle standard
-    error too;
+    fit's, not the single-scale fit's (`wattprof status` says "per-event
+    fit"), and the exporter's idle standard error too;
   - a SIGHUP to model B (another SHA-256) drops it, with one log line
     saying why;
   - a SIGHUP back to A reads the stored fit again (by the rules of a start:
     SHA-256, events and domains) and uses it, with its idle."""
-import hashlib, json, os, signal, sqlite3, sys, time, urllib.request
+import hashlib, json, os, signal, sqlite3, subprocess, sys, time, urllib.request
 
 SRCDIR = os.environ["SRCDIR"]
 IDLE_W, PER_CPU_W = 20.0, 30.0
@@ -101,6 +101,12 @@ try:
           c["source"] == "stored" and c["idle_se_w"] == EV_SE and c["fitted"] == EV_T, line(c))
     check("... while scale and R2 stay the single-scale fit's",
           c["scale"] == 4.5 and c["r2"] == 0.999, f"scale {c['scale']}, r2 {c['r2']}")
+    out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
+                         capture_output=True, text=True)
+    idle = [ln for ln in out.stdout.splitlines() if ln.startswith("Idle")]
+    check("wattprof status says the idle is the per-event fit's, with its error",
+          out.returncode == 0 and idle and "stored (+- 0.21 W, per-event fit, fitted" in idle[0],
+          out.stdout[-600:])
     with urllib.request.urlopen(d.exporter_url(), timeout=10) as r:
         text = r.read().decode()
     se = [ln for ln in text.splitlines() if ln.startswith("wattprof_idle_power_stderr_watts ")]
