@@ -358,8 +358,9 @@ int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, i
                        char *err, size_t errlen);
 /* The node's stored per-event fit for model `m` into *out, read with `r`
  * (NULL: a reader of its own): 0 when the sampler can use it, else
- * negative, a line logged for a fit that is there but not of `m` or cannot
- * be read. At start and at each model (re)load. */
+ * negative; one line logged for a fit that is there: taken, not of `m`,
+ * not newer than the one this run keeps of `m`, or not readable. At start
+ * and at each model (re)load. */
 int methods_stored_evcal(daemon_ctx *ctx, store_reader *r, const model *m, store_node_evcal *out);
 void methods_free(daemon_ctx *ctx);
 

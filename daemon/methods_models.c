@@ -82,9 +82,19 @@ int methods_stored_evcal(daemon_ctx *ctx, store_reader *r, const model *m, store
                  out->model_sha256, why);
         return -ESTALE;
     }
-    log_info("stored per-event calibration for %s: idle %.2f W, penalty %g, from %lld s of this"
-             " node",
-             target, out->idle_w, out->alpha, (long long)out->rows);
+    /* A reload of the model in use keeps this run's fit when it is as new
+     * (the sampler decides; the snapshot only words the log). */
+    snapshot *snap = sampler_snapshot(ctx->smp);
+    const store_node_evcal *kept = snap ? &snap->st.calib.ev_best : NULL;
+    if (kept && kept->t >= out->t && !strcmp(kept->model_sha256, out->model_sha256))
+        log_info("stored per-event calibration for %s (model %.12s) not taken: this run keeps"
+                 " one as new",
+                 target, out->model_sha256);
+    else
+        log_info("stored per-event calibration for %s: idle %.2f W, penalty %g, from %lld s of"
+                 " this node",
+                 target, out->idle_w, out->alpha, (long long)out->rows);
+    sampler_snapshot_unref(snap);
     return 0;
 }
 

@@ -13,7 +13,9 @@ No load runs, so neither live fit can be used. Checked:
   - a SIGHUP to model B (another SHA-256) drops it, with one log line
     saying why;
   - a SIGHUP back to A reads the stored fit again (by the rules of a start:
-    SHA-256, events and domains) and uses it, with its idle."""
+    SHA-256, events and domains) and uses it, with its idle;
+  - a SIGHUP to A again keeps the fit in use, and the log says why the
+    stored one is not taken."""
 import hashlib, json, os, signal, sqlite3, subprocess, sys, time, urllib.request
 
 SRCDIR = os.environ["SRCDIR"]
@@ -132,6 +134,16 @@ try:
     taken = [ln for ln in d.read_log().splitlines()
              if "stored per-event calibration for package: idle" in ln]
     check("the log says so each time it is taken", len(taken) == 2, "\n".join(taken))
+
+    d.proc.send_signal(signal.SIGHUP)  # the same model again
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and "not taken" not in d.read_log():
+        time.sleep(0.1)
+    c = calibration(d, stored_used)
+    kept = [ln for ln in d.read_log().splitlines() if "per-event calibration" in ln][3:]
+    check("a SIGHUP to the model in use keeps the fit it has, and the log says so",
+          stored_used(c) and len(kept) == 1 and "not taken: this run keeps one as new" in kept[0],
+          "\n".join(kept) + "; " + line(c))
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 finally:
     end_rig(meter, d)
