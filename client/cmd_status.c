@@ -90,14 +90,22 @@ static void print_calibration(const query_opts *q, json_object *c)
 {
     const char *src = query_str(c, "source");
     char w[FMT_LEN], when[FMT_LEN];
+    json_object *ev = query_obj(c, "events"), *co = ev ? query_obj(ev, "coefficients") : NULL;
+    /* idle_se_w and fitted are then the per-event fit's, scale and R2 the
+     * single scale's */
+    bool per_event = ev && json_object_get_boolean(query_obj(ev, "used")) &&
+                     query_num(ev, "idle_w") == query_num(c, "idle_w");
 
     label(q, "Idle");
     printf("%s, %s", fmt_power(w, query_num(c, "idle_w")), src);
-    if ((!strcmp(src, "fitted") || !strcmp(src, "stored")) && isfinite(query_num(c, "idle_se_w")))
-        printf(" (+- %.2f W, scale %.3f, R2 %.4f, fitted %s)", query_num(c, "idle_se_w"),
-               query_num(c, "scale"), query_num(c, "r2"),
-               fmt_iso8601(when, query_num(c, "fitted")));
-    else if (!strcmp(src, "percentile"))
+    if ((!strcmp(src, "fitted") || !strcmp(src, "stored")) && isfinite(query_num(c, "idle_se_w"))) {
+        printf(" (+- %.2f W", query_num(c, "idle_se_w"));
+        if (per_event)
+            printf(", per-event fit");
+        else
+            printf(", scale %.3f, R2 %.4f", query_num(c, "scale"), query_num(c, "r2"));
+        printf(", fitted %s)", fmt_iso8601(when, query_num(c, "fitted")));
+    } else if (!strcmp(src, "percentile"))
         printf(" %s(5th percentile of measured power: idle only if the node idles)%s",
                q->color ? C_WARN : "", q->color ? C_OFF : "");
     printf("\n");
@@ -109,7 +117,6 @@ static void print_calibration(const query_opts *q, json_object *c)
                query_num(c, "live_idle_se_w"));
     else
         printf("idle not identifiable: %s\n", query_str(c, "reason"));
-    json_object *ev = query_obj(c, "events"), *co = ev ? query_obj(ev, "coefficients") : NULL;
     if (!ev)
         return;
     label(q, "Per event");

@@ -246,6 +246,24 @@ const char *account_idle_source_name(daemon_idle_source src)
     return names[src];
 }
 
+bool account_idle_fit(const daemon_calib *c, double *idle_se_w, int64_t *t)
+{
+    const bool single =
+        (c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED) && c->best.t > 0;
+
+    if (c->idle_events) {
+        *idle_se_w = c->ev_best.idle_se_w;
+        *t = c->ev_best.t;
+    } else if (single) {
+        *idle_se_w = c->best.idle_se_w;
+        *t = c->best.t;
+    } else {
+        *idle_se_w = NAN;
+        *t = 0;
+    }
+    return c->idle_events || single;
+}
+
 /* Keeps an identifiable live fit as the node's best. */
 static void keep_fit(sampler *s, const calib_fit *f, int64_t t_ns)
 {
@@ -270,6 +288,7 @@ void account_update_idle(sampler *s, double host_w, double dyn_w)
 {
     daemon_calib *c = &s->cal;
 
+    c->idle_events = false; /* until eventcal_second takes the per-event fit's */
     if (s->power->n == 0) {
         s->idle_w = c->idle_w = s->m->idle_power_w;
         c->source = DAEMON_IDLE_MODEL;

@@ -154,10 +154,16 @@ typedef struct daemon_calib {
      * attribution uses it, the live fit not being usable now. */
     store_node_evcal ev_best;
     bool events_stored;
+    bool idle_events; /* idle_w is ev_best's intercept (source fitted or stored) */
 } daemon_calib;
 
 /* "fitted", "stored", "model", "percentile". */
 const char *account_idle_source_name(daemon_idle_source s);
+/* The fit the idle in use comes from: its idle's standard error and its
+ * time (Unix seconds). The per-event fit's when attribution takes idle from
+ * its intercept, else the single-scale fit's (source fitted or stored);
+ * false when idle is not from a fit. */
+bool account_idle_fit(const daemon_calib *c, double *idle_se_w, int64_t *t);
 
 /* Everything `status` shows, refreshed once a second. */
 typedef struct daemon_status {
@@ -291,9 +297,16 @@ void sampler_set_stored_calib(sampler *s, const store_node_calib *c);
  * model in use (its SHA-256, events and target domains). NULL when taken,
  * else why not (a static string). */
 const char *sampler_set_stored_evcal(sampler *s, const store_node_evcal *c);
+/* Why the stored per-event fit `c` cannot be used with model `m` on this
+ * node (the rules of sampler_set_stored_evcal), or NULL. Any thread. */
+const char *sampler_stored_evcal_why(const sampler *s, const model *m, const store_node_evcal *c);
 /* Installs a new model (takes ownership) at the next tick; its events must
- * be a subset of the running event set. */
-int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen);
+ * be a subset of the running event set. `stored`: the node's stored
+ * per-event fit of that model (sampler_stored_evcal_why said yes), taken
+ * with it unless a newer fit of the same model is kept from this run; NULL:
+ * none. */
+int sampler_set_model(sampler *s, model *m, int32_t model_id, const store_node_evcal *stored,
+                      char *err, size_t errlen);
 
 /* ---- The meter's CPU time (hostcpu.c) ------------------------------------ */
 
@@ -338,10 +351,17 @@ int methods_register(daemon_ctx *ctx, rpc_server *srv, char *err, size_t errlen)
  * about once a second). */
 void methods_publish(daemon_ctx *ctx);
 /* Loads the model at `path` (NULL: built-in), records it in the store and
- * hands it to the sampler (or returns it for the first start when smp is
- * NULL). */
+ * hands it to the sampler with the node's stored per-event fit of it
+ * (methods_stored_evcal), or returns it for the first start when smp is
+ * NULL. */
 int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, int32_t *model_id,
                        char *err, size_t errlen);
+/* The node's stored per-event fit for model `m` into *out, read with `r`
+ * (NULL: a reader of its own): 0 when the sampler can use it, else
+ * negative; one line logged for a fit that is there: taken, not of `m`,
+ * not newer than the one this run keeps of `m`, or not readable. At start
+ * and at each model (re)load. */
+int methods_stored_evcal(daemon_ctx *ctx, store_reader *r, const model *m, store_node_evcal *out);
 void methods_free(daemon_ctx *ctx);
 
 /* ---- Prometheus exporter (exporter.c, exposition.c) ----------------------- */

@@ -46,11 +46,13 @@ static void apply(sampler *s, const double *coef, double scale, double idle_w, b
     if (fitted || c->source != DAEMON_IDLE_FITTED) {
         c->source = fitted ? DAEMON_IDLE_FITTED : DAEMON_IDLE_STORED;
         s->idle_w = c->idle_w = idle_w;
+        c->idle_events = true;
     }
     s->dyn_scale = 0; /* the coefficients already give measured watts */
 }
 
-/* Keeps the live fit, used this second, as the node's latest. */
+/* Keeps the live fit, used this second, as the node's latest: once per
+ * fit (every SAMPLER_EV_FIT_S s), with the time of its newest row. */
 static void keep_fit(sampler *s)
 {
     const calib_ev_fit *f = &s->cal.events;
@@ -58,7 +60,7 @@ static void keep_fit(sampler *s)
 
     memset(b, 0, sizeof(*b));
     model_target_key(s->m, b->target, sizeof(b->target));
-    b->t = s->fit_t_ns / 1000000000;
+    b->t = s->ev_fit_t_ns / 1000000000;
     snprintf(b->model_sha256, sizeof(b->model_sha256), "%s", s->m->sha256);
     b->n_events = s->m->n_events;
     for (size_t j = 0; j < b->n_events; j++) {
@@ -71,35 +73,44 @@ static void keep_fit(sampler *s)
     b->idle_w = f->idle_w;
     b->idle_se_w = f->idle_se_w;
     b->rows = (int64_t)f->rows;
+    s->ev_fit_unkept = false;
 }
 
-/* Why the stored fit `c` is not of the model in use, or NULL. */
-static const char *not_this_model(const sampler *s, const store_node_evcal *c)
+/* Why the stored fit `c` is not of model `m`, or NULL. */
+static const char *not_this_model(const model *m, const store_node_evcal *c)
 {
     char target[sizeof(c->target)];
 
-    model_target_key(s->m, target, sizeof(target));
+    model_target_key(m, target, sizeof(target));
     if (strcmp(target, c->target) != 0)
         return "it is of other RAPL domains";
-    if (strcmp(c->model_sha256, s->m->sha256) != 0)
+    if (strcmp(c->model_sha256, m->sha256) != 0)
         return "it is of another model (SHA-256)";
-    if (c->n_events != s->m->n_events)
+    if (c->n_events != m->n_events)
         return "the model's events are not the ones it was fitted with";
     for (size_t j = 0; j < c->n_events; j++)
-        if (strcmp(c->events[j], s->m->events[j]) != 0)
+        if (strcmp(c->events[j], m->events[j]) != 0)
             return "the model's events are not the ones it was fitted with";
     return NULL;
 }
 
+const char *sampler_stored_evcal_why(const sampler *s, const model *m, const store_node_evcal *c)
+{
+    const char *why = model_unfit(m);
+
+    return why                ? why
+           : s->power->n == 0 ? "no power meter (RAPL) to fit against"
+                              : not_this_model(m, c);
+}
+
 const char *sampler_set_stored_evcal(sampler *s, const store_node_evcal *c)
 {
-    const char *why = !s->evfit          ? s->cal.events_why
-                      : s->power->n == 0 ? "no power meter (RAPL) to fit against"
-                                         : not_this_model(s, c);
+    const char *why = !s->evfit ? s->cal.events_why : sampler_stored_evcal_why(s, s->m, c);
 
     if (why)
         return why;
     s->cal.ev_best = *c;
+    s->ev_fit_unkept = true; /* a live fit used again is kept again */
     s->cal.events_stored = true;
     apply(s, c->coef, c->scale, c->idle_w, false);
     return NULL;
@@ -121,8 +132,9 @@ int eventcal_setup(sampler *s)
     c->events.idle_w = c->events.scale = c->events.alpha = NAN;
     s->ev_used = c->events_used = c->events_stored = false;
     s->ev_fit_wait = SAMPLER_EV_FIT_S;
+    s->ev_fit_unkept = false;
     c->events_why = model_unfit(s->m);
-    if (c->events_why || (c->ev_best.t > 0 && not_this_model(s, &c->ev_best)))
+    if (c->events_why || (c->ev_best.t > 0 && not_this_model(s->m, &c->ev_best)))
         c->ev_best.t = 0; /* a fit is of the model it was fitted with */
     if (c->events_why)
         return 0;
@@ -183,6 +195,8 @@ void eventcal_second(sampler *s, double host_w, double untracked_w, double secs)
     if (--s->ev_fit_wait == 0) {
         s->ev_fit_wait = SAMPLER_EV_FIT_S;
         calib_ev_fit_now(s->evfit, &c->events);
+        s->ev_fit_t_ns = s->fit_t_ns;
+        s->ev_fit_unkept = true;
     }
     if (!c->events.per_event)
         c->events_why = c->events.why ? c->events.why : "too few measured seconds";
@@ -195,7 +209,8 @@ void eventcal_second(sampler *s, double host_w, double untracked_w, double secs)
         /* Power that follows an event the single scale cannot explain
          * leaves that fit too uncertain to name idle while this one can:
          * it is then this fit's idle. */
-        keep_fit(s);
+        if (s->ev_fit_unkept)
+            keep_fit(s);
         apply(s, c->events.coef, c->events.scale, c->events.idle_w, true);
     } else if (c->ev_best.t > 0) {
         c->events_stored = true;

@@ -257,6 +257,8 @@ static void model_labels(daemon_ctx *ctx, char name[128], char sha[65], char *ta
 static void put_calibration(FILE *f, const daemon_calib *c)
 {
     bool fit = c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED;
+    double idle_se_w;
+    int64_t fitted;
 
     put_family(f, "wattprof_idle_power_watts", "gauge",
                "Idle power attribution uses, by where it comes from (fitted, stored, model, "
@@ -266,7 +268,8 @@ static void put_calibration(FILE *f, const daemon_calib *c)
     fputc('\n', f);
     put_family(f, "wattprof_idle_power_stderr_watts", "gauge",
                "Standard error of the fitted idle in use (NaN when idle is not from a fit).");
-    put_plain(f, "wattprof_idle_power_stderr_watts", fit ? c->best.idle_se_w : NAN);
+    account_idle_fit(c, &idle_se_w, &fitted);
+    put_plain(f, "wattprof_idle_power_stderr_watts", idle_se_w);
     put_family(f, "wattprof_calibration_scale_ratio", "gauge",
                "Measured watts per watt of the model's dynamic power, of the fit in use.");
     put_plain(f, "wattprof_calibration_scale_ratio", fit ? c->best.scale : NAN);

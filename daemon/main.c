@@ -343,33 +343,6 @@ static void drift_flag(daemon_ctx *ctx, bool *flagged)
     sampler_snapshot_unref(snap);
 }
 
-/* The node's stored per-event fit, handed to the sampler when it is of the
- * model in use; saved_t[1] is its time (0 when none is taken). */
-static void load_event_calibration(daemon_ctx *ctx, store_reader *r, const char *target,
-                                   int64_t saved_t[2])
-{
-    char err[UTIL_ERRLEN];
-    store_node_evcal c;
-    const char *why;
-    int ret = store_node_evcal_get(r, target, &c, err, sizeof(err));
-
-    if (ret == -ENOENT)
-        return;
-    if (ret < 0) {
-        log_warning("cannot read the stored per-event calibration: %s", err);
-        return;
-    }
-    if ((why = sampler_set_stored_evcal(ctx->smp, &c))) {
-        log_info("stored per-event calibration for %s (model %.12s) not used: %s", target,
-                 c.model_sha256, why);
-        return;
-    }
-    saved_t[1] = c.t;
-    log_info("stored per-event calibration for %s: idle %.2f W, penalty %g, from %lld s of this"
-             " node",
-             target, c.idle_w, c.alpha, (long long)c.rows);
-}
-
 /* The node's stored calibrations for the model's domains, handed to the
  * sampler before it starts; saved_t[0] is the single-scale fit's time,
  * saved_t[1] the per-event fit's (0 when none). */
@@ -395,7 +368,10 @@ static void load_calibration(daemon_ctx *ctx, int64_t saved_t[2])
         log_info("stored calibration for %s: idle %.2f +- %.2f W, from %lld s of this node", target,
                  c.idle_w, c.idle_se_w, (long long)c.rows);
     }
-    load_event_calibration(ctx, r, target, saved_t);
+    store_node_evcal e;
+    if (methods_stored_evcal(ctx, r, ctx->model, &e) == 0 &&
+        !sampler_set_stored_evcal(ctx->smp, &e))
+        saved_t[1] = e.t;
     store_reader_close(r);
 }
 

@@ -58,9 +58,50 @@ int m_list_models(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     return rpc_reply(call, reply);
 }
 
+int methods_stored_evcal(daemon_ctx *ctx, store_reader *r, const model *m, store_node_evcal *out)
+{
+    char err[UTIL_ERRLEN], target[sizeof(out->target)];
+    store_reader *own = NULL;
+    const char *why;
+    int ret = 0;
+
+    model_target_key(m, target, sizeof(target));
+    if (!r && (ret = store_reader_open(ctx->cfg->db_path, &own, err, sizeof(err))) == 0)
+        r = own;
+    if (ret == 0)
+        ret = store_node_evcal_get(r, target, out, err, sizeof(err));
+    store_reader_close(own);
+    if (ret == -ENOENT)
+        return ret;
+    if (ret < 0) {
+        log_warning("cannot read the stored per-event calibration: %s", err);
+        return ret;
+    }
+    if ((why = sampler_stored_evcal_why(ctx->smp, m, out))) {
+        log_info("stored per-event calibration for %s (model %.12s) not used: %s", target,
+                 out->model_sha256, why);
+        return -ESTALE;
+    }
+    /* A reload of the model in use keeps this run's fit when it is as new
+     * (the sampler decides; the snapshot only words the log). */
+    snapshot *snap = sampler_snapshot(ctx->smp);
+    const store_node_evcal *kept = snap ? &snap->st.calib.ev_best : NULL;
+    if (kept && kept->t >= out->t && !strcmp(kept->model_sha256, out->model_sha256))
+        log_info("stored per-event calibration for %s (model %.12s) not taken: this run keeps"
+                 " one as new",
+                 target, out->model_sha256);
+    else
+        log_info("stored per-event calibration for %s: idle %.2f W, penalty %g, from %lld s of"
+                 " this node",
+                 target, out->idle_w, out->alpha, (long long)out->rows);
+    sampler_snapshot_unref(snap);
+    return 0;
+}
+
 int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, int32_t *model_id,
                        char *err, size_t errlen)
 {
+    store_node_evcal stored;
     const char *origin = path ? path : "built-in cputime.json";
     model *m = NULL, *desc = NULL;
     char *json;
@@ -79,7 +120,9 @@ int methods_load_model(daemon_ctx *ctx, const char *path, model **for_sampler, i
     if (r == 0)
         r = store_model_add(ctx->st, m->sha256, m->name, m->engine, json, model_id, err, errlen);
     if (r == 0 && ctx->smp)
-        r = sampler_set_model(ctx->smp, m, *model_id, err, errlen);
+        r = sampler_set_model(ctx->smp, m, *model_id,
+                              methods_stored_evcal(ctx, NULL, m, &stored) == 0 ? &stored : NULL,
+                              err, errlen);
     if (r < 0) {
         free(json);
         model_free(m);

@@ -67,18 +67,22 @@ static json_object *calibration_events_json(const daemon_calib *c, const model *
 static json_object *calibration_json(const daemon_calib *c, const model *m)
 {
     json_object *o = json_object_new_object();
-    /* best.t 0: idle is the per-event fit's, the single-scale fit has none */
+    /* The single-scale fit in use; best.t 0: none (idle may still be the
+     * per-event fit's) */
     bool fit =
         (c->source == DAEMON_IDLE_FITTED || c->source == DAEMON_IDLE_STORED) && c->best.t > 0;
     const calib_fit *live = &c->live;
+    double idle_se_w;
+    int64_t fitted;
+    bool idle_fit = account_idle_fit(c, &idle_se_w, &fitted);
 
     json_object_object_add(o, "source",
                            json_object_new_string(account_idle_source_name(c->source)));
     json_object_object_add(o, "idle_w", json_object_new_double(c->idle_w));
-    json_object_object_add(o, "idle_se_w", fit ? methods_num_or_null(c->best.idle_se_w) : NULL);
+    json_object_object_add(o, "idle_se_w", idle_fit ? methods_num_or_null(idle_se_w) : NULL);
     json_object_object_add(o, "scale", fit ? methods_num_or_null(c->best.scale) : NULL);
     json_object_object_add(o, "r2", fit ? methods_num_or_null(c->best.r2) : NULL);
-    json_object_object_add(o, "fitted", fit ? json_object_new_double((double)c->best.t) : NULL);
+    json_object_object_add(o, "fitted", idle_fit ? json_object_new_double((double)fitted) : NULL);
     json_object_object_add(o, "identifiable", json_object_new_boolean(live->identifiable));
     json_object_object_add(o, "reason", live->why ? json_object_new_string(live->why) : NULL);
     json_object_object_add(o, "rows", json_object_new_int64((int64_t)live->rows));

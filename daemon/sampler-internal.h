@@ -91,6 +91,8 @@ struct sampler {
     int32_t pending_id;
     bool model_changed; /* since the last publish: drift starts afresh */
     int *pending_map;
+    store_node_evcal pending_evcal; /* the node's stored per-event fit of the */
+    bool pending_evcal_set;         /* pending model, when there is one */
 
     sample_eventset *es;
     const backend *be; /* reads the counters of tracked processes */
@@ -104,7 +106,7 @@ struct sampler {
     struct forked {
         pid_t pid;
         uint64_t drain; /* n_drains when it was told of */
-    } *forked;
+    } * forked;
     size_t n_forked, cap_forked;
     uint64_t n_drains;
     char backend_why[UTIL_ERRLEN + 64]; /* which backend runs and why, for the log */
@@ -207,6 +209,8 @@ struct sampler {
     double ev_untracked_scale;     /* ... for the untracked CPU's power */
     bool ev_used;
     unsigned ev_fit_wait; /* seconds until the next per-event fit */
+    int64_t ev_fit_t_ns;  /* fit_t_ns when cal.events was made */
+    bool ev_fit_unkept;   /* cal.events is not in cal.ev_best yet */
 
     pthread_mutex_t snap_lock;
     snapshot *snap;

@@ -152,6 +152,11 @@ static void take_pending_model(sampler *s)
         calib_reset(s->fit);
         if (eventcal_setup(s) < 0)
             s->cal.events_why = "out of memory";
+        /* As at start: the node's stored per-event fit of the model, unless
+         * this run keeps a newer one of it. */
+        if (s->pending_evcal_set && s->pending_evcal.t > s->cal.ev_best.t)
+            sampler_set_stored_evcal(s, &s->pending_evcal);
+        s->pending_evcal_set = false;
         char target[sizeof(s->cal.best.target)];
         model_target_key(s->m, target, sizeof(target));
         if (strcmp(target, s->cal.best.target) != 0)
@@ -654,7 +659,8 @@ bool sampler_replay_done(const sampler *s)
     return s->replay_done;
 }
 
-int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t errlen)
+int sampler_set_model(sampler *s, model *m, int32_t model_id, const store_node_evcal *stored,
+                      char *err, size_t errlen)
 {
     int *map;
     int r = map_model(s->es, m, &map, err, errlen);
@@ -667,6 +673,9 @@ int sampler_set_model(sampler *s, model *m, int32_t model_id, char *err, size_t 
     s->pending = m;
     s->pending_id = model_id;
     s->pending_map = map;
+    s->pending_evcal_set = stored != NULL;
+    if (stored)
+        s->pending_evcal = *stored;
     pthread_mutex_unlock(&s->pending_lock);
     return 0;
 }

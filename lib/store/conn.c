@@ -276,8 +276,8 @@ void conn_models_end_txn(store *s, bool committed)
         s->model[i].in_txn = false;
     }
     pthread_mutex_unlock(&s->lock);
-    node_calib_end_txn(s, committed);
-    node_evcal_end_txn(s, committed);
+    saved_row_end_txn(&s->node_row, committed);
+    saved_row_end_txn(&s->evcal_row, committed);
 }
 
 /* A new database file has none of the models. */
@@ -287,8 +287,8 @@ void conn_models_unwritten(store *s)
     for (size_t i = 0; i < s->n_model; i++)
         s->model[i].written = false;
     pthread_mutex_unlock(&s->lock);
-    node_calib_unwritten(s);
-    node_evcal_unwritten(s);
+    saved_row_unwritten(&s->node_row);
+    saved_row_unwritten(&s->evcal_row);
 }
 
 static void bind_identity(store *s, sqlite3_stmt *st, int32_t pid, uint64_t start_time)
@@ -683,5 +683,5 @@ bool conn_models_pending(store *s)
     for (size_t i = 0; i < s->n_model; i++)
         pending = pending || !s->model[i].written;
     pthread_mutex_unlock(&s->lock);
-    return pending || node_calib_pending(s) || node_evcal_pending(s);
+    return pending || saved_row_pending(&s->node_row) || saved_row_pending(&s->evcal_row);
 }

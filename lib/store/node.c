@@ -1,7 +1,7 @@
 /* node: this node's calibration of idle power and model scale, kept in the
  * node_calibration table so that a daemon restarted on a busy node starts
- * from its last fit (docs/calibration.md). The latest row saved waits under
- * s->lock, like a model, and is written with the next commit. */
+ * from its last fit (docs/calibration.md). The latest row saved waits in
+ * s->node_row (saved_row.h) and is written with the next commit. */
 #include "store/store-internal.h"
 #include "util/util.h"
 
@@ -19,10 +19,7 @@ int store_node_calib_save(store *s, const store_node_calib *c)
 {
     if (!node_calib_valid(c))
         return -EINVAL;
-    pthread_mutex_lock(&s->lock);
-    s->node = *c;
-    s->node_saved++;
-    pthread_mutex_unlock(&s->lock);
+    saved_row_save(&s->node_row, c);
     return 0;
 }
 
@@ -58,47 +55,19 @@ static int node_calib_step(sqlite3_stmt *st, const store_node_calib *c)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+static int node_calib_write_row(const void *row, void *st)
+{
+    return node_calib_step(st, row);
+}
+
 int node_calib_write(store *s, sqlite3_stmt *st)
 {
-    int rc = SQLITE_OK;
-
-    pthread_mutex_lock(&s->lock);
-    if (s->node_saved != s->node_committed) {
-        rc = node_calib_step(st, &s->node);
-        s->node_txn = s->node_saved;
-    }
-    pthread_mutex_unlock(&s->lock);
-    return rc;
-}
-
-bool node_calib_pending(store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    bool pending = s->node_saved != s->node_committed;
-    pthread_mutex_unlock(&s->lock);
-    return pending;
-}
-
-/* A row saved while the transaction ran stays pending: only the one
- * written is done. */
-void node_calib_end_txn(store *s, bool committed)
-{
-    pthread_mutex_lock(&s->lock);
-    if (s->node_txn && committed)
-        s->node_committed = s->node_txn;
-    s->node_txn = 0;
-    pthread_mutex_unlock(&s->lock);
-}
-
-void node_calib_unwritten(store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    s->node_committed = 0; /* saves start at 1: whatever was saved is due */
-    pthread_mutex_unlock(&s->lock);
+    return saved_row_write(&s->node_row, node_calib_write_row, st);
 }
 
 /* Writes c when given; only opens and prepares when NULL. */
-static int node_calib_put_or_check(const char *path, const store_node_calib *c, char *err, size_t errlen)
+static int node_calib_put_or_check(const char *path, const store_node_calib *c, char *err,
+                                   size_t errlen)
 {
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;

@@ -1,8 +1,8 @@
 /* node_events: this node's latest fit of one calibration coefficient per
  * model event that was used, kept in the node_event_calibration table so
  * that a daemon restarted with the same model uses it at once
- * (docs/calibration.md). As node.c: the row saved waits under s->lock and is
- * written with the next commit. The events and coefficients are JSON arrays
+ * (docs/calibration.md). As node.c: the row saved waits in s->evcal_row
+ * (saved_row.h) and is written with the next commit. The events and coefficients are JSON arrays
  * in the model's event order. */
 #include "store/query-internal.h"
 #include "util/util.h"
@@ -37,10 +37,7 @@ int store_node_evcal_save(store *s, const store_node_evcal *c)
 {
     if (!evcal_valid(c))
         return -EINVAL;
-    pthread_mutex_lock(&s->lock);
-    s->evcal = *c;
-    s->evcal_saved++;
-    pthread_mutex_unlock(&s->lock);
+    saved_row_save(&s->evcal_row, c);
     return 0;
 }
 
@@ -99,42 +96,15 @@ static int evcal_step(sqlite3 *db, const store_node_evcal *c)
     return rc;
 }
 
+static int evcal_write_row(const void *row, void *db)
+{
+    return evcal_step(db, row);
+}
+
+/* Rare (at most once a minute): the statement is prepared when needed. */
 int node_evcal_write(store *s)
 {
-    int rc = SQLITE_OK;
-
-    /* Rare (at most once a minute): prepared when needed. */
-    pthread_mutex_lock(&s->lock);
-    if (s->evcal_saved != s->evcal_committed) {
-        rc = evcal_step(s->db, &s->evcal);
-        s->evcal_txn = s->evcal_saved;
-    }
-    pthread_mutex_unlock(&s->lock);
-    return rc;
-}
-
-bool node_evcal_pending(store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    bool pending = s->evcal_saved != s->evcal_committed;
-    pthread_mutex_unlock(&s->lock);
-    return pending;
-}
-
-void node_evcal_end_txn(store *s, bool committed)
-{
-    pthread_mutex_lock(&s->lock);
-    if (s->evcal_txn && committed)
-        s->evcal_committed = s->evcal_txn;
-    s->evcal_txn = 0;
-    pthread_mutex_unlock(&s->lock);
-}
-
-void node_evcal_unwritten(store *s)
-{
-    pthread_mutex_lock(&s->lock);
-    s->evcal_committed = 0;
-    pthread_mutex_unlock(&s->lock);
+    return saved_row_write(&s->evcal_row, evcal_write_row, s->db);
 }
 
 /* Column i, a JSON array of n strings (v NULL) or numbers-or-null (NAN):

@@ -4,6 +4,7 @@
 #ifndef WATTPROF_STORE_INTERNAL_H
 #define WATTPROF_STORE_INTERNAL_H
 
+#include "store/saved_row.h"
 #include "store/store.h"
 
 #include <pthread.h>
@@ -284,13 +285,10 @@ struct store {
     int64_t maintain_now; /* > 0: store_maintain asked for this time */
     model_entry *model;
     size_t n_model;
-    store_node_calib node; /* store_node_calib_save's latest */
-    uint64_t node_saved;   /* saves so far; node_committed: the one the
-                              database holds, node_txn: the one the
-                              transaction under way wrote (0: none) */
-    uint64_t node_committed, node_txn;
-    store_node_evcal evcal; /* store_node_evcal_save's latest; the counters as node's */
-    uint64_t evcal_saved, evcal_committed, evcal_txn;
+    store_node_calib node;  /* store_node_calib_save's latest, in node_row */
+    saved_row node_row;     /* both guarded by this lock */
+    store_node_evcal evcal; /* store_node_evcal_save's latest, in evcal_row */
+    saved_row evcal_row;
     store_stats stats;
 };
 
@@ -334,24 +332,17 @@ int conn_open(store *s, char *err, size_t errlen);
  * writer's own policy (checkpoint.c). */
 void checkpoint_policy(store *s);
 void conn_close(store *s);
-/* The node calibration (node.c): written inside the caller's transaction
- * when one is pending; whether one is; after the transaction, committed or
- * not; and pending again for a new database file. */
 /* The upsert of one node_calibration row, ?1..?9 in store_node_calib's
  * order (the writer's ST_NODE statement and store_node_calib_put). */
 #define NODE_CALIB_UPSERT                                                                          \
     "INSERT OR REPLACE INTO node_calibration (target, t, idle_w, idle_se_w, scale, r2,"            \
     " spread_w, rows, model_sha256) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+/* The node's calibration (node.c, with ST_NODE) and per-event fit
+ * (node_events.c), written inside the caller's transaction when one was
+ * saved since the last commit (s->node_row, s->evcal_row: saved_row.h says
+ * the rest); SQLite codes. */
 int node_calib_write(store *s, sqlite3_stmt *st);
-bool node_calib_pending(store *s);
-void node_calib_end_txn(store *s, bool committed);
-void node_calib_unwritten(store *s);
-
-/* The same for the node's per-event fit (node_events.c). */
 int node_evcal_write(store *s);
-bool node_evcal_pending(store *s);
-void node_evcal_end_txn(store *s, bool committed);
-void node_evcal_unwritten(store *s);
 
 /* Loads the models table into s->model (at open). */
 int conn_load_models(store *s, char *err, size_t errlen);

@@ -134,6 +134,8 @@ static int init_sync(store *s)
     if (r == 0)
         r = -pthread_mutex_init(&s->lock, NULL);
     pthread_condattr_destroy(&attr);
+    saved_row_init(&s->node_row, &s->lock, &s->node, sizeof(s->node));
+    saved_row_init(&s->evcal_row, &s->lock, &s->evcal, sizeof(s->evcal));
     return r;
 }
 

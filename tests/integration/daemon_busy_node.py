@@ -66,8 +66,8 @@ def proc_cpu(pid):
 
 def calib_line(c):
     return (f"source {c['source']}, idle {c['idle_w']:.2f} W"
-            + (f" +- {c['idle_se_w']:.2f}, scale {c['scale']:.3f}, R2 {c['r2']:.4f}"
-               if c["idle_se_w"] is not None else "")
+            + (f" +- {c['idle_se_w']:.2f}" if c["idle_se_w"] is not None else "")
+            + (f", scale {c['scale']:.3f}, R2 {c['r2']:.4f}" if c["scale"] is not None else "")
             + f"; live fit: {c['rows']} s kept, {c['rejected']} left out, spread "
             + (f"{c['spread_w']:.1f} W" if c["spread_w"] is not None else "-")
             + (f", idle {c['live_idle_w']:.2f} +- {c['live_idle_se_w']:.2f} W"

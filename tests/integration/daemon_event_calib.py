@@ -13,7 +13,8 @@ coefficient per event from its own seconds, with nothing retrained by
 hand. Checked:
   - before it has the seconds, GetStatus says per-event is not used, and why;
   - within 150 s it is used: task-clock's coefficient within 10 % of 4.55,
-    page faults' within 15 % of 20; `wattprof status` says so;
+    page faults' within 15 % of 20; `wattprof status` says so; its time
+    (`fitted`) moves once per fit (5 s), not with every second that uses it;
   - two burners of 2 CPU s, one without faults and one with 30,000 per
     CPU-second, each get their truth (30 W x CPU time + 0.4 mJ x faults,
     from the kernel's rusage) within 5 % (10 % on a host loaded past 4 x
@@ -81,6 +82,17 @@ try:
         raise RuntimeError(stalled)
     check("the daemon fits one coefficient per event within 150 s", c["events"]["used"],
           events_line(c))
+    # The fit is made every 5 s: its time moves with each new fit, not
+    # with each second that uses it.
+    times = []
+    for _ in range(13):
+        e = rig_status(d, loads)["calibration"]["events"]
+        if e["used"] and e["source"] == "fitted" and e["fitted"] not in times:
+            times.append(e["fitted"])
+        time.sleep(0.5)
+    check("the fit's time is that of its newest row, once per fit (5 s), not every second",
+          times and len(times) <= 2 and all(b - a >= 3 for a, b in zip(times, times[1:])),
+          f"distinct 'fitted' over 6 s: {times}")
     out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
                          capture_output=True, text=True)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("Per event")]

@@ -49,6 +49,20 @@ status = d.stop()
 check("SIGTERM exits 0", status == 0, str(status))
 cpu = d.sql("SELECT sum(e.cpu_s) FROM process_energy e JOIN processes p ON p.id = e.process_id"
             " WHERE p.pid = ?", p.pid)[0][0] or 0
+# The stored CPU time is the burner's task-clock, which can read up to about
+# 1 % more than its rusage (1.0138 s for 1.0037 s once) with no fault of the
+# daemon's: its recording holds the same sum tick by tick (1.0121 s for
+# 1.0037 s in one run; 2.0033 s for 2.0032 s and 0.5048 s for 0.5033 s in
+# the same daemon run), and a plain perf_event_open of task-clock on a child
+# of a test program, without the daemon, read +0.0 to +5.7 ms over eight
+# 1 s burners and +0.2 to +15 ms over five 3 s ones. rusage (and the
+# burner's own CLOCK_THREAD_CPUTIME_ID) is the scheduler's sum_exec_runtime,
+# from which a kernel with CONFIG_PARAVIRT_TIME_ACCOUNTING (a virtual
+# machine: this one is) takes the time the hypervisor ran something else;
+# task-clock is perf's clock while the task is switched in, and keeps it.
+# That is the one difference between the two clocks on this kernel we know
+# of, and it fits: the excess comes and goes from run to run, as the host's
+# other guests do. So the bound stays at 3 %.
 check("stored CPU time of the burner is the kernel's within 3 %", abs(cpu - burned) <= 0.03 * burned,
       f"{cpu:.4f} s stored, {burned:.4f} s in its rusage")
 rows = d.sql("SELECT host_j, idle_j, attributed_j, unattributed_j FROM host_attribution")
