@@ -10,7 +10,9 @@
  * process's counts, and offers the processes that exited unseen (a 1 ms
  * child) to be adopted (at most as many a tick as the sampler takes: the
  * rest wait for the next drain); the whole map, in batches, the first time
- * and after the ring was full. Taken entries are deleted in one batch. A
+ * and after the ring was full. The ring's fork, exec and rename records go
+ * to the sampler as process events (it opens no proc connector with this
+ * backend). Taken entries are deleted in one batch. A
  * read is a subtraction; the quiet word is the handle's count of changes.
  * The cost follows context switches and the processes that ran, not
  * process starts nor the processes that sleep.
@@ -76,6 +78,7 @@ static struct bpf_state {
     size_t n_changes, cap_changes;
     __u64 ring_lost; /* the programs' count at the previous drain */
     bool drained;    /* the whole map once: what was there before the ring */
+    bool lost;       /* records the daemon had no room for */
 } B;
 
 static size_t bucket_of(const struct wattprof_key *k)
@@ -283,7 +286,8 @@ static int drain_all(backend_adopt_fn adopt, void *ctx)
         first = false;
         for (__u32 i = 0; i < n; i++)
             if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx) && B.n_changes < B.cap_changes)
-                B.changes[B.n_changes++] = (struct wattprof_change){.key = B.keys[i], .exited = 1};
+                B.changes[B.n_changes++] =
+                    (struct wattprof_change){.key = B.keys[i], .kind = WATTPROF_CH_EXITED};
         if (r == -ENOENT)
             break;
     }
@@ -297,16 +301,33 @@ static int take_change(void *ctx, void *data, size_t size)
 
     if (size < sizeof(*c) || B.n_changes == B.cap_changes) {
         B.drained = false; /* cannot be (see load); if it were, look at everything */
+        B.lost = true;
         return 0;
     }
     B.changes[B.n_changes++] = *c;
     return 0;
 }
 
-/* The entries the ring names: those with a handle, and exited ones (to
+/* A fork, exec or rename record, as the proc connector would tell it. */
+static void hand_event(const struct wattprof_change *c, backend_event_fn event, void *ctx)
+{
+    static const procs_event_kind kind[] = {[WATTPROF_CH_FORK] = PROCS_EV_FORK,
+                                            [WATTPROF_CH_EXEC] = PROCS_EV_EXEC,
+                                            [WATTPROF_CH_COMM] = PROCS_EV_COMM};
+    procs_event ev = {.kind = kind[c->kind], .pid = (pid_t)c->key.tgid};
+
+    if (!event)
+        return;
+    memcpy(ev.comm, c->comm, sizeof(ev.comm));
+    ev.comm[sizeof(ev.comm) - 1] = '\0';
+    event(ctx, &ev);
+}
+
+/* The records of the ring in order: fork, exec and rename ones to `event`;
+ * the entries the others name: those with a handle, and exited ones (to
  * adopt or delete); a live process nobody tracks needs no lookup. Exited
  * ones adopt deferred are kept, at the front, for the next drain. */
-static void drain_changed(backend_adopt_fn adopt, void *ctx)
+static void drain_changed(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
 {
     int fd = bpf_map__fd(B.skel->maps.procs);
     size_t kept = 0;
@@ -314,7 +335,11 @@ static void drain_changed(backend_adopt_fn adopt, void *ctx)
 
     for (size_t i = 0; i < B.n_changes; i++) {
         const struct wattprof_change *c = &B.changes[i];
-        if (!c->exited && !*find(&c->key))
+        if (c->kind >= WATTPROF_CH_FORK && c->kind <= WATTPROF_CH_COMM) {
+            hand_event(c, event, ctx);
+            continue;
+        }
+        if (c->kind != WATTPROF_CH_EXITED && !*find(&c->key))
             continue;
         if (bpf_map_lookup_elem(fd, &c->key, &v) < 0)
             continue; /* deleted already: an earlier record of a process taken since */
@@ -324,7 +349,7 @@ static void drain_changed(backend_adopt_fn adopt, void *ctx)
     B.n_changes = kept;
 }
 
-static int bpf_drain(backend_adopt_fn adopt, void *ctx)
+static int bpf_drain(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
 {
     __u64 lost = __atomic_load_n(&B.skel->bss->ring_lost, __ATOMIC_RELAXED);
     int r = 0;
@@ -334,13 +359,18 @@ static int bpf_drain(backend_adopt_fn adopt, void *ctx)
     /* From here on changes go to the next drain's records. */
     __atomic_add_fetch(&B.skel->bss->drain_gen, 1, __ATOMIC_SEQ_CST);
     if (ring_buffer__consume(B.ring) < 0 || lost != B.ring_lost || !B.drained) {
-        /* Records were lost (or none yet): look at everything once. */
+        /* Records were lost (or none yet): look at everything once; the
+         * events among them are gone (the sampler rescans /proc). */
+        bool missed = B.drained || lost != B.ring_lost || B.lost;
         B.ring_lost = lost;
         B.drained = true;
+        B.lost = false;
         B.n_changes = 0;
         r = drain_all(adopt, ctx);
+        if (r == 0 && missed)
+            r = 1;
     } else {
-        drain_changed(adopt, ctx);
+        drain_changed(adopt, event, ctx);
     }
     delete_keys(B.dead, B.n_dead);
     return r;

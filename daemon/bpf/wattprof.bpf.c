@@ -14,7 +14,9 @@
  * pids as the daemon's pid namespace sees them. Fork, exec and exit
  * create, rename and close entries: a process that lives a millisecond has
  * one, and after its exit the entry keeps its final counts until the
- * daemon has taken them (it deletes the entry).
+ * daemon has taken them (it deletes the entry). Forks, execs, exits and
+ * renames are also told in the `changed` ring, in order: the daemon opens
+ * no proc connector beside these programs.
  *
  * A context switch is the hot path (thousands a second on a quiet node),
  * so it does the least it can: each thread's key is made once and kept in
@@ -157,10 +159,10 @@ static __always_inline __u32 ns_tgid(struct task_struct *leader)
     return 0;
 }
 
-/* Tells the daemon that k's entry changed (or its process exited). */
-static __always_inline void queue(const struct wattprof_key *k, __u32 exited)
+/* Tells the daemon what happened to k's process (enum wattprof_change_kind). */
+static __always_inline void queue(const struct wattprof_key *k, __u32 kind)
 {
-    struct wattprof_change c = {.key = *k, .exited = exited};
+    struct wattprof_change c = {.key = *k, .kind = kind};
 
     if (bpf_ringbuf_output(&changed, &c, sizeof(c), BPF_RB_NO_WAKEUP) < 0)
         __sync_fetch_and_add(&ring_lost, 1);
@@ -336,7 +338,7 @@ static __always_inline struct wattprof_proc *account(struct task_struct *t, bool
     if (p->queued != gen) {
         p->queued = gen;
         if (!quiet)
-            queue(&s->key, 0);
+            queue(&s->key, WATTPROF_CH_RAN);
     }
     return p;
 }
@@ -384,9 +386,12 @@ int BPF_PROG(wattprof_fork, struct task_struct *parent, struct task_struct *chil
     if (!s)
         return 0;
     s->keyed = make_key(child, &s->key) ? KEY_MADE : KEY_NONE;
-    /* A new key: no entry to look up first, nor to look up after. */
-    if (s->keyed == KEY_MADE && child->pid == child->tgid)
+    /* A new key: no entry to look up first, nor to look up after. The
+     * daemon learns of the new process from its record. */
+    if (s->keyed == KEY_MADE && child->pid == child->tgid) {
         make_entry(child, &s->key);
+        queue(&s->key, WATTPROF_CH_FORK);
+    }
     return 0;
 }
 
@@ -396,8 +401,32 @@ int BPF_PROG(wattprof_exec, struct task_struct *t)
     struct seen *s = seen_of(t);
     struct wattprof_proc *p;
 
-    if (s && s->keyed == KEY_MADE && (p = entry(t, &s->key, true)))
+    if (!s || s->keyed != KEY_MADE)
+        return 0;
+    if ((p = entry(t, &s->key, true)))
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), t->comm);
+    queue(&s->key, WATTPROF_CH_EXEC);
+    return 0;
+}
+
+/* A process's leader renamed (prctl PR_SET_NAME, a write to /proc/PID/comm;
+ * an exec's own rename is its exec record): the record carries the name,
+ * since a process that renames itself and exits at once leaves no /proc
+ * entry to read it from. */
+SEC("tp_btf/task_rename")
+int BPF_PROG(wattprof_rename, struct task_struct *t, const char *comm)
+{
+    struct wattprof_change c = {.kind = WATTPROF_CH_COMM};
+    struct seen *s;
+
+    if (kernel_thread(t) || t->pid != t->tgid || BPF_CORE_READ_BITFIELD_PROBED(t, in_execve))
+        return 0;
+    if (!(s = seen_of(t)) || s->keyed != KEY_MADE)
+        return 0;
+    c.key = s->key;
+    bpf_probe_read_kernel_str(c.comm, sizeof(c.comm), comm);
+    if (bpf_ringbuf_output(&changed, &c, sizeof(c), BPF_RB_NO_WAKEUP) < 0)
+        __sync_fetch_and_add(&ring_lost, 1);
     return 0;
 }
 
@@ -418,7 +447,7 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), BPF_CORE_READ(t, group_leader, comm));
         p->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
         p->exited = 1;
-        queue(&s->key, 1);
+        queue(&s->key, WATTPROF_CH_EXITED);
     }
     return 0;
 }
