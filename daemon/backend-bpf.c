@@ -12,7 +12,8 @@
  * rest wait for the next drain); the whole map, in batches, the first time
  * and after the ring was full. The ring's fork, exec and rename records go
  * to the sampler as process events (it opens no proc connector with this
- * backend). Taken entries are deleted in one batch. A
+ * backend). An exited process's entry is read and deleted in one call;
+ * the other taken entries are deleted in one batch. A
  * read is a subtraction; the quiet word is the handle's count of changes.
  * The cost follows context switches and the processes that ran, not
  * process starts nor the processes that sleep.
@@ -50,6 +51,7 @@ struct backend_handle {
     __u64 gen;                   /* bumped by each drain that found new counts */
     __u64 read_gen;              /* gen at the previous read */
     struct wattprof_proc cur;    /* as of the latest drain */
+    bool taken;                  /* its exited entry was deleted when the drain read it */
     __u64 prev_count[WATTPROF_BPF_MAX_EVENTS], prev_enabled[WATTPROF_BPF_MAX_EVENTS],
         prev_running[WATTPROF_BPF_MAX_EVENTS];
 };
@@ -225,19 +227,21 @@ static void bpf_close(backend_handle *h)
     struct backend_handle **p = find(&h->key);
     if (*p == h)
         *p = h->next;
-    /* Taken: an exited process's entry goes; a live one's starts again. */
-    if (B.skel && B.n_closed == B.cap_closed)
+    /* Taken: an exited process's entry goes (unless its drain took it
+     * already); a live one's starts again. */
+    if (B.skel && !h->taken && B.n_closed == B.cap_closed)
         flush_closed();
-    if (B.skel)
+    if (B.skel && !h->taken)
         B.closed[B.n_closed++] = h->key;
     free(h);
 }
 
 /* One entry of the map: to its handle, or offered for adoption once it
- * exited; an exited one nobody takes is deleted after the drain. False
- * when adopt deferred it (it stays for a later drain). */
+ * exited; an exited one nobody takes is deleted after the drain, unless
+ * `taken`: the drain deleted it as it read it. False when adopt deferred it
+ * (it stays, or is put back, for a later drain). */
 static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *v,
-                      backend_adopt_fn adopt, void *ctx)
+                      backend_adopt_fn adopt, void *ctx, bool taken)
 {
     struct backend_handle *h = *find(k);
 
@@ -253,15 +257,19 @@ static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *
         B.adopting = v;
         int r = adopt(ctx, &o);
         B.adopting = NULL;
-        if (r == -EAGAIN)
+        if (r == -EAGAIN) {
+            if (taken) /* back for the drain that adopts it */
+                bpf_map_update_elem(bpf_map__fd(B.skel->maps.procs), k, v, BPF_NOEXIST);
             return false;
+        }
         h = *find(k);
     }
     if (!h) {
-        if (v->exited && B.n_dead < B.cap_dead)
+        if (v->exited && !taken && B.n_dead < B.cap_dead)
             B.dead[B.n_dead++] = *k;
         return true;
     }
+    h->taken = taken;
     if (v->updates != h->cur.updates || v->exited != h->cur.exited) {
         h->cur = *v;
         h->gen++;
@@ -285,7 +293,8 @@ static int drain_all(backend_adopt_fn adopt, void *ctx)
             return r;
         first = false;
         for (__u32 i = 0; i < n; i++)
-            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx) && B.n_changes < B.cap_changes)
+            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx, false) &&
+                B.n_changes < B.cap_changes)
                 B.changes[B.n_changes++] =
                     (struct wattprof_change){.key = B.keys[i], .kind = WATTPROF_CH_EXITED};
         if (r == -ENOENT)
@@ -339,11 +348,18 @@ static void drain_changed(backend_adopt_fn adopt, backend_event_fn event, void *
             hand_event(c, event, ctx);
             continue;
         }
-        if (c->kind != WATTPROF_CH_EXITED && !*find(&c->key))
+        bool exited = c->kind == WATTPROF_CH_EXITED;
+        if (!exited && !*find(&c->key))
             continue;
-        if (bpf_map_lookup_elem(fd, &c->key, &v) < 0)
+        /* An exited process's entry is read and deleted in one call: its
+         * threads have all passed their exit hook, and a dying thread's
+         * last switch after this adds to no entry (as after the delete of a
+         * taken one). Its final read comes this tick. */
+        int r = exited ? bpf_map_lookup_and_delete_elem(fd, &c->key, &v)
+                       : bpf_map_lookup_elem(fd, &c->key, &v);
+        if (r < 0)
             continue; /* deleted already: an earlier record of a process taken since */
-        if (!drain_one(&c->key, &v, adopt, ctx))
+        if (!drain_one(&c->key, &v, adopt, ctx, exited))
             B.changes[kept++] = *c;
     }
     B.n_changes = kept;
