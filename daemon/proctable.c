@@ -64,9 +64,7 @@ void proctable_free_tracked(sampler *s, struct tracked *t)
         return;
     s->be->close(t->ch);
     procs_info_clear(&t->pending);
-    free(t->delta);
-    free(t->ratio);
-    free(t);
+    free(t); /* its delta and ratio arrays with it */
 }
 
 live_proc proctable_to_live(const struct tracked *t)
@@ -160,13 +158,14 @@ static bool reread_job(sampler *s, struct tracked *t)
 
 int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
 {
-    struct tracked *t = calloc(1, sizeof(*t));
+    /* One allocation: under churn a process is tracked and dropped within
+     * a few ticks, and each allocation is one more per process start. */
+    struct tracked *t = calloc(1, sizeof(*t) + 2 * s->es->n * sizeof(double));
 
-    if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
-        !(t->ratio = calloc(s->es->n, sizeof(double)))) {
-        proctable_free_tracked(s, t);
+    if (!t)
         return -ENOMEM;
-    }
+    t->delta = (double *)(t + 1);
+    t->ratio = t->delta + s->es->n;
     if (s->n == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 64;
         struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
