@@ -10,7 +10,10 @@
  * process's counts, and offers the processes that exited unseen (a 1 ms
  * child) to be adopted (at most as many a tick as the sampler takes: the
  * rest wait for the next drain); the whole map, in batches, the first time
- * and after the ring was full. Taken entries are deleted in one batch. A
+ * and after the ring was full. The ring's fork, exec and rename records go
+ * to the sampler as process events (it opens no proc connector with this
+ * backend). An exited process's entry is read and deleted in one call;
+ * the other taken entries are deleted in one batch. A
  * read is a subtraction; the quiet word is the handle's count of changes.
  * The cost follows context switches and the processes that ran, not
  * process starts nor the processes that sleep.
@@ -48,6 +51,7 @@ struct backend_handle {
     __u64 gen;                   /* bumped by each drain that found new counts */
     __u64 read_gen;              /* gen at the previous read */
     struct wattprof_proc cur;    /* as of the latest drain */
+    bool taken;                  /* its exited entry was deleted when the drain read it */
     __u64 prev_count[WATTPROF_BPF_MAX_EVENTS], prev_enabled[WATTPROF_BPF_MAX_EVENTS],
         prev_running[WATTPROF_BPF_MAX_EVENTS];
 };
@@ -76,6 +80,7 @@ static struct bpf_state {
     size_t n_changes, cap_changes;
     __u64 ring_lost; /* the programs' count at the previous drain */
     bool drained;    /* the whole map once: what was there before the ring */
+    bool lost;       /* records the daemon had no room for */
 } B;
 
 static size_t bucket_of(const struct wattprof_key *k)
@@ -222,19 +227,21 @@ static void bpf_close(backend_handle *h)
     struct backend_handle **p = find(&h->key);
     if (*p == h)
         *p = h->next;
-    /* Taken: an exited process's entry goes; a live one's starts again. */
-    if (B.skel && B.n_closed == B.cap_closed)
+    /* Taken: an exited process's entry goes (unless its drain took it
+     * already); a live one's starts again. */
+    if (B.skel && !h->taken && B.n_closed == B.cap_closed)
         flush_closed();
-    if (B.skel)
+    if (B.skel && !h->taken)
         B.closed[B.n_closed++] = h->key;
     free(h);
 }
 
 /* One entry of the map: to its handle, or offered for adoption once it
- * exited; an exited one nobody takes is deleted after the drain. False
- * when adopt deferred it (it stays for a later drain). */
+ * exited; an exited one nobody takes is deleted after the drain, unless
+ * `taken`: the drain deleted it as it read it. False when adopt deferred it
+ * (it stays, or is put back, for a later drain). */
 static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *v,
-                      backend_adopt_fn adopt, void *ctx)
+                      backend_adopt_fn adopt, void *ctx, bool taken)
 {
     struct backend_handle *h = *find(k);
 
@@ -250,15 +257,19 @@ static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *
         B.adopting = v;
         int r = adopt(ctx, &o);
         B.adopting = NULL;
-        if (r == -EAGAIN)
+        if (r == -EAGAIN) {
+            if (taken) /* back for the drain that adopts it */
+                bpf_map_update_elem(bpf_map__fd(B.skel->maps.procs), k, v, BPF_NOEXIST);
             return false;
+        }
         h = *find(k);
     }
     if (!h) {
-        if (v->exited && B.n_dead < B.cap_dead)
+        if (v->exited && !taken && B.n_dead < B.cap_dead)
             B.dead[B.n_dead++] = *k;
         return true;
     }
+    h->taken = taken;
     if (v->updates != h->cur.updates || v->exited != h->cur.exited) {
         h->cur = *v;
         h->gen++;
@@ -282,8 +293,10 @@ static int drain_all(backend_adopt_fn adopt, void *ctx)
             return r;
         first = false;
         for (__u32 i = 0; i < n; i++)
-            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx) && B.n_changes < B.cap_changes)
-                B.changes[B.n_changes++] = (struct wattprof_change){.key = B.keys[i], .exited = 1};
+            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx, false) &&
+                B.n_changes < B.cap_changes)
+                B.changes[B.n_changes++] =
+                    (struct wattprof_change){.key = B.keys[i], .kind = WATTPROF_CH_EXITED};
         if (r == -ENOENT)
             break;
     }
@@ -297,16 +310,33 @@ static int take_change(void *ctx, void *data, size_t size)
 
     if (size < sizeof(*c) || B.n_changes == B.cap_changes) {
         B.drained = false; /* cannot be (see load); if it were, look at everything */
+        B.lost = true;
         return 0;
     }
     B.changes[B.n_changes++] = *c;
     return 0;
 }
 
-/* The entries the ring names: those with a handle, and exited ones (to
+/* A fork, exec or rename record, as the proc connector would tell it. */
+static void hand_event(const struct wattprof_change *c, backend_event_fn event, void *ctx)
+{
+    static const procs_event_kind kind[] = {[WATTPROF_CH_FORK] = PROCS_EV_FORK,
+                                            [WATTPROF_CH_EXEC] = PROCS_EV_EXEC,
+                                            [WATTPROF_CH_COMM] = PROCS_EV_COMM};
+    procs_event ev = {.kind = kind[c->kind], .pid = (pid_t)c->key.tgid};
+
+    if (!event)
+        return;
+    memcpy(ev.comm, c->comm, sizeof(ev.comm));
+    ev.comm[sizeof(ev.comm) - 1] = '\0';
+    event(ctx, &ev);
+}
+
+/* The records of the ring in order: fork, exec and rename ones to `event`;
+ * the entries the others name: those with a handle, and exited ones (to
  * adopt or delete); a live process nobody tracks needs no lookup. Exited
  * ones adopt deferred are kept, at the front, for the next drain. */
-static void drain_changed(backend_adopt_fn adopt, void *ctx)
+static void drain_changed(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
 {
     int fd = bpf_map__fd(B.skel->maps.procs);
     size_t kept = 0;
@@ -314,17 +344,28 @@ static void drain_changed(backend_adopt_fn adopt, void *ctx)
 
     for (size_t i = 0; i < B.n_changes; i++) {
         const struct wattprof_change *c = &B.changes[i];
-        if (!c->exited && !*find(&c->key))
+        if (c->kind >= WATTPROF_CH_FORK && c->kind <= WATTPROF_CH_COMM) {
+            hand_event(c, event, ctx);
             continue;
-        if (bpf_map_lookup_elem(fd, &c->key, &v) < 0)
+        }
+        bool exited = c->kind == WATTPROF_CH_EXITED;
+        if (!exited && !*find(&c->key))
+            continue;
+        /* An exited process's entry is read and deleted in one call: its
+         * threads have all passed their exit hook, and a dying thread's
+         * last switch after this adds to no entry (as after the delete of a
+         * taken one). Its final read comes this tick. */
+        int r = exited ? bpf_map_lookup_and_delete_elem(fd, &c->key, &v)
+                       : bpf_map_lookup_elem(fd, &c->key, &v);
+        if (r < 0)
             continue; /* deleted already: an earlier record of a process taken since */
-        if (!drain_one(&c->key, &v, adopt, ctx))
+        if (!drain_one(&c->key, &v, adopt, ctx, exited))
             B.changes[kept++] = *c;
     }
     B.n_changes = kept;
 }
 
-static int bpf_drain(backend_adopt_fn adopt, void *ctx)
+static int bpf_drain(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
 {
     __u64 lost = __atomic_load_n(&B.skel->bss->ring_lost, __ATOMIC_RELAXED);
     int r = 0;
@@ -334,13 +375,18 @@ static int bpf_drain(backend_adopt_fn adopt, void *ctx)
     /* From here on changes go to the next drain's records. */
     __atomic_add_fetch(&B.skel->bss->drain_gen, 1, __ATOMIC_SEQ_CST);
     if (ring_buffer__consume(B.ring) < 0 || lost != B.ring_lost || !B.drained) {
-        /* Records were lost (or none yet): look at everything once. */
+        /* Records were lost (or none yet): look at everything once; the
+         * events among them are gone (the sampler rescans /proc). */
+        bool missed = B.drained || lost != B.ring_lost || B.lost;
         B.ring_lost = lost;
         B.drained = true;
+        B.lost = false;
         B.n_changes = 0;
         r = drain_all(adopt, ctx);
+        if (r == 0 && missed)
+            r = 1;
     } else {
-        drain_changed(adopt, ctx);
+        drain_changed(adopt, event, ctx);
     }
     delete_keys(B.dead, B.n_dead);
     return r;

@@ -47,6 +47,12 @@
  *          without a handle it calls `adopt`, which may open one (the next
  *          read gives its whole count); one not adopted is forgotten, unless
  *          adopt returned -EAGAIN: then a later drain offers it again.
+ *          A backend that sees processes start, exec and rename (bpf's
+ *          hooks) hands each such event to `event` (NULL: not wanted), in
+ *          the order they happened and interleaved with the adoptions, so
+ *          that the sampler needs no proc connector beside it. Returns 1
+ *          when some of those events were lost (the sampler rescans /proc),
+ *          else 0 or -errno.
  *
  * Every call comes from the sampling thread, one at a time. */
 #ifndef WATTPROFD_BACKEND_H
@@ -71,6 +77,7 @@ typedef struct backend_orphan {
 } backend_orphan;
 
 typedef int (*backend_adopt_fn)(void *ctx, const backend_orphan *o);
+typedef void (*backend_event_fn)(void *ctx, const procs_event *ev);
 
 typedef struct backend {
     const char *name; /* for logs: "perf" */
@@ -81,7 +88,7 @@ typedef struct backend {
     bool (*alive)(const backend_handle *h);
     int (*skip_error)(const backend_handle *h);
     void (*close)(backend_handle *h);
-    int (*drain)(backend_adopt_fn adopt, void *ctx);
+    int (*drain)(backend_adopt_fn adopt, backend_event_fn event, void *ctx);
 } backend;
 
 /* perf_event groups per process (backend-perf.c). */

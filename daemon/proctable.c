@@ -1,7 +1,8 @@
 /* proctable: which processes the sampler tracks.
  *
  * Processes are found as they fork (the proc connector's events, handled
- * between ticks so that a child that lives 5 ms is seen) and by rescans of
+ * between ticks so that a child that lives 5 ms is seen; with the bpf
+ * backend its hooks' events, handed over at each drain) and by rescans of
  * /proc (every [sampler] rescan_s, at once after the kernel dropped events,
  * and every second without the connector). A process is tracked when
  * [track] wants it and its counters open; an exec or a PR_SET_NAME renames
@@ -63,9 +64,7 @@ void proctable_free_tracked(sampler *s, struct tracked *t)
         return;
     s->be->close(t->ch);
     procs_info_clear(&t->pending);
-    free(t->delta);
-    free(t->ratio);
-    free(t);
+    free(t); /* its delta and ratio arrays with it */
 }
 
 live_proc proctable_to_live(const struct tracked *t)
@@ -159,13 +158,14 @@ static bool reread_job(sampler *s, struct tracked *t)
 
 int proctable_add(sampler *s, const procs_info *info, backend_handle *ch)
 {
-    struct tracked *t = calloc(1, sizeof(*t));
+    /* One allocation: under churn a process is tracked and dropped within
+     * a few ticks, and each allocation is one more per process start. */
+    struct tracked *t = calloc(1, sizeof(*t) + 2 * s->es->n * sizeof(double));
 
-    if (!t || !(t->delta = calloc(s->es->n, sizeof(double))) ||
-        !(t->ratio = calloc(s->es->n, sizeof(double)))) {
-        proctable_free_tracked(s, t);
+    if (!t)
         return -ENOMEM;
-    }
+    t->delta = (double *)(t + 1);
+    t->ratio = t->delta + s->es->n;
     if (s->n == s->cap) {
         size_t ncap = s->cap ? s->cap * 2 : 64;
         struct tracked **n = realloc(s->procs, ncap * sizeof(*n));
@@ -342,12 +342,13 @@ void proctable_rescan(sampler *s)
 
     /* Exits the connector missed (or all of them without it) come first: a
      * pid reused since then is a new process, to be tracked in this scan,
-     * not taken for the one that exited. Without the connector, execs too,
-     * so commands get their new names. */
+     * not taken for the one that exited. Without process events (neither
+     * the connector nor the backend's), execs too, so commands get their
+     * new names. */
     for (size_t i = 0; i < s->n; i++) {
         if (s->procs[i]->ch && !s->be->alive(s->procs[i]->ch))
             s->procs[i]->gone = s->reap_pending = true;
-        else if (!s->watch)
+        else if (!s->watch && !s->be_events)
             refresh_comm(s, s->procs[i]->pid, false);
     }
     if (procs_list(&pids, &n) < 0)
@@ -450,7 +451,7 @@ void proctable_track_forked(sampler *s)
     s->n_drains++;
 }
 
-static void proc_event(sampler *s, const procs_event *ev)
+void proctable_event(sampler *s, const procs_event *ev)
 {
     struct tracked *t;
 
@@ -483,13 +484,15 @@ static void proc_event(sampler *s, const procs_event *ev)
     }
 }
 
-/* The kernel dropped events (its queue overflowed): rescan at the next
- * tick to find the processes they told of, and count it for GetStatus. */
-static void connector_overrun(sampler *s)
+/* The kernel dropped events (the connector's queue or the backend's ring
+ * overflowed): rescan at the next tick to find the processes they told of,
+ * and count it for GetStatus. */
+void proctable_events_lost(sampler *s)
 {
     if (s->connector_overruns++ == 0)
-        log_warning("proc connector overrun: process events were lost; rescanning /proc "
-                    "(GetStatus counts these)");
+        log_warning("%s: process events were lost; rescanning /proc (GetStatus counts these)",
+                    s->watch ? "proc connector overrun"
+                             : "the counter backend's event ring was full");
     s->next_rescan_ns = 0;
 }
 
@@ -507,9 +510,9 @@ void proctable_drain_events(sampler *s, uint64_t until_ns)
     do {
         r = procs_watch_read(s->watch, ev, SAMPLER_MAX_EVENTS, &n);
         for (size_t i = 0; i < n; i++)
-            proc_event(s, &ev[i]);
+            proctable_event(s, &ev[i]);
         if (r == -ENOBUFS)
-            connector_overrun(s);
+            proctable_events_lost(s);
         else if (r < 0)
             return;
     } while ((r == -ENOBUFS || n == SAMPLER_MAX_EVENTS) && util_now_ns(CLOCK_MONOTONIC) < until_ns);

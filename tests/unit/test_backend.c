@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +64,7 @@ static void load_bpf(const sample_eventset *es)
 static void drain(const backend *be)
 {
     if (be->drain)
-        assert_int_equal(be->drain(NULL, NULL), 0);
+        assert_int_equal(be->drain(NULL, NULL, NULL), 0);
 }
 
 static uint64_t start_of(pid_t pid)
@@ -204,7 +205,7 @@ static void test_bpf_short_process(void **state)
     assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
     load_bpf(es);
     assert_int_equal(counters_delta_new(es, &d), 0);
-    assert_int_equal(backend_bpf.drain(NULL, NULL), 0);
+    assert_int_equal(backend_bpf.drain(NULL, NULL, NULL), 0);
     pid_t pid = fork();
     if (pid == 0) {
         double end = cpu_s() + 0.001;
@@ -216,10 +217,10 @@ static void test_bpf_short_process(void **state)
     assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* a zombie */
     /* Deferred, it is kept and offered again. */
     struct offers f = {.pid = pid, .defer = true};
-    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(backend_bpf.drain(offer, NULL, &f), 0);
     assert_int_equal(f.n, 1);
     f = (struct offers){.pid = pid, .es = es};
-    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(backend_bpf.drain(offer, NULL, &f), 0);
     assert_int_equal(f.n, 1);
     assert_non_null(f.h);
     assert_string_equal(f.got.comm, "test_backend");
@@ -233,7 +234,7 @@ static void test_bpf_short_process(void **state)
     /* Taken: the next drain does not offer it again, and the zombie found
      * again (as a /proc rescan would) is no live process. */
     f = (struct offers){.pid = pid};
-    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(backend_bpf.drain(offer, NULL, &f), 0);
     assert_int_equal(f.n, 0);
     backend_handle *again;
     assert_int_equal(backend_bpf.open(es, pid, start, -1, &again, err, sizeof(err)), 0);
@@ -277,7 +278,7 @@ static void test_bpf_reuse_exec(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     struct offers f = {.pid = pid, .es = es};
-    assert_int_equal(backend_bpf.drain(offer, &f), 0);
+    assert_int_equal(backend_bpf.drain(offer, NULL, &f), 0);
     assert_int_equal(f.n, 1);
     assert_true(f.got.start == start);
     assert_string_equal(f.got.comm, "sh");
@@ -289,6 +290,56 @@ static void test_bpf_reuse_exec(void **state)
     backend_bpf.close(f.h);
     backend_bpf.close(other);
     counters_delta_free(&d);
+    backend_bpf_unload();
+    events_free(es);
+}
+
+/* The events the drain handed over for one pid, in order. */
+struct seen_events {
+    pid_t pid;
+    procs_event ev[8];
+    int n;
+};
+
+static void take_event(void *ctx, const procs_event *ev)
+{
+    struct seen_events *e = ctx;
+
+    if (ev->pid == e->pid && e->n < 8)
+        e->ev[e->n++] = *ev;
+}
+
+/* A child that renames itself, renames itself again and execs: the drain
+ * hands over its fork, both renames with their names and its exec, in that
+ * order (what the proc connector would say), and not its exec's own rename. */
+static void test_bpf_events(void **state)
+{
+    const char *names[] = {"perf::TASK-CLOCK"};
+    sample_eventset *es;
+    char err[UTIL_ERRLEN];
+    int status;
+
+    assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
+    load_bpf(es);
+    assert_int_equal(backend_bpf.drain(NULL, NULL, NULL), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_NAME, "wp_first");
+        prctl(PR_SET_NAME, "wp_second");
+        execl("/bin/true", "true", NULL);
+        _exit(1);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    struct seen_events e = {.pid = pid};
+    assert_int_equal(backend_bpf.drain(NULL, take_event, &e), 0);
+    assert_int_equal(e.n, 4);
+    assert_int_equal(e.ev[0].kind, PROCS_EV_FORK);
+    assert_int_equal(e.ev[1].kind, PROCS_EV_COMM);
+    assert_string_equal(e.ev[1].comm, "wp_first");
+    assert_int_equal(e.ev[2].kind, PROCS_EV_COMM);
+    assert_string_equal(e.ev[2].comm, "wp_second");
+    assert_int_equal(e.ev[3].kind, PROCS_EV_EXEC);
     backend_bpf_unload();
     events_free(es);
 }
@@ -319,7 +370,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_process_perf),      cmocka_unit_test(test_process_bpf),
         cmocka_unit_test(test_bpf_short_process), cmocka_unit_test(test_bpf_reuse_exec),
-        cmocka_unit_test(test_cpu_refused),
+        cmocka_unit_test(test_bpf_events),        cmocka_unit_test(test_cpu_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
