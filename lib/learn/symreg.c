@@ -62,7 +62,7 @@ void symreg_params_default(symreg_params *p)
         .init_min_depth = 1,
         .init_max_depth = 3,
         .simplify = true,
-        .scaling = true,
+        .scaling = false,
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
@@ -81,7 +81,6 @@ int symreg_params_preset(symreg_params *p, const char *name)
     if (strcmp(name, "pandora") == 0) {
         d.selection = SYMREG_SEL_DOUBLE;
         d.simplify = false;
-        d.scaling = false;
     } else if (strcmp(name, "default") != 0) {
         return -EINVAL;
     }
