@@ -70,6 +70,8 @@ static void help(void)
         "                (double only: the smaller of two wins with p/2), max_depth [17],\n"
         "                max_size [60], init_min_depth [1], init_max_depth [3],\n"
         "                simplify = on|off [on] (simplify each new equation before fitting),\n"
+        "                scaling = on|off [off] (linear scaling: fit a + b * equation in\n"
+        "                closed form, kept when it lowers the error by a tenth or more),\n"
         "                stall [0] (stop after this many generations without progress; 0 never),\n"
         "                time_limit [0] (seconds; 0 never), seed [1]\n"
         "  [fitness]     metric = mape|mse|rmse [mape]\n"

@@ -564,6 +564,8 @@ typedef struct symreg_params {
     size_t max_depth, max_size;            /* bloat limits: 17, 60 */
     size_t init_min_depth, init_max_depth; /* ramped half-and-half: 1, 3 */
     bool simplify;                         /* simplify every new individual before fitting it */
+    bool scaling;      /* linear scaling: an individual becomes a + b * itself, a and b fitted in
+                          closed form, when that lowers its error by a tenth or more: false */
     size_t stall;      /* stop after this many generations without progress; 0 = never */
     double time_limit; /* stop after the generation that passes this many seconds; 0 = never */
     enum symreg_fitness fitness; /* SYMREG_MAPE */

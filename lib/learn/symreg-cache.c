@@ -15,7 +15,9 @@
 
 struct symreg_cache_slot {
     uint64_t hash;
-    expr *e; /* the fitted equation; NULL for an empty slot */
+    expr *e;   /* the fitted equation; NULL for an empty slot */
+    expr *key; /* the shape it was fitted from when that differs (linear
+                  scaling wrapped and simplified it); else NULL */
     double err;
 };
 
@@ -44,8 +46,10 @@ void symreg_cache_free(struct symreg_cache *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->cap; i++)
+    for (size_t i = 0; i < c->cap; i++) {
         expr_free(c->slot[i].e);
+        expr_free(c->slot[i].key);
+    }
     free(c->slot);
     free(c);
 }
@@ -63,7 +67,7 @@ uint64_t symreg_shape_hash(const expr *e)
     return h;
 }
 
-static bool same_shape(const expr *a, const expr *b)
+bool symreg_same_shape(const expr *a, const expr *b)
 {
     if (a->n != b->n)
         return false;
@@ -78,23 +82,33 @@ bool symreg_cache_take(const struct symreg_cache *c, expr *e, uint64_t hash, dou
 {
     const struct symreg_cache_slot *s = &c->slot[hash & (c->cap - 1)];
 
-    if (!s->e || s->hash != hash || !same_shape(s->e, e))
+    if (!s->e || s->hash != hash || !symreg_same_shape(s->key ? s->key : s->e, e))
         return false;
-    for (size_t i = 0; i < e->n; i++)
-        if (e->node[i].op == EXPR_CONST)
-            e->node[i].c = s->e->node[i].c;
+    if (s->key) {
+        /* Out of memory here only means fitting e again. */
+        if (expr_splice(e, 0, e->n, s->e->node, s->e->n) < 0)
+            return false;
+    } else {
+        for (size_t i = 0; i < e->n; i++)
+            if (e->node[i].op == EXPR_CONST)
+                e->node[i].c = s->e->node[i].c;
+    }
     *err = s->err;
     return true;
 }
 
-int symreg_cache_put(struct symreg_cache *c, const expr *e, uint64_t hash, double err)
+int symreg_cache_put(struct symreg_cache *c, const expr *key, const expr *e, uint64_t hash,
+                     double err)
 {
     struct symreg_cache_slot *s = &c->slot[hash & (c->cap - 1)];
-    expr *copy = expr_clone(e);
+    expr *copy = expr_clone(e), *kcopy = key && !symreg_same_shape(key, e) ? expr_clone(key) : NULL;
 
-    if (!copy)
+    if (!copy || (key && !symreg_same_shape(key, e) && !kcopy)) {
+        expr_free(copy);
         return -ENOMEM;
+    }
     expr_free(s->e);
-    *s = (struct symreg_cache_slot){.hash = hash, .e = copy, .err = err};
+    expr_free(s->key);
+    *s = (struct symreg_cache_slot){.hash = hash, .e = copy, .key = kcopy, .err = err};
     return 0;
 }

@@ -5,8 +5,7 @@
  * smallest one the data cannot tell from the most accurate. Its constants
  * are then refitted, given standard errors from the Jacobian, and rounded to
  * the digits those standard errors leave meaningful. */
-#include "expr/expr-internal.h"
-#include "learn/learn.h"
+#include "learn/symreg-internal.h"
 
 #include <errno.h>
 #include <gsl/gsl_cdf.h>
@@ -519,7 +518,9 @@ static int polish_form(const expr *e, enum symreg_fitness f, const double *const
             else
                 r = -ENOMEM;
         }
-        bool same = kb == k && !dropped;
+        /* Rounding may also reorder the tree (x + -0.16 * y becomes
+         * x - 0.16 * y): the search's constants then no longer line up. */
+        bool same = kb == k && !dropped && symreg_same_shape(best, s);
         if (r == 0 && !same) /* rounding changed the shape: errors at the new one */
             r = standard_errors(&pl, best, kb, rss_of(&pl, best), se2);
         for (size_t q = 0; q < kb && r == 0; q++)

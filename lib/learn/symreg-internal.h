@@ -51,12 +51,17 @@ bool symreg_within_limits(const expr *e, size_t max_depth, size_t max_size);
 struct symreg_cache;
 int symreg_cache_new(size_t cap, struct symreg_cache **out);
 void symreg_cache_free(struct symreg_cache *c);
+/* Whether a and b have the same operators and features, constants aside. */
+bool symreg_same_shape(const expr *a, const expr *b);
 /* A hash of e's operators and features, its constants aside. */
 uint64_t symreg_shape_hash(const expr *e);
-/* When an equation of e's shape is cached, copies its constants into e,
+/* When an equation fitted from e's shape is cached, makes e that equation
+ * (its constants, or the whole tree when the fit changed the shape), puts
  * its error into *err, and returns true. */
 bool symreg_cache_take(const struct symreg_cache *c, expr *e, uint64_t hash, double *err);
-/* Caches a copy of the fitted e with its error; -ENOMEM. */
-int symreg_cache_put(struct symreg_cache *c, const expr *e, uint64_t hash, double err);
+/* Caches a copy of the fitted e with its error under `hash`, the hash of
+ * `key`: the shape e was fitted from, NULL when it is e's own; -ENOMEM. */
+int symreg_cache_put(struct symreg_cache *c, const expr *key, const expr *e, uint64_t hash,
+                     double err);
 
 #endif

@@ -20,9 +20,12 @@
 #define SYMREG_CACHE_SLOTS 16384     /* fitted shapes remembered (symreg-cache.c) */
 #define SYMREG_PARETO_MAX 64         /* candidates a Pareto tournament looks at, at most */
 #define ARCHIVE_REFIT_ITERATIONS 100 /* LM steps of the final refit of each size's best */
+#define SCALE_GAIN 0.9               /* linear scaling is kept when it cuts the error to this */
+#define SCALE_MIN_SPREAD 1e-12       /* predictions vary less than this (relative): no scaling */
 
 struct ind {
     expr *e;
+    expr *key;  /* during evaluation only: e before linear scaling changed its shape */
     double err; /* training error; INFINITY when not finite */
     double fit; /* err, but no lower than the exact floor: below it only size counts */
 };
@@ -59,6 +62,7 @@ void symreg_params_default(symreg_params *p)
         .init_min_depth = 1,
         .init_max_depth = 3,
         .simplify = true,
+        .scaling = false,
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
@@ -204,6 +208,66 @@ static void set_error(const struct engine *g, struct ind *in, double err)
     in->fit = err > g->floor ? err : g->floor;
 }
 
+/* Linear scaling (Keijzer 2003): the a, b that minimise the (LM-weighted)
+ * squared error of a + b * pred, in closed form. False when pred is
+ * constant over the rows, or a or b is not finite. */
+static bool scale_fit(const struct engine *g, const double *pred, double *a, double *b)
+{
+    double sw = 0, sp = 0, sy = 0;
+
+    for (size_t i = 0; i < g->n; i++) {
+        double w = g->w ? g->w[i] * g->w[i] : 1;
+        sw += w;
+        sp += w * pred[i];
+        sy += w * g->y[i];
+    }
+    double mp = sp / sw, my = sy / sw, vpp = 0, vpy = 0, spp = 0;
+    for (size_t i = 0; i < g->n; i++) {
+        double w = g->w ? g->w[i] * g->w[i] : 1, d = pred[i] - mp;
+        vpp += w * d * d;
+        vpy += w * d * (g->y[i] - my);
+        spp += w * pred[i] * pred[i];
+    }
+    if (!(vpp > SCALE_MIN_SPREAD * spp))
+        return false;
+    *b = vpy / vpp;
+    *a = my - *b * mp;
+    return isfinite(*a) && isfinite(*b);
+}
+
+/* With params.scaling: makes in->e into a + b * e when that lowers its error
+ * by at least SCALE_GAIN and stays within the limits. The head is left
+ * as it is (children simplify it, and so does the report): folding it into
+ * the tree here (a constant times a sum goes into its terms) did no better
+ * in trials. The tree as it was goes to in->key (the shape the cache files
+ * it under). pred holds e's predictions on entry and is clobbered. */
+static int scale(const struct engine *g, struct ind *in, double *pred)
+{
+    const symreg_params *p = g->p;
+    struct expr_node head[4] = {
+        {.op = EXPR_ADD}, {.op = EXPR_CONST}, {.op = EXPR_MUL}, {.op = EXPR_CONST}};
+    expr *w;
+
+    if (!p->scaling || !(in->err > g->floor) || !scale_fit(g, pred, &head[1].c, &head[3].c))
+        return 0;
+    for (size_t i = 0; i < g->n; i++)
+        pred[i] = head[1].c + head[3].c * pred[i];
+    if (!(symreg_error(p->fitness, g->y, pred, g->n) < SCALE_GAIN * in->err))
+        return 0;
+    if (!(w = expr_clone(in->e)) || expr_splice(w, 0, 0, head, 4) < 0) {
+        expr_free(w);
+        return -ENOMEM;
+    }
+    if (!symreg_within_limits(w, p->max_depth, p->max_size)) {
+        expr_free(w);
+        return 0;
+    }
+    in->key = in->e;
+    in->e = w;
+    set_error(g, in, symreg_error(p->fitness, g->y, pred, g->n));
+    return 0;
+}
+
 /* The second stage: its constants fitted, its error measured. */
 static int evaluate(const struct engine *g, struct ind *in, double *pred)
 {
@@ -221,13 +285,16 @@ static int evaluate(const struct engine *g, struct ind *in, double *pred)
             double mse = rss / (double)g->n;
             double err = p->fitness == SYMREG_RMSE ? sqrt(mse) : mse;
             set_error(g, in, isfinite(err) ? err : INFINITY);
-            return 0;
+            if (!p->scaling || !(in->err > g->floor))
+                return 0;
         }
     }
-    set_error(g, in,
-              expr_eval(in->e, g->x, g->n, pred) ? symreg_error(p->fitness, g->y, pred, g->n)
-                                                 : INFINITY);
-    return 0;
+    if (!expr_eval(in->e, g->x, g->n, pred)) {
+        set_error(g, in, INFINITY);
+        return 0;
+    }
+    set_error(g, in, symreg_error(p->fitness, g->y, pred, g->n));
+    return scale(g, in, pred);
 }
 
 struct batch {
@@ -307,7 +374,11 @@ static int evaluate_all(struct engine *g, struct ind **todo, size_t n_todo)
     if (r == 0)
         r = run_stage(g, evaluate, fit, n_fit);
     for (size_t i = 0; i < n_fit && r == 0 && g->cache; i++)
-        r = symreg_cache_put(g->cache, fit[i]->e, hash[i], fit[i]->err);
+        r = symreg_cache_put(g->cache, fit[i]->key, fit[i]->e, hash[i], fit[i]->err);
+    for (size_t i = 0; i < n_fit; i++) {
+        expr_free(fit[i]->key);
+        fit[i]->key = NULL;
+    }
     if (r == 0)
         g->evaluations += n_todo;
     free(fit);
@@ -612,6 +683,7 @@ static int refit_archive(struct engine *g)
     int r = pred ? 0 : -ENOMEM;
 
     p.lm_iterations = ARCHIVE_REFIT_ITERATIONS;
+    p.scaling = false; /* the refit keeps each equation's size */
     h.p = &p;
     for (size_t s = 1; s <= p.max_size && r == 0; s++) {
         struct ind *a = &g->archive[s];

@@ -306,7 +306,7 @@ static void test_cache_shapes(void **state)
     assert_int_equal(symreg_shape_hash(fitted), symreg_shape_hash(same));
     assert_int_not_equal(symreg_shape_hash(fitted), symreg_shape_hash(other_var));
     assert_false(symreg_cache_take(c, same, symreg_shape_hash(same), &err));
-    assert_int_equal(symreg_cache_put(c, fitted, symreg_shape_hash(fitted), 0.25), 0);
+    assert_int_equal(symreg_cache_put(c, NULL, fitted, symreg_shape_hash(fitted), 0.25), 0);
     assert_true(symreg_cache_take(c, same, symreg_shape_hash(same), &err));
     assert_true(err == 0.25);
     expr_get_consts(same, c2);
@@ -315,13 +315,95 @@ static void test_cache_shapes(void **state)
     assert_false(symreg_cache_take(c, other_var, symreg_shape_hash(fitted), &err));
     assert_false(symreg_cache_take(c, other_op, symreg_shape_hash(fitted), &err));
     /* The newer equation of a slot replaces the older. */
-    assert_int_equal(symreg_cache_put(c, other_var, symreg_shape_hash(fitted), 0.5), 0);
+    assert_int_equal(symreg_cache_put(c, NULL, other_var, symreg_shape_hash(fitted), 0.5), 0);
     assert_false(symreg_cache_take(c, same, symreg_shape_hash(same), &err));
     symreg_cache_free(c);
     expr_free(fitted);
     expr_free(same);
     expr_free(other_var);
     expr_free(other_op);
+}
+
+/* An equation whose fit changed its shape (linear scaling made x into
+ * 0.5 + 2 * x) is filed under the shape it came from: a child of that shape
+ * becomes the whole fitted equation; a child of the fitted shape does not
+ * match, nor does another feature. */
+static void test_cache_changed_shape(void **state)
+{
+    struct symreg_cache *c = NULL;
+    expr *key = parse_ok("x"), *fitted = parse_ok("2 * x + 0.5"), *child = parse_ok("x");
+    expr *like_fitted = parse_ok("1 + 3 * x"), *other = parse_ok("m");
+    double err = 0;
+    char *text;
+
+    assert_int_equal(symreg_cache_new(64, &c), 0);
+    assert_int_equal(symreg_cache_put(c, key, fitted, symreg_shape_hash(key), 0.125), 0);
+    assert_true(symreg_cache_take(c, child, symreg_shape_hash(child), &err));
+    assert_true(err == 0.125);
+    text = expr_print(child, vars);
+    assert_string_equal(text, "2 * x + 0.5");
+    free(text);
+    assert_false(symreg_cache_take(c, like_fitted, symreg_shape_hash(key), &err));
+    assert_false(symreg_cache_take(c, other, symreg_shape_hash(key), &err));
+    /* A key of the fitted equation's own shape is not kept apart. */
+    assert_int_equal(symreg_cache_put(c, like_fitted, fitted, symreg_shape_hash(fitted), 0.25), 0);
+    assert_true(symreg_cache_take(c, like_fitted, symreg_shape_hash(fitted), &err));
+    assert_true(err == 0.25);
+    symreg_cache_free(c);
+    expr_free(key);
+    expr_free(fitted);
+    expr_free(child);
+    expr_free(like_fitted);
+    expr_free(other);
+}
+
+static double affine_square(double x, double m)
+{
+    return 5 + 2 * x * x;
+}
+
+/* Linear scaling fits a + b * f in closed form: without constant terminals,
+ * with only + and * and no simplification (which brings in constants:
+ * x + x is 2 * x), 5 + 2 x^2 is out of reach of the tree alone (its error
+ * stays far above round-off) and within reach with scaling, which reports
+ * the a and b it fitted in the equation. It is off by default. */
+static void test_linear_scaling(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+
+    make_data(&d, affine_square, 5);
+    symreg_params_default(&p);
+    assert_false(p.scaling);
+    p.scaling = true;
+    p.ops = 1u << EXPR_ADD | 1u << EXPR_MUL;
+    p.constants = false;
+    p.simplify = false;
+    p.fitness = SYMREG_RMSE;
+    p.population = 100;
+    p.generations = 10;
+    p.threads = 1;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    assert_true(res->train_error <= res->floor);
+    assert_true(expr_n_consts(res->best) >= 1);
+    double pred[N];
+    assert_true(expr_eval(res->best, d.cols, N, pred));
+    for (int i = 0; i < N; i++)
+        assert_true(fabs(pred[i] - d.y[i]) <= 1e-9 * d.y[i]);
+    symreg_result_free(res);
+    p.scaling = false;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+    assert_true(res->train_error > 1e-3);
+    assert_int_equal(expr_n_consts(res->best), 0);
+    symreg_result_free(res);
+    p.scaling = true; /* both presets set it back off */
+    assert_int_equal(symreg_params_preset(&p, "pandora"), 0);
+    assert_false(p.scaling);
+    p.scaling = true;
+    assert_int_equal(symreg_params_preset(&p, "default"), 0);
+    assert_false(p.scaling);
 }
 
 /* With the cache, children shaped as an equation already fitted are scored
@@ -377,6 +459,7 @@ static void test_front_refitted(void **state)
     p.population = 100;
     p.generations = 10;
     p.lm_iterations = 1;
+    p.scaling = false; /* a scaled equation's a and b are redundant: LM creeps on them */
     assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
     for (size_t i = 0; i < res->n_front; i++) {
         expr *e = expr_clone(res->front[i].e);
@@ -468,7 +551,9 @@ int main(void)
         cmocka_unit_test(test_limits_hold),
         cmocka_unit_test(test_same_result_any_thread_count),
         cmocka_unit_test(test_cache_shapes),
+        cmocka_unit_test(test_cache_changed_shape),
         cmocka_unit_test(test_cache_in_runs),
+        cmocka_unit_test(test_linear_scaling),
         cmocka_unit_test(test_front_refitted),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_koza1),

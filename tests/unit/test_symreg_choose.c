@@ -168,6 +168,36 @@ static void test_polish_rounds_to_the_data(void **state)
     expr_free(e);
 }
 
+/* Rounding may turn the tree around: fitted to y = 1.5 x m + 0.3 m + 4,
+ * x m - c m gets c = -0.3 and rounds to 1.5 * x * m + 0.3 * m + 4. Each
+ * reported constant is then paired with its own fitted value, not with the
+ * one that stood at its index before. */
+static void test_polish_pairs_constants_after_reordering(void **state)
+{
+    struct data d;
+    symreg_const *k;
+    size_t nk;
+    expr *out, *e = parse_ok("1.4 * x * m - 0.2 * m + 3");
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+
+    make_data(&d, 0, 5);
+    gsl_rng_set(r, 5);
+    for (int i = 0; i < N; i++)
+        d.y[i] = 1.5 * d.x[i] * d.m[i] + 0.3 * d.m[i] + 4 + gsl_ran_gaussian(r, 0.05);
+    gsl_rng_free(r);
+    assert_int_equal(symreg_polish(e, SYMREG_RMSE, d.cols, d.y, N, &out, &k, &nk), 0);
+    assert_int_equal(nk, 3);
+    for (size_t i = 0; i < nk; i++) {
+        assert_true(k[i].se > 0);
+        if (fabs(k[i].value - k[i].fitted) > k[i].se)
+            fail_msg("constant %zu: %g against fitted %g (se %g)", i, k[i].value, k[i].fitted,
+                     k[i].se);
+    }
+    free(k);
+    expr_free(out);
+    expr_free(e);
+}
+
 /* Polishing `from` on noiseless data of d gives 1.5 * x * m + 4. */
 static void polish_to_truth(const struct data *d, const char *from)
 {
@@ -296,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_rules_noisy),
         cmocka_unit_test(test_rule_exact),
         cmocka_unit_test(test_polish_rounds_to_the_data),
+        cmocka_unit_test(test_polish_pairs_constants_after_reordering),
         cmocka_unit_test(test_polish_drops_leftovers),
         cmocka_unit_test(test_polish_expands_polynomials),
         cmocka_unit_test(test_polish_keeps_a_shorter_product),
