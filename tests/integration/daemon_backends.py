@@ -9,7 +9,9 @@ run, one daemon after the other, on the same workload:
   perf backend within 3 %, as daemon_live holds it (a per-task task-clock
   event also counts the interrupts taken while the task ran, and on a
   virtual machine the time the hypervisor took: 1.7 % over rusage seen at
-  load 9), and the two backends agree within 3 %;
+  load 9, 4.5 % once in a loaded fresh tree, so the host's steal time over
+  the burners' run is allowed on top), and the two backends agree within
+  3 % (and that steal time);
 - the bpf backend, which takes context switches and page faults from the
   kernel's per-thread counts (rusage's), records (--record) those of a
   process that sleeps 300 times and of a burner that takes 6,000 page
@@ -72,6 +74,13 @@ if os.geteuid() != 0:
     print("skip: needs root (the proc connector, and BPF for the bpf backend)")
     sys.exit(77)
 state = tempfile.mkdtemp(prefix="wattprofd-backends-")
+
+
+def steal_s():
+    """The host's steal time so far, all CPUs, in seconds (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 def wait_status(d):
@@ -175,13 +184,16 @@ def run(backend):
     env = workload_env()
 
     def burn_pair(seconds):
+        steal0 = steal_s()
         procs = [subprocess.Popen([burn, "--wait", "0.3", str(x)], env=env) for x in seconds]
         ru = {}
         for b in procs:
             _, _, r = os.wait4(b.pid, 0)
             ru[b.pid] = r.ru_utime + r.ru_stime
+        stolen.update({pid: steal_s() - steal0 for pid in ru})
         return ru
 
+    stolen = {}  # burner: the host's steal time over its pair's run, s
     apart = burn_pair([BURN_S, BURN_S + 0.2])  # they end 0.2 s apart
     together = burn_pair([BURN_S, BURN_S])     # they end within a tick or two
     counted = counted_pair(env)
@@ -196,8 +208,12 @@ def run(backend):
                          " ON p.id = e.process_id WHERE p.pid = ?", pid)[0][0] or 0.0
     tol = 0.01 if backend == "bpf" else 0.03
     for pid, ru in {**apart, **together}.items():
+        # perf may exceed rusage by the time the hypervisor took meanwhile
+        # (the host's steal time over the pair's run: an upper bound).
+        over = stolen[pid] if backend == "perf" else 0.0
         check(f"{backend}: burner {pid}: stored CPU {cpu[pid]:.4f} s is its rusage "
-              f"{ru:.4f} s within {tol:.0%}", abs(cpu[pid] - ru) <= tol * ru)
+              f"{ru:.4f} s within {tol:.0%} (+ {over:.3f} s stolen)",
+              -tol * ru <= cpu[pid] - ru <= tol * ru + over)
     ended = [p for p in cpu
              if d.sql("SELECT exit_time FROM processes WHERE pid = ?", p) not in ([], [(None,)])]
     check(f"{backend}: each burner's exit is stored (bpf: from its exit hook, the connector's "
@@ -214,7 +230,8 @@ def run(backend):
           names == [("sleep", "sleep 0.4")], str(names))
     if backend == "bpf":
         check_counts(trace, counted)
-    return [cpu[p] / apart[p] for p in apart], (short, cpu[short], d, child, job)
+    return ([(cpu[p] / apart[p], stolen[p] / apart[p]) for p in apart],
+            (short, cpu[short], d, child, job))
 
 
 perf, _ = run("perf")
@@ -222,9 +239,9 @@ bpf, extra = run("bpf")
 if bpf is None:
     print("skip: the bpf backend cannot load here: " + " ".join(extra.split())[-300:])
 else:
-    for i, (a, b) in enumerate(zip(perf, bpf)):
-        check(f"burner {i}: bpf and perf agree (stored/rusage {b:.4f} vs {a:.4f})",
-              abs(a - b) <= 0.03)
+    for i, ((a, over), (b, _)) in enumerate(zip(perf, bpf)):
+        check(f"burner {i}: bpf and perf agree (stored/rusage {b:.4f} vs {a:.4f}, perf's "
+              f"with {over:.4f} of steal time)", -0.03 <= a - b <= 0.03 + over)
     short, short_cpu, d, child, job = extra
     check(f"bpf: the 1 ms child {child} is stored with its parent's job {JOB}",
           job == [(JOB,)], str(job))
