@@ -129,6 +129,7 @@ void conn_close(store *s)
 
 int conn_open(store *s, char *err, size_t errlen)
 {
+    char settled[4096];
     struct stat st;
     int rc, r = schema_open(s->path, s->cfg.max_db_bytes, &s->db, err, errlen);
 
@@ -161,6 +162,19 @@ int conn_open(store *s, char *err, size_t errlen)
     }
     s->db_dev = st.st_dev;
     s->db_ino = st.st_ino;
+    r = settled_path(s->path, settled, sizeof(settled));
+    if (r == 0 && stat(settled, &st) < 0)
+        r = util_err(err, errlen, -errno, "%s: %s", settled, strerror(errno));
+    else if (r < 0)
+        r = util_err(err, errlen, r, "%s: path too long for its settled file", s->path);
+    if (r == 0)
+        r = settled_drop_moved(s->db, s->path, err, errlen);
+    if (r < 0) {
+        conn_close(s);
+        return r;
+    }
+    s->settled_dev = st.st_dev;
+    s->settled_ino = st.st_ino;
     checkpoint_policy(s);
     return 0;
 }

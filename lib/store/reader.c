@@ -118,6 +118,8 @@ int store_reader_open(const char *path, store_reader **out, char *err, size_t er
     sqlite3_create_function(r->db, "regexp", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, regexp_fn,
                             NULL, NULL);
     ret = check_version(r, err, errlen);
+    if (ret == 0)
+        ret = settled_attach_reader(r->db, path, err, errlen);
     if (ret < 0) {
         store_reader_close(r);
         return ret;

@@ -26,37 +26,55 @@
 #include "store/store-internal.h"
 #include "util/util.h"
 
+#include <errno.h>
+
 /* ?4: the first second not to move; ?5: the last batch number so far.
  * Each two minutes of seconds from the oldest make one batch (live, a move
  * has one minute), so a rollup step never reads much more than the rows it
- * rolls up. */
+ * rolls up. The rows go through a temporary table (in memory) that leaves
+ * out those a batch holds already: after a crash, or a failed commit of
+ * the main file, between the move's two commits, the next move does not
+ * settle them twice. Only the settled file is written. */
 static const char *const move[] = {
-    "INSERT INTO process_energy_batch (batch, t_min, t_max)"
-    " SELECT ?5 + 1 + (t - m.t0) / 120, min(t), max(t) FROM process_energy_recent,"
-    " (SELECT min(t) AS t0 FROM process_energy_recent) m WHERE t < ?4 GROUP BY (t - m.t0) / 120",
-    "INSERT INTO process_energy_settled (batch, process_id, t, attributed_j, standalone_j, cpu_s,"
-    " class, model_id)"
+    "CREATE TEMP TABLE IF NOT EXISTS move_rows AS SELECT t, process_id, attributed_j,"
+    " standalone_j, cpu_s, class, model_id FROM main.process_energy_recent WHERE false",
+    "INSERT INTO temp.move_rows SELECT r.t, r.process_id, r.attributed_j, r.standalone_j,"
+    " r.cpu_s, r.class, r.model_id FROM main.process_energy_recent r"
+    " WHERE r.t < ?4 AND NOT " SETTLED_ALREADY("r"),
+    "INSERT INTO settled.process_energy_batch (batch, t_min, t_max)"
+    " SELECT ?5 + 1 + (t - m.t0) / 120, min(t), max(t) FROM temp.move_rows,"
+    " (SELECT min(t) AS t0 FROM temp.move_rows) m GROUP BY (t - m.t0) / 120",
+    "INSERT INTO settled.process_energy_settled (batch, process_id, t, attributed_j,"
+    " standalone_j, cpu_s, class, model_id)"
     " SELECT ?5 + 1 + (t - m.t0) / 120, process_id, t, attributed_j, standalone_j, cpu_s, class,"
-    " model_id FROM process_energy_recent, (SELECT min(t) AS t0 FROM process_energy_recent) m"
-    " WHERE t < ?4 ORDER BY 1, 2, 3",
+    " model_id FROM temp.move_rows, (SELECT min(t) AS t0 FROM temp.move_rows) m"
+    " ORDER BY 1, 2, 3",
+    "DELETE FROM temp.move_rows",
 };
 
-/* Empties process_energy_recent but for the rows from ?4 on. DELETE
+/* Empties process_energy_recent but for the rows from ?4 on, once the
+ * settled file holds them. DELETE
  * without WHERE frees the table's pages without writing them; a range
  * DELETE rewrites each page it removes rows from first, which was about
  * 40 % of the frames a move wrote (docs/storage.md). The rows that stay
  * (a second a flush wrote in progress, and any after it: usually none) are
  * set aside in a temporary table (in memory) and put back. */
 static const char *const empty[] = {
-    "CREATE TEMP TABLE IF NOT EXISTS recent_kept AS"
-    " SELECT * FROM process_energy_recent WHERE false",
-    "INSERT INTO temp.recent_kept SELECT * FROM process_energy_recent WHERE t >= ?4",
-    "DELETE FROM process_energy_recent",
-    "INSERT INTO process_energy_recent SELECT * FROM temp.recent_kept ORDER BY t, process_id",
+    "CREATE TEMP TABLE IF NOT EXISTS recent_kept AS SELECT t, process_id, attributed_j,"
+    " standalone_j, cpu_s, class, model_id FROM main.process_energy_recent WHERE false",
+    "INSERT INTO temp.recent_kept SELECT t, process_id, attributed_j, standalone_j, cpu_s,"
+    " class, model_id FROM main.process_energy_recent WHERE t >= ?4",
+    "DELETE FROM main.process_energy_recent",
+    "INSERT INTO main.process_energy_recent (t, process_id, attributed_j, standalone_j, cpu_s,"
+    " class, model_id) SELECT t, process_id, attributed_j, standalone_j, cpu_s, class, model_id"
+    " FROM temp.recent_kept ORDER BY t, process_id",
     "DELETE FROM temp.recent_kept",
 };
 
-static const char *const steps[] = {
+/* The rollup of the settled rows, in the settled file's own transaction
+ * (after the main file's, so that it never rolls up rows that the recent
+ * table still holds). */
+static const char *const settled_steps[] = {
     "INSERT INTO process_energy_minute (process_id, t, attributed_j, standalone_j, cpu_s, class,"
     " model_id, seconds)"
     " SELECT process_id, m, a, sa, c, class, model_id, n FROM ("
@@ -75,7 +93,12 @@ static const char *const steps[] = {
     /* a batch cut in two keeps its newest second (t_max >= ?1) */
     "UPDATE process_energy_batch SET t_min = (SELECT min(t) FROM process_energy_settled e"
     " WHERE e.batch = process_energy_batch.batch) WHERE t_min < ?1",
+    "DELETE FROM process_energy_minute WHERE t < ?2",
+};
 
+/* The rest, in the main file's transaction with the emptying of the recent
+ * table. */
+static const char *const steps[] = {
     "INSERT INTO host_energy_minute (t, domain, measured_j, modeled_j, seconds)"
     " SELECT (t / 60) * 60 AS m, domain, sum(measured_j), sum(modeled_j), count(*)"
     " FROM host_energy WHERE t < ?1 AND t >= ?2 GROUP BY m, domain"
@@ -102,18 +125,9 @@ static const char *const steps[] = {
     " idle_source = excluded.idle_source, calib_t = excluded.calib_t",
     "DELETE FROM host_attribution WHERE t < ?1",
 
-    "DELETE FROM process_energy_minute WHERE t < ?2",
     "DELETE FROM host_energy_minute WHERE t < ?2",
     "DELETE FROM host_attribution_minute WHERE t < ?2",
     "DELETE FROM calibration WHERE t < ?3",
-    /* a process's folded rows are of seconds up to its last_seen; its
-     * recent rows can be later */
-    "DELETE FROM processes WHERE last_seen < ?2"
-    " AND NOT EXISTS (SELECT 1 FROM process_energy_recent WHERE process_id = processes.id)"
-    " AND NOT EXISTS (SELECT 1 FROM process_energy_batch b"
-    "  CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = processes.id"
-    "  WHERE b.t_min <= processes.last_seen)"
-    " AND NOT EXISTS (SELECT 1 FROM process_energy_minute WHERE process_id = processes.id)",
 };
 
 static int64_t floor_div(int64_t a, int64_t b)
@@ -135,6 +149,66 @@ static int run_step(sqlite3 *db, const char *sql, const int64_t cut[5])
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
+/* Last, in a transaction of the main file of its own: the processes with
+ * no rows left in either file (it writes nothing when none goes). */
+static const char *const processes_steps[] = {
+    /* a process's folded rows are of seconds up to its last_seen; its
+     * recent rows can be later */
+    "DELETE FROM processes WHERE last_seen < ?2"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_recent WHERE process_id = processes.id)"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_batch b"
+    "  CROSS JOIN process_energy_settled e ON e.batch = b.batch AND e.process_id = processes.id"
+    "  WHERE b.t_min <= processes.last_seen)"
+    " AND NOT EXISTS (SELECT 1 FROM process_energy_minute WHERE process_id = processes.id)",
+};
+
+/* Runs `sql` (n statements) with `cut` in one transaction begun by
+ * `begin`; on failure an SQLite code, with what failed in `err` (taken
+ * before the rollback, which clears it). */
+static int run_txn(sqlite3 *db, const char *begin, const char *const *sql, size_t n,
+                   const int64_t cut[5], const char *schema, const char *what, char *err,
+                   size_t errlen)
+{
+    int rc = sqlite3_exec(db, begin, NULL, NULL, NULL);
+
+    for (size_t i = 0; rc == SQLITE_OK && i < n; i++)
+        rc = run_step(db, sql[i], cut);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        return rc;
+    util_err(err, errlen, schema_errno(db, rc), "%s: %s failed: %s",
+             sqlite3_db_filename(db, schema), what, sqlite3_errmsg(db));
+    if (!sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+}
+
+/* A transaction of the settled file, waiting SETTLED_BUSY_MS at most for
+ * readers: a reader's SHARED lock there holds off its commit until the
+ * reader's statement ends (queries may run 10 s), and the per-second
+ * commits wait for maintenance. */
+static int run_settled(sqlite3 *db, const char *const *sql, size_t n, const int64_t cut[5],
+                       const char *what, char *err, size_t errlen)
+{
+    int rc;
+
+    sqlite3_busy_timeout(db, SETTLED_BUSY_MS);
+    rc = run_txn(db, "BEGIN IMMEDIATE", sql, n, cut, "settled", what, err, errlen);
+    sqlite3_busy_timeout(db, SCHEMA_BUSY_MS);
+    return rc;
+}
+
+/* -errno for a failed step (never 0) */
+static int step_errno(sqlite3 *db, int rc)
+{
+    int r = schema_errno(db, rc);
+
+    return r < 0 ? r : -EIO;
+}
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t held_s,
                   int64_t move_before, char *err, size_t errlen)
 {
@@ -142,13 +216,22 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
     int64_t cut[5] = {due, now_s - c->minute_retention_s, now_s - c->calibration_retention_s,
                       move_before, 0};
     int64_t recent = INT64_MAX;
-    int more = 0, rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    int more = 0, rc, r;
 
-    if (rc == SQLITE_OK)
-        rc = schema_int(db, "SELECT max(batch) FROM process_energy_batch", 0, &cut[4]);
-    for (size_t i = 0; rc == SQLITE_OK && i < sizeof(move) / sizeof(move[0]); i++)
-        rc = run_step(db, move[i], cut);
-    for (size_t i = 0; rc == SQLITE_OK && i < sizeof(empty) / sizeof(empty[0]); i++)
+    /* 1. the settled file takes the rows (its commit first) */
+    rc = schema_int(db, "SELECT max(batch) FROM settled.process_energy_batch", 0, &cut[4]);
+    if (rc != SQLITE_OK)
+        return util_err(err, errlen, step_errno(db, rc), "%s: reading the last batch: %s",
+                        sqlite3_db_filename(db, "settled"), sqlite3_errmsg(db));
+    rc = run_settled(db, move, N(move), cut, "moving the recent rows", err, errlen);
+    if ((rc & 0xff) == SQLITE_BUSY)
+        return RETENTION_BUSY;
+    if (rc != SQLITE_OK)
+        return step_errno(db, rc);
+
+    /* 2. the main file lets them go, and rolls up and expires its own rows */
+    rc = sqlite3_exec(db, SCHEMA_BEGIN_MAIN, NULL, NULL, NULL);
+    for (size_t i = 0; rc == SQLITE_OK && i < N(empty); i++)
         rc = run_step(db, empty[i], cut);
     if (rc == SQLITE_OK)
         rc = schema_int(db,
@@ -167,14 +250,26 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
         rc = schema_int(db, "SELECT min(t) FROM process_energy_recent", INT64_MAX, &recent);
     if (rc == SQLITE_OK && recent < cut[0])
         cut[0] = floor_div(recent, 60) * 60;
-    for (size_t i = 0; rc == SQLITE_OK && i < sizeof(steps) / sizeof(steps[0]); i++)
+    for (size_t i = 0; rc == SQLITE_OK && i < N(steps); i++)
         rc = run_step(db, steps[i], cut);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        r = util_err(err, errlen, step_errno(db, rc), "%s: rollup and retention failed: %s",
+                     sqlite3_db_filename(db, "main"), sqlite3_errmsg(db));
+        if (!sqlite3_get_autocommit(db))
+            sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        return r;
+    }
+
+    /* 3. the settled file rolls up and expires its rows */
+    rc = run_settled(db, settled_steps, N(settled_steps), cut, "rollup and retention", err, errlen);
+    if ((rc & 0xff) == SQLITE_BUSY)
+        return RETENTION_BUSY;
+
+    /* 4. the processes with no rows left go */
     if (rc == SQLITE_OK)
-        return more;
-    if (!sqlite3_get_autocommit(db))
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-    return util_err(err, errlen, schema_errno(db, rc), "%s: rollup and retention failed: %s",
-                    sqlite3_db_filename(db, "main"), sqlite3_errmsg(db));
+        rc = run_txn(db, SCHEMA_BEGIN_MAIN, processes_steps, N(processes_steps), cut, "main",
+                     "deleting expired processes", err, errlen);
+    return rc == SQLITE_OK ? more : step_errno(db, rc);
 }

@@ -198,6 +198,14 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
 
     /* 9: the node's per-event calibration */
     migrate_node_event_calibration,
+
+    /* 10: the settled rows in a file of their own: migrate_settled_file
+     * (settled.c), two files, two transactions */
+};
+
+/* The steps that are functions rather than one SQL text. */
+static int (*const migrate_fn[STORE_SCHEMA_VERSION])(sqlite3 *db) = {
+    [9] = migrate_settled_file,
 };
 
 int schema_errno(sqlite3 *db, int rc)
@@ -289,7 +297,7 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
                         "%s: schema version %d is newer than this wattprof's (%d)", path, version,
                         STORE_SCHEMA_VERSION);
     for (int v = version; v < STORE_SCHEMA_VERSION; v++) {
-        rc = migrate_one(db, v);
+        rc = migrate_fn[v] ? migrate_fn[v](db) : migrate_one(db, v);
         if (rc != SQLITE_OK)
             return util_err(err, errlen, schema_errno(db, rc),
                             "%s: migrating the schema from version %d to %d: %s", path, v, v + 1,
@@ -307,7 +315,6 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
  * committed transaction across a process crash without an fsync per commit
  * (only a power cut can lose the last ones). When the WAL is checkpointed
  * is the writer's own policy (checkpoint.c), not SQLite's default. */
-#define SCHEMA_PAGE_SIZE 1024
 
 static int pragmas(sqlite3 *db, int64_t max_db_bytes)
 {
@@ -353,7 +360,7 @@ static int pragmas(sqlite3 *db, int64_t max_db_bytes)
 int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err, size_t errlen)
 {
     sqlite3 *db = NULL;
-    int rc, r;
+    int rc, r, version = 0;
 
     /* The database holds every user's command lines: created 0640 whatever
      * the umask (SQLite gives its -wal and -shm files the database's mode). */
@@ -374,7 +381,7 @@ int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err
         sqlite3_close(db);
         return r;
     }
-    sqlite3_busy_timeout(db, 5000);
+    sqlite3_busy_timeout(db, SCHEMA_BUSY_MS);
     sqlite3_extended_result_codes(db, 1);
     rc = pragmas(db, max_db_bytes);
     if (rc != SQLITE_OK) {
@@ -383,7 +390,17 @@ int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err
         sqlite3_close(db);
         return r;
     }
-    r = schema_migrate(db, path, err, errlen);
+    rc = user_version(db, &version);
+    if (rc != SQLITE_OK) {
+        r = util_err(err, errlen, schema_errno(db, rc), "%s: cannot read the schema version: %s",
+                     path, sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return r;
+    }
+    /* a newer file is refused by schema_migrate, before anything is made */
+    r = version <= STORE_SCHEMA_VERSION ? settled_attach_writer(db, path, version, err, errlen) : 0;
+    if (r == 0)
+        r = schema_migrate(db, path, err, errlen);
     if (r < 0) {
         sqlite3_close(db);
         return r;

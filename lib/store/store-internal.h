@@ -202,6 +202,51 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen);
 int schema_int(sqlite3 *db, const char *sql, int64_t null_value, int64_t *v);
 /* -errno for an SQLite result code. */
 int schema_errno(sqlite3 *db, int rc);
+/* Begins a transaction that writes the main file only. BEGIN IMMEDIATE
+ * would take a write lock on every attached file too, and the commit of a
+ * rollback-journal file with a write lock waits for its readers even when
+ * nothing in it changed: a reader of the settled file would hold up every
+ * per-second commit. The no-op UPDATE takes the main file's write lock at
+ * once, as BEGIN IMMEDIATE did for it. */
+#define SCHEMA_BEGIN_MAIN "BEGIN; UPDATE main.process_fold SET t = t WHERE false"
+/* How long the writer's statements wait for a lock (the main file's). */
+#define SCHEMA_BUSY_MS 5000
+/* The page size of new files (schema.c says why). */
+#define SCHEMA_PAGE_SIZE 1024
+
+/* ---- The settled rows' file (settled.c) ------------------------------------- */
+
+/* PATH-settled: copied with the database by `cp wattprof.db*`. */
+#define SETTLED_SUFFIX "-settled"
+/* The schema version that keeps the settled rows in it. */
+#define SETTLED_VERSION 10
+/* How long a commit of the settled file waits for readers' locks before
+ * maintenance gives up until its next run (retention.c). */
+#define SETTLED_BUSY_MS 100
+
+/* The recent rows (correlation name R) that a settled batch holds already:
+ * the same process and second in a batch that spans it. The move leaves
+ * them out; the open drops them from the recent table. */
+#define SETTLED_ALREADY(R)                                                                         \
+    "EXISTS (SELECT 1 FROM settled.process_energy_batch b"                                         \
+    " CROSS JOIN settled.process_energy_settled e ON e.batch = b.batch"                            \
+    " AND e.process_id = " R ".process_id AND e.t = " R ".t"                                       \
+    " WHERE b.t_max >= " R ".t AND b.t_min <= " R ".t)"
+
+int settled_path(const char *db_path, char *buf, size_t len);
+/* Creates (0640) and attaches the settled file as "settled" with its
+ * pragmas and tables; `version` is the main file's user_version before
+ * any migration, for the one line a missing file of a database that had
+ * one logs. */
+int settled_attach_writer(sqlite3 *db, const char *db_path, int version, char *err, size_t errlen);
+/* Attaches it to a read-only connection (which neither creates nor
+ * writes it). */
+int settled_attach_reader(sqlite3 *db, const char *db_path, char *err, size_t errlen);
+/* Deletes, in one transaction of the main file, the recent rows that the
+ * settled file holds already (a crash between the move's two commits). */
+int settled_drop_moved(sqlite3 *db, const char *db_path, char *err, size_t errlen);
+/* The migration step "settled file", 9 -> 10; an SQLite code. */
+int migrate_settled_file(sqlite3 *db);
 
 /* ---- The store ------------------------------------------------------------------- */
 
@@ -268,8 +313,9 @@ struct store {
     int64_t fold_txn;     /* the fold the transaction under way wrote, 0: none */
     int64_t ckpt_since;   /* CLOCK_MONOTONIC s of the first commit since the
                              last checkpoint, 0: none (checkpoint.c) */
-    dev_t db_dev;
-    ino_t db_ino;
+    dev_t db_dev, settled_dev;
+    ino_t db_ino, settled_ino;
+    bool settle_deferred; /* the last maintenance was put off (logged once) */
     int64_t last_error_logged;
     store_wallclock clock; /* the writer's, for retention on the wall clock */
 
@@ -382,7 +428,10 @@ int store_calib_parse(const char *power, const char *rates, store_calibration_ro
  * `held_s` longer (wallclock.c), after moving the rows of
  * process_energy_recent of seconds before `move_before` (INT64_MAX: all) to
  * process_energy_settled: 0 when it is all done, 1 when more per-second
- * rows are due (run it again soon), or -errno. */
+ * rows are due (run it again soon), RETENTION_BUSY when readers held the
+ * settled file past SETTLED_BUSY_MS (what was committed holds; the rest
+ * waits for the next run), or -errno. */
+#define RETENTION_BUSY 2
 int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t held_s,
                   int64_t move_before, char *err, size_t errlen);
 /* Moves every row of process_energy_recent, adding them to their processes'

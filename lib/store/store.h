@@ -91,7 +91,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 9
+#define STORE_SCHEMA_VERSION 10
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
@@ -188,10 +188,12 @@ typedef struct store_stats {
     double last_commit_ms, max_commit_ms;
     int64_t last_commit_ns; /* CLOCK_REALTIME of the last successful commit */
     uint64_t maintenance_runs;
-    int error;            /* -errno of the last failed commit or maintenance
-                             step, 0 again after a successful commit */
-    char error_text[512]; /* one line for people while error != 0 */
-    int64_t db_bytes;     /* database file plus its WAL, as on disk */
+    uint64_t moves_deferred; /* maintenance runs that readers' locks on the
+                                settled file (PATH-settled) put off */
+    int error;               /* -errno of the last failed commit or maintenance
+                                step, 0 again after a successful commit */
+    char error_text[512];    /* one line for people while error != 0 */
+    int64_t db_bytes;        /* database file plus its WAL, as on disk */
 
     uint64_t flushes;        /* store_flush(_within) calls */
     uint64_t flushes_shared; /* ... answered by an earlier flush, no commit */

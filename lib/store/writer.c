@@ -47,12 +47,17 @@ static void set_error(store *s, int r, const char *text)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* True when the file at our path is still the one we have open. */
+/* True when the files at our path and beside it are still the ones we
+ * have open. */
 static bool same_file(store *s)
 {
+    char settled[4096];
     struct stat st;
 
-    return stat(s->path, &st) == 0 && st.st_dev == s->db_dev && st.st_ino == s->db_ino;
+    if (stat(s->path, &st) != 0 || st.st_dev != s->db_dev || st.st_ino != s->db_ino)
+        return false;
+    return settled_path(s->path, settled, sizeof(settled)) == 0 && stat(settled, &st) == 0 &&
+           st.st_dev == s->settled_dev && st.st_ino == s->settled_ino;
 }
 
 /* Makes sure a connection to the file at s->path is open. */
@@ -63,7 +68,7 @@ static int ensure_connected(store *s, char *err, size_t errlen)
     if (s->db && same_file(s))
         return 0;
     if (s->db) {
-        log_warning("%s was removed or replaced: opening a new database there", s->path);
+        log_warning("%s or its settled file was removed or replaced: opening them again", s->path);
         conn_close(s);
     }
     r = conn_open(s, err, errlen);
@@ -153,7 +158,7 @@ static int commit(store *s, commit_scope c)
     r = ensure_connected(s, err, sizeof(err));
     if (r < 0)
         goto fail;
-    rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    rc = sqlite3_exec(s->db, SCHEMA_BEGIN_MAIN, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = conn_write_rows(s, c.until, c.calib_until, &rows);
     if (rc == SQLITE_OK)
@@ -197,7 +202,7 @@ static int fold_for_move(store *s, char *err, size_t errlen)
 
     if (cut <= s->fold_t)
         return 0;
-    rc = sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    rc = sqlite3_exec(s->db, SCHEMA_BEGIN_MAIN, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = conn_fold(s, cut);
     if (rc == SQLITE_OK)
@@ -230,10 +235,18 @@ static int maintain(store *s, int64_t now_s, int64_t held_s)
         set_error(s, r, err);
         return r;
     }
+    if (r == RETENTION_BUSY && !s->settle_deferred)
+        log_warning("%s" SETTLED_SUFFIX ": a reader holds it past %d ms: the move of the recent"
+                    " rows waits for the next maintenance",
+                    s->path, SETTLED_BUSY_MS);
+    if (r != RETENTION_BUSY && s->settle_deferred)
+        log_info("%s" SETTLED_SUFFIX ": moving the recent rows again", s->path);
+    s->settle_deferred = r == RETENTION_BUSY;
     pthread_mutex_lock(&s->lock);
     s->stats.maintenance_runs++;
+    s->stats.moves_deferred += r == RETENTION_BUSY;
     pthread_mutex_unlock(&s->lock);
-    return r;
+    return r == RETENTION_BUSY ? 0 : r;
 }
 
 /* ---- The thread ------------------------------------------------------------- */

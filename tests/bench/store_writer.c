@@ -196,6 +196,15 @@ static int64_t file_bytes(const char *path)
     return stat(path, &st) == 0 ? st.st_size : 0;
 }
 
+/* The settled rows' file beside the database, where the layout has one. */
+static int64_t file_bytes_settled(const char *path)
+{
+    char name[4200];
+
+    snprintf(name, sizeof(name), "%s-settled", path);
+    return file_bytes(name);
+}
+
 /* What this process has had written: /proc/self/io write_bytes, wchar. */
 static void io_bytes(int64_t *write_bytes, int64_t *wchar)
 {
@@ -214,21 +223,47 @@ static void io_bytes(int64_t *write_bytes, int64_t *wchar)
         fclose(f);
 }
 
-/* Bytes of the database's pages in use, as a reader sees it. */
-static int64_t used_bytes(sqlite3 *db)
+/* Bytes of the pages in use of one file of the database (schema "main",
+ * or "settled": the settled rows' file beside it), as a reader sees it. */
+static int64_t used_bytes_of(sqlite3 *db, const char *schema)
 {
     sqlite3_stmt *st;
     int64_t v[3] = {0, 0, 0};
-    const char *sql[3] = {"PRAGMA page_count", "PRAGMA freelist_count", "PRAGMA page_size"};
+    const char *sql[3] = {"page_count", "freelist_count", "page_size"};
+    char q[64];
 
     for (int i = 0; i < 3; i++) {
-        if (sqlite3_prepare_v2(db, sql[i], -1, &st, NULL) != SQLITE_OK)
+        snprintf(q, sizeof(q), "PRAGMA %s.%s", schema, sql[i]);
+        if (sqlite3_prepare_v2(db, q, -1, &st, NULL) != SQLITE_OK)
             return -1;
         if (sqlite3_step(st) == SQLITE_ROW)
             v[i] = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
     }
     return (v[0] - v[1]) * v[2];
+}
+
+/* Both files' pages in use, where the layout has the settled file. */
+static int64_t used_bytes(sqlite3 *db)
+{
+    int64_t main = used_bytes_of(db, "main");
+
+    if (main < 0 || !sqlite3_db_filename(db, "settled"))
+        return main;
+    return main + used_bytes_of(db, "settled");
+}
+
+/* Attaches PATH-settled to the reader when the layout has one. */
+static void attach_settled(sqlite3 *db, const char *path)
+{
+    char name[4200], *sql;
+
+    snprintf(name, sizeof(name), "%s-settled", path);
+    if (access(name, F_OK) != 0)
+        return;
+    sql = sqlite3_mprintf("ATTACH %Q AS settled", name);
+    sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_free(sql);
 }
 
 static double ms_since(int64_t t0)
@@ -529,12 +564,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s: cannot open: %s\n", argv[4], per_tick ? "peer" : err);
         return 1;
     }
-    int64_t empty = file_bytes(argv[4]);
+    int64_t empty = file_bytes(argv[4]) + file_bytes_settled(argv[4]);
     if (sample_s > 0 &&
         sqlite3_open_v2(argv[4], &reader, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         fprintf(stderr, "%s: cannot open a reader\n", argv[4]);
         return 1;
     }
+    if (sample_s > 0)
+        attach_settled(reader, argv[4]);
     cpu0 = cpu_s(RUSAGE_SELF);
     thr0 = cpu_s(RUSAGE_THREAD);
     wall0 = util_now_ns(CLOCK_MONOTONIC) / 1e9;
@@ -577,7 +614,7 @@ int main(int argc, char **argv)
         peer_close(&p);
     else
         store_close(s);
-    int64_t bytes = file_bytes(argv[4]) - empty;
+    int64_t bytes = file_bytes(argv[4]) + file_bytes_settled(argv[4]) - empty;
     sqlite3_close(reader);
     qsort(push_us, ticks, sizeof(double), cmp);
     printf("{\"mode\": \"%s\", \"processes\": %d, \"seconds\": %.2f, \"writer_cpu_pct\": %.4f,"

@@ -8,7 +8,9 @@
 #include "store/store.h"
 #include "util/util.h"
 
+#include <limits.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,10 @@ static inline void remove_db(const char *path)
     unlink(name);
     snprintf(name, sizeof(name), "%s-lock", path);
     unlink(name);
+    snprintf(name, sizeof(name), "%s-settled", path);
+    unlink(name);
+    snprintf(name, sizeof(name), "%s-settled-journal", path);
+    unlink(name);
 }
 
 static inline int teardown(void **state)
@@ -95,12 +101,31 @@ static inline store *open_store(const char *path, const store_config *c)
 
 /* ---- Reading the file behind the store's back --------------------------- */
 
+/* The database with its settled file (PATH-settled) attached, when there
+ * is one, and the view process_energy of both (a view of the main file
+ * cannot read another). */
+#define RAW_SETTLED_VIEW                                                                           \
+    "CREATE TEMP VIEW process_energy AS"                                                           \
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"                    \
+    " FROM settled.process_energy_settled UNION ALL"                                               \
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"                    \
+    " FROM main.process_energy_recent"
+
 static inline sqlite3 *raw_open(const char *path)
 {
+    char settled[4200], *sql;
+    struct stat st;
     sqlite3 *db;
 
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
+    snprintf(settled, sizeof(settled), "%s-settled", path);
+    if (stat(settled, &st) == 0) {
+        sql = sqlite3_mprintf("ATTACH %Q AS settled", settled);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_free(sql);
+        sqlite3_exec(db, RAW_SETTLED_VIEW, NULL, NULL, NULL);
+    }
     return db;
 }
 
@@ -134,9 +159,71 @@ static inline void raw_exec(sqlite3 *db, const char *sql)
         fail_msg("%s: %s", sql, msg);
 }
 
+/* Compares every table of the copy `old` (a file VACUUMed INTO before a
+ * migration) with the migrated database open as `db`, by name wherever
+ * the migration put it (main or settled): each must have rows, and the
+ * same. Returns how many tables. */
+static inline int raw_same_tables(sqlite3 *db, const char *old)
+{
+    char sql[PATH_MAX + 256];
+    sqlite3_stmt *st;
+    int tables = 0;
+
+    snprintf(sql, sizeof(sql), "ATTACH '%s' AS old", old);
+    raw_exec(db, sql);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT name FROM old.sqlite_master WHERE type = 'table'"
+                                        " AND name NOT LIKE 'sqlite_%'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM old.%s", t);
+        if (raw_num(db, sql) <= 0)
+            fail_msg("%s: no rows to migrate", t);
+        snprintf(sql, sizeof(sql),
+                 "SELECT (SELECT count(*) FROM %s) - (SELECT count(*) FROM old.%s)"
+                 " + (SELECT count(*) FROM (SELECT * FROM old.%s EXCEPT SELECT * FROM %s))",
+                 t, t, t, t);
+        if (raw_num(db, sql) != 0)
+            fail_msg("%s: rows differ after the migration", t);
+        tables++;
+    }
+    sqlite3_finalize(st);
+    return tables;
+}
+
+/* SQL that takes a new database (opened by raw_open) back to schema
+ * version 9: its settled rows and minute rows in tables of the main file,
+ * with the view process_energy there, and the settled file emptied. */
+#define STORE_AS_V9                                                                                \
+    "CREATE TABLE main.process_energy_settled ("                                                   \
+    " batch INTEGER NOT NULL, process_id INTEGER NOT NULL, t INTEGER NOT NULL,"                    \
+    " attributed_j REAL NOT NULL, standalone_j REAL NOT NULL, cpu_s REAL NOT NULL,"                \
+    " class INTEGER, model_id INTEGER, PRIMARY KEY (batch, process_id, t)) WITHOUT ROWID;"         \
+    "CREATE TABLE main.process_energy_batch ("                                                     \
+    " batch INTEGER PRIMARY KEY, t_min INTEGER NOT NULL, t_max INTEGER NOT NULL);"                 \
+    "CREATE INDEX main.process_energy_batch_t ON process_energy_batch(t_max);"                     \
+    "CREATE TABLE main.process_energy_minute ("                                                    \
+    " process_id INTEGER NOT NULL, t INTEGER NOT NULL, attributed_j REAL NOT NULL,"                \
+    " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"           \
+    " seconds INTEGER NOT NULL, PRIMARY KEY (process_id, t)) WITHOUT ROWID;"                       \
+    "CREATE INDEX main.process_energy_minute_t ON process_energy_minute(t);"                       \
+    "INSERT INTO main.process_energy_settled SELECT * FROM settled.process_energy_settled;"        \
+    "INSERT INTO main.process_energy_batch SELECT * FROM settled.process_energy_batch;"            \
+    "INSERT INTO main.process_energy_minute SELECT * FROM settled.process_energy_minute;"          \
+    "DELETE FROM settled.process_energy_settled; DELETE FROM settled.process_energy_batch;"        \
+    "DELETE FROM settled.process_energy_minute; DROP VIEW temp.process_energy;"                    \
+    "CREATE VIEW main.process_energy AS"                                                           \
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"                    \
+    " FROM process_energy_settled UNION ALL"                                                       \
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"                    \
+    " FROM process_energy_recent;"
+
 /* SQL that takes a new database back to schema version 8: without the
  * node's per-event calibration (version 9). */
-#define STORE_AS_V8 "DROP TABLE node_event_calibration;"
+#define STORE_AS_V8 STORE_AS_V9 "DROP TABLE node_event_calibration;"
 
 /* SQL that turns the `processes` view back into the table it was up to
  * schema version 7 (identity and totals in one row), for tests that start
