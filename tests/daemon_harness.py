@@ -298,6 +298,28 @@ def write_replay(path, procs, ticks=3, dt=20_000_000):
     return path
 
 
+SETTLED_VIEW = (
+    "CREATE TEMP VIEW process_energy AS"
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
+    " FROM settled.process_energy_settled UNION ALL"
+    " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"
+    " FROM main.process_energy_recent")
+
+
+def connect(db, ro=True, **kw):
+    """A connection to the database DB with its settled rows' file
+    (DB-settled: process_energy_settled, process_energy_batch,
+    process_energy_minute) attached as `settled` where there is one, and the
+    view process_energy of both files, which no view of the main file can
+    be; read-only unless ro is False."""
+    con = (sqlite3.connect(f"file:{db}?mode=ro", uri=True, **kw) if ro
+           else sqlite3.connect(db, **kw))
+    if os.path.exists(db + "-settled"):
+        con.execute("ATTACH ? AS settled", (db + "-settled",))
+        con.execute(SETTLED_VIEW)
+    return con
+
+
 def insert_processes(con, rows):
     """Stores processes behind the daemon's back (between two runs of it):
     rows of (id, pid, comm, first_seen, last_seen, exit_time, job), each of
@@ -384,7 +406,7 @@ class Daemon:
         raise RuntimeError("no exporter address in the log:\n" + self.read_log())
 
     def sql(self, query, *args):
-        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+        con = connect(self.db)
         try:
             return con.execute(query, args).fetchall()
         finally:

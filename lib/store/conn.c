@@ -167,8 +167,10 @@ int conn_open(store *s, char *err, size_t errlen)
         r = util_err(err, errlen, -errno, "%s: %s", settled, strerror(errno));
     else if (r < 0)
         r = util_err(err, errlen, r, "%s: path too long for its settled file", s->path);
-    if (r == 0)
-        r = settled_drop_moved(s->db, s->path, err, errlen);
+    /* A damaged settled file fails this: the per-second commits, which do
+     * not read it, go on, and the next move leaves out what it holds. */
+    if (r == 0 && settled_drop_moved(s->db, s->path, err, errlen) < 0)
+        log_error("%s", err);
     if (r < 0) {
         conn_close(s);
         return r;

@@ -223,6 +223,9 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
     if (rc != SQLITE_OK)
         return util_err(err, errlen, step_errno(db, rc), "%s: reading the last batch: %s",
                         sqlite3_db_filename(db, "settled"), sqlite3_errmsg(db));
+    r = settled_sync_main(db, err, errlen);
+    if (r < 0)
+        return r;
     rc = run_settled(db, move, N(move), cut, "moving the recent rows", err, errlen);
     if ((rc & 0xff) == SQLITE_BUSY)
         return RETENTION_BUSY;

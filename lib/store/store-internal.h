@@ -245,6 +245,12 @@ int settled_attach_reader(sqlite3 *db, const char *db_path, char *err, size_t er
 /* Deletes, in one transaction of the main file, the recent rows that the
  * settled file holds already (a crash between the move's two commits). */
 int settled_drop_moved(sqlite3 *db, const char *db_path, char *err, size_t errlen);
+/* Makes what the main file's WAL holds durable (its commits are not synced
+ * one by one, synchronous=NORMAL) before a move commits rows that name its
+ * processes in the settled file, which is synced at each commit: a power
+ * cut then cannot leave settled rows whose process rows were lost, and
+ * whose ids would be given to other processes. 0 or -errno. */
+int settled_sync_main(sqlite3 *db, char *err, size_t errlen);
 /* The migration step "settled file", 9 -> 10; an SQLite code. */
 int migrate_settled_file(sqlite3 *db);
 

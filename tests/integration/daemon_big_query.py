@@ -15,10 +15,11 @@ every row, and takes some hundreds of ms.
     The peak (VmHWM, reset through /proc/PID/clear_refs just before) shows
     the memory the query took; at most half of it may stay. Before, all of
     it stayed (+7 MiB of a 7.5 MiB peak)."""
-import os, sqlite3, subprocess, sys, tempfile, time
+import os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import cleaned_up, Daemon, check, finish, insert_minute_rows  # noqa: E402
+from daemon_harness import (cleaned_up, connect, Daemon, check, finish,  # noqa: E402
+                            insert_minute_rows)
 from varlink_peer import VarlinkError  # noqa: E402
 
 N = 100_000
@@ -30,7 +31,7 @@ state = f"{tmp}/d"
 
 def fill(db):
     now = int(time.time())
-    con = sqlite3.connect(db)
+    con = connect(db, ro=False)
     con.execute("BEGIN")
     con.executemany(
         "INSERT INTO processes (id, boot_id, pid, start_time, comm, cmdline, uid, cgroup,"

@@ -31,7 +31,7 @@ if os.getuid() == 0 and "_WATTPROF_FAULTS_NS" not in os.environ:
 
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
 from varlink_peer import Closed, Connection, VarlinkError  # noqa: E402
-from daemon_harness import Daemon, check, finish  # noqa: E402
+from daemon_harness import Daemon, check, connect, finish  # noqa: E402
 
 work = tempfile.mkdtemp(prefix="wattprofd-faults-")
 model_path = os.path.join(work, "model.json")
@@ -365,7 +365,7 @@ for frac in (0.05, 0.5):  # just after a second's commit starts, and mid-second
     d.proc.kill()
     d.proc.wait()
     d = Daemon("--config", conf, state=state)
-    con = sqlite3.connect(f"file:{d.db}?mode=ro", uri=True)
+    con = connect(d.db)  # the settled file too
     ok = con.execute("PRAGMA integrity_check").fetchone()[0]
     after = con.execute("SELECT * FROM host_attribution WHERE t <= ? ORDER BY t",
                         (kept[-1][0] if kept else 0,)).fetchall()

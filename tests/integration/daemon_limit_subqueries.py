@@ -19,10 +19,10 @@ A query can also be stopped before it gets there (a loaded machine): each
 call is tried up to ten times, and passes once the reason names the later
 query; any other answer fails at once.  Under the default limit both calls
 are answered in full (the calibrations of the process are listed)."""
-import atexit, json, os, shutil, sqlite3, subprocess, sys, tempfile, time
+import atexit, json, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import (cleaned_up, Daemon, check, finish, insert_minute_rows,  # noqa: E402
+from daemon_harness import (cleaned_up, connect, Daemon, check, finish, insert_minute_rows,  # noqa: E402
                             insert_processes)
 from varlink_peer import VarlinkError  # noqa: E402
 
@@ -36,7 +36,7 @@ state = f"{tmp}/d"
 
 def fill(db):
     now = int(time.time())
-    con = sqlite3.connect(db)
+    con = connect(db, ro=False)
     with con:
         con.executemany(
             "INSERT INTO host_attribution (t, duration_s, host_j, idle_j, attributed_j,"

@@ -34,10 +34,10 @@ client follows the pages and lists everything once.
 Before, each of these was one reply of 5 to 7 MB.  The second daemon runs
 with query_time_limit = 1m: on a loaded machine listing the jobs can take
 seconds."""
-import atexit, json, os, shutil, sqlite3, subprocess, sys, tempfile, time
+import atexit, json, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import (cleaned_up, Daemon, check, finish, insert_minute_rows,  # noqa: E402
+from daemon_harness import (cleaned_up, connect, Daemon, check, finish, insert_minute_rows,  # noqa: E402
                             insert_processes, one_event_model, write_replay)
 from varlink_peer import Connection, VarlinkError  # noqa: E402
 import varlink_idl  # noqa: E402
@@ -131,7 +131,7 @@ with cleaned_up(d):
     check("SIGTERM exits 0", d.stop() == 0, d.read_log()[-300:])
 
 now = int(time.time())
-con = sqlite3.connect(d.db)
+con = connect(d.db, ro=False)
 con.execute("BEGIN")
 con.executemany(
     "INSERT OR REPLACE INTO host_attribution (t, duration_s, host_j, idle_j, attributed_j,"
@@ -193,7 +193,7 @@ with cleaned_up(d):
     # job, so no job of the first page comes again (with offsets, the five
     # pushed five of them onto the second page) and the older one is there.
     first, _ = raw_call(d.sock, "ListJobs", {})
-    con = sqlite3.connect(d.db, timeout=30)
+    con = connect(d.db, ro=False, timeout=30)
     with con:
         insert_processes(con, [(30_000_000 + i, 300_000 + i, "j", now - 10, now - 5, now - 5,
                                 f"new-{i}") for i in range(5)] +
@@ -223,7 +223,7 @@ with cleaned_up(d):
     check("wattprof models exits 1 saying the answer would pass 4194304 bytes",
           p.returncode == 1 and "ListModels would pass its 4194304 bytes per reply" in p.stderr,
           f"{p.returncode}: {p.stderr}")
-    con = sqlite3.connect(d.db, timeout=30)
+    con = connect(d.db, ro=False, timeout=30)
     with con:
         con.execute("DELETE FROM models WHERE name = 'big' AND sha256 >= ?", (f"{30:064x}",))
     con.close()
@@ -235,7 +235,7 @@ with cleaned_up(d):
     # A job whose id alone is past a reply (only a database written behind
     # the daemon's back has one: it keeps 63 bytes of an id).
     giant = "g" * CAP
-    con = sqlite3.connect(d.db, timeout=30)
+    con = connect(d.db, ro=False, timeout=30)
     with con:
         insert_processes(con, [(30_000_010, 300_010, "j", now - 4 * HOST_S, now - 4 * HOST_S + 60,
                                 now - 4 * HOST_S + 60, giant)])

@@ -15,6 +15,7 @@
 
 #include "store-fixture.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/wait.h>
@@ -88,6 +89,15 @@ static void same_answers(const answers *a, const answers *b)
     assert_float_equal(a->series_n, b->series_n, 0);
     assert_float_equal(a->series_j, b->series_j, 1e-9);
     assert_float_equal(a->klass, b->klass, 0);
+}
+
+/* Processes 1 to 3, 0.5 J a second each, from second t0 to t1, flushed. */
+static void push_three(store *s, int64_t t0, int64_t t1)
+{
+    for (int64_t t = t0; t < t1; t++)
+        for (pid_t p = 1; p <= 3; p++)
+            assert_int_equal(push_proc(s, t * NS, p, p, 0.5, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
 }
 
 /* Three processes: two days ago (rolled up into minute rows), and over the
@@ -263,10 +273,7 @@ static void test_move_retried_after_main_failed(void **state)
 
     config(&c);
     s = open_store(f->path, &c);
-    for (int64_t t = T0; t < T0 + 20; t++)
-        for (pid_t p = 1; p <= 3; p++)
-            assert_int_equal(push_proc(s, t * NS, p, p, 0.5, 1.0, 0.01, 0, 0), 0);
-    assert_int_equal(store_flush(s), 0);
+    push_three(s, T0, T0 + 20);
     db = raw_open(f->path);
     raw_exec(db, "CREATE TRIGGER main.crash BEFORE DELETE ON process_energy_recent"
                  " BEGIN SELECT RAISE(FAIL, 'crash'); END");
@@ -374,6 +381,58 @@ static void test_missing_settled_file(void **state)
     store_reader_close(reader(f));
 }
 
+/* A damaged page in the settled file fails maintenance, named, while the
+ * per-second commits go on and lose nothing; once the file is moved away
+ * the writer starts a fresh one and the moves resume. */
+static void test_corrupt_settled_page(void **state)
+{
+    fixture *f = *state;
+    char settled[200], moved[220], junk[4096];
+    store_config c;
+    store_stats st;
+    int64_t page, size;
+    store *s;
+    int fd;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    push_three(s, T0, T0 + 20);
+    assert_int_equal(store_maintain(s, T0 + 21), 0);
+    assert_int_equal(store_close(s), 0);
+    page = (int64_t)file_num(f->path, "SELECT rootpage FROM settled.sqlite_master"
+                                      " WHERE name = 'process_energy_batch'");
+    size = (int64_t)file_num(f->path, "PRAGMA settled.page_size");
+    assert_true(page > 1 && size <= (int64_t)sizeof(junk));
+    memset(junk, 0xA5, sizeof(junk));
+    snprintf(settled, sizeof(settled), "%s-settled", f->path);
+    fd = open(settled, O_WRONLY);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, junk, (size_t)size, (page - 1) * size), size);
+    close(fd);
+
+    s = open_store(f->path, &c);
+    for (int64_t t = T0 + 20; t < T0 + 30; t++) {
+        assert_int_equal(push_proc(s, t * NS, 1, 1, 0.5, 1.0, 0.01, 0, 0), 0);
+        assert_int_equal(store_flush(s), 0);
+    }
+    assert_int_equal(store_maintain(s, T0 + 31), -EBADMSG);
+    store_get_stats(s, &st);
+    assert_non_null(strstr(st.error_text, settled));
+    assert_non_null(strstr(st.error_text, "malformed"));
+    assert_int_equal(st.rows_lost, 0);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy_recent"), 13);
+
+    snprintf(moved, sizeof(moved), "%s.corrupt", settled);
+    assert_int_equal(rename(settled, moved), 0);
+    assert_int_equal(push_proc(s, (T0 + 30) * NS, 1, 1, 0.5, 1.0, 0.01, 0, 0), 0);
+    assert_int_equal(store_flush(s), 0);
+    assert_int_equal(store_maintain(s, T0 + 32), 0);
+    assert_int_equal(store_close(s), 0);
+    assert_true(file_num(f->path, "SELECT count(*) FROM settled.process_energy_settled") >= 10);
+    assert_int_equal(file_num(f->path, "SELECT count(*) FROM process_energy"), 14);
+    unlink(moved);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +441,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_move_retried_after_main_failed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_defers_move, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_settled_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_settled_page, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
