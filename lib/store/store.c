@@ -275,7 +275,8 @@ void store_get_stats(store *s, store_stats *out)
     out->queue_capacity = s->queue.mask + 1;
     out->queue_high_water = atomic_load(&s->high_water);
     out->max_pending_rows = s->cfg.max_pending_rows;
-    out->db_bytes = file_size(s->path, "") + file_size(s->path, "-wal");
+    out->db_bytes = file_size(s->path, "") + file_size(s->path, "-wal") +
+                    file_size(s->path, SETTLED_SUFFIX);
 }
 
 static bool is_sha256(const char *h)

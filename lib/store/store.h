@@ -193,7 +193,8 @@ typedef struct store_stats {
     int error;               /* -errno of the last failed commit or maintenance
                                 step, 0 again after a successful commit */
     char error_text[512];    /* one line for people while error != 0 */
-    int64_t db_bytes;        /* database file plus its WAL, as on disk */
+    int64_t db_bytes;        /* database file, its WAL and its settled
+                                file (PATH-settled), as on disk */
 
     uint64_t flushes;        /* store_flush(_within) calls */
     uint64_t flushes_shared; /* ... answered by an earlier flush, no commit */
