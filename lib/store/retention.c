@@ -15,8 +15,18 @@
  * rolled up in two pieces; held back by the clock's recent forward steps,
  * wallclock.c), ?2 the minute cut, ?3 the calibration cut. A
  * minute row's class and model are those of its newest second (SQLite gives
- * the bare columns of the row that max(t) picked). Everything runs in one
- * transaction: a crash midway leaves the previous state.
+ * the bare columns of the row that max(t) picked).
+ *
+ * process_energy_settled, its batches and the minute rows are in the
+ * settled file (settled.c), and a transaction is atomic per file only, so
+ * a run is four: (1) the settled file takes the batch, after the main
+ * file's WAL is synced; (2) the main file empties the recent table and
+ * rolls up its host rows; (3) the settled file rolls up and expires its
+ * rows; (4) the main file deletes the processes left without rows. A
+ * crash inside one leaves the state before it; a crash between (1) and (2)
+ * leaves the batch's seconds in both files, which the next open undoes
+ * (settled_drop_moved) and the next move leaves out; between the others
+ * it only postpones what is left to the next run (docs/storage.md).
  *
  * A run rolls up at most rollup_chunk_s of per-second rows, from the
  * oldest: after a long stop a day of seconds can be due at once, and one
