@@ -45,7 +45,7 @@ start "$T/state" "$T/sock" --record "$T/rec.trace" || exit 1
 sleep 1.5 # a commit or two: the -wal and -shm exist
 check "uid 65534 runs commands here (it reads the client)" nobody_reads "$T/wattprof"
 check "state folder 0750 under umask 000 (got $(mode "$T/state"))" test "$(mode "$T/state")" = 750
-for f in wattprof.db wattprof.db-wal wattprof.db-shm wattprof.db-settled wattprof.db-settled-journal; do
+for f in wattprof.db wattprof.db-wal wattprof.db-shm wattprof.db-settled; do
   check "$f 0640 under umask 000 (got $(mode "$T/state/$f"))" test "$(mode "$T/state/$f")" = 640
 done
 check "an overwritten --record file is 0640 (got $(mode "$T/rec.trace"))" test "$(mode "$T/rec.trace")" = 640
