@@ -8,6 +8,7 @@
 #include "store/store.h"
 #include "util/util.h"
 
+#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,7 @@ static inline sqlite3 *raw_open(const char *path)
     sqlite3 *db;
 
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(store_sqlite_register(db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
     return db;
 }
@@ -134,9 +136,77 @@ static inline void raw_exec(sqlite3 *db, const char *sql)
         fail_msg("%s: %s", sql, msg);
 }
 
+/* Attaches the file `old` as "old" and checks that each of its tables has
+ * rows and that main has the same rows under the same name (a migrated
+ * file against a copy from before): the number of tables compared. */
+static inline int same_tables_as(sqlite3 *db, const char *old)
+{
+    char sql[PATH_MAX + 64];
+    sqlite3_stmt *st;
+    int tables = 0;
+
+    snprintf(sql, sizeof(sql), "ATTACH '%s' AS old", old);
+    raw_exec(db, sql);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT name FROM old.sqlite_master WHERE type = 'table'"
+                                        " AND name NOT LIKE 'sqlite_%'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM old.%s", t);
+        if (raw_num(db, sql) <= 0)
+            fail_msg("%s: no rows to migrate", t);
+        snprintf(sql, sizeof(sql),
+                 "SELECT (SELECT count(*) FROM main.%s) - (SELECT count(*) FROM old.%s)"
+                 " + (SELECT count(*) FROM (SELECT * FROM old.%s EXCEPT SELECT * FROM main.%s))",
+                 t, t, t, t);
+        if (raw_num(db, sql) != 0)
+            fail_msg("%s: rows differ after the migration", t);
+        tables++;
+    }
+    sqlite3_finalize(st);
+    return tables;
+}
+
+/* Rows for the tables a short run leaves empty, in the tables of version 7
+ * and later (processes through the view's triggers). */
+#define STORE_ROWS_OF_V7                                                                           \
+    "INSERT INTO models VALUES (7, 'ab12', 'm', 'linear', '{}', 1700000000, 1700000001);"          \
+    "INSERT INTO process_energy_minute VALUES (1, 1699900000, 60, 61, 6, 0, 7, 60);"               \
+    "INSERT INTO host_energy_minute VALUES (1699900000, 'package', 600, 610, 60);"                 \
+    "INSERT INTO host_attribution_minute VALUES"                                                   \
+    " (1699900000, 60, 600, 240, 300, 60, 590, 1, 7, 60, 'fitted', 1699800000);"                   \
+    "INSERT INTO node_calibration VALUES"                                                          \
+    " ('package', 1699800000, 4.5, 0.1, 1.0, 0.9, 2.0, 300, 'ab12');"                              \
+    "INSERT INTO calibration VALUES (1699999990, 1, 7, '{\"package\": 9}', '[[1.5]]');"            \
+    "INSERT INTO process_energy_batch VALUES (1, 1699990000, 1699990001);"                         \
+    "INSERT INTO process_energy_settled VALUES (1, 2, 1699990000, 1, 1.5, 0.25, 1, 7),"            \
+    " (1, 2, 1699990001, 2, 2.5, 0.5, 0, 7);"                                                      \
+    "INSERT INTO processes (boot_id, pid, start_time, comm, cmdline, uid, cgroup, first_seen,"     \
+    " last_seen, exit_time, class, attributed_j, standalone_j, cpu_s, job) VALUES"                 \
+    " ('b', 300, 3, 'gone', 'gone --x', 1000, '/job', 1699990000, 1699990001, 1699990002, 0,"      \
+    " 3, 4, 0.75, '42');"
+
+/* SQL that takes a new database back to schema version 9: the recent
+ * per-second rows in the table they were, one row per process and second,
+ * read out of the packed rows (version 10) through the virtual table
+ * (raw_open registers it). */
+#define STORE_AS_V9                                                                                \
+    "CREATE TEMP TABLE recent_v9 AS SELECT t, process_id, attributed_j, standalone_j, cpu_s,"      \
+    " class, model_id FROM process_energy_recent;"                                                 \
+    "DROP TABLE process_energy_packed;"                                                            \
+    "CREATE TABLE process_energy_recent ("                                                         \
+    " t INTEGER NOT NULL, process_id INTEGER NOT NULL, attributed_j REAL NOT NULL,"                \
+    " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"           \
+    " PRIMARY KEY (t, process_id)) WITHOUT ROWID;"                                                 \
+    "INSERT INTO main.process_energy_recent SELECT * FROM temp.recent_v9;"                         \
+    "DROP TABLE temp.recent_v9;"
+
 /* SQL that takes a new database back to schema version 8: without the
  * node's per-event calibration (version 9). */
-#define STORE_AS_V8 "DROP TABLE node_event_calibration;"
+#define STORE_AS_V8 STORE_AS_V9 "DROP TABLE node_event_calibration;"
 
 /* SQL that turns the `processes` view back into the table it was up to
  * schema version 7 (identity and totals in one row), for tests that start

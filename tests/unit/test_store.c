@@ -37,7 +37,7 @@ static void test_schema_created(void **state)
     const char *tables[] = {"models",
                             "process_info",
                             "process_totals",
-                            "process_energy_recent",
+                            "process_energy_packed",
                             "process_energy_settled",
                             "process_energy_batch",
                             "process_energy_minute",

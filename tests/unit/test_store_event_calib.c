@@ -76,7 +76,7 @@ static void test_migrates_v8_node_event_calibration(void **state)
 
     s = open_store(f->path, &c);
     db = raw_open(f->path);
-    assert_int_equal(raw_num(db, "PRAGMA user_version"), 9);
+    assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM node_event_calibration"), 0);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy"), procs);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM host_attribution"), hosts);
