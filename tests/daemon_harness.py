@@ -10,6 +10,18 @@ import varlink_peer  # noqa: E402
 BUILDDIR = os.environ["BUILDDIR"]
 WATTPROFD = os.path.join(BUILDDIR, "daemon", "wattprofd")
 
+
+def connect_db(path, timeout=5.0):
+    """The daemon's database, read-only, with the module that reads its
+    recent rows (process_energy_recent and the process_energy view) loaded
+    as the sqlite3 shell would (.load wattprof_packed)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+    con.enable_load_extension(True)
+    con.load_extension(os.path.join(BUILDDIR, "lib", "store", "wattprof_packed"))
+    con.enable_load_extension(False)
+    return con
+
+
 failures = 0
 
 
@@ -384,7 +396,7 @@ class Daemon:
         raise RuntimeError("no exporter address in the log:\n" + self.read_log())
 
     def sql(self, query, *args):
-        con = sqlite3.connect(f"file:{self.db}?mode=ro", uri=True)
+        con = connect_db(self.db)
         try:
             return con.execute(query, args).fetchall()
         finally:

@@ -48,7 +48,9 @@ typedef struct packed_vtab {
 typedef struct packed_cursor {
     sqlite3_vtab_cursor base;
     sqlite3_stmt *st;
-    bool desc; /* what st was prepared for */
+    bool desc, keys;      /* what st was prepared for: descending t; t alone */
+    sqlite3_blob *blob_h; /* a process's seeks: the rows blob of second t,
+                             read in parts (NULL until the first) */
     bool by_pid, eof;
     int64_t pid, t;
     uint8_t *buf; /* the current second's records, copied: a change of
@@ -201,6 +203,7 @@ static int x_close(sqlite3_vtab_cursor *base)
     packed_cursor *c = (packed_cursor *)base;
 
     sqlite3_finalize(c->st);
+    sqlite3_blob_close(c->blob_h);
     sqlite3_free(c->buf);
     sqlite3_free(c);
     return SQLITE_OK;
@@ -286,8 +289,76 @@ static int keep(packed_cursor *c, const void *data, size_t len)
         c->buf = b;
         c->cap = len;
     }
-    if (len > 0)
+    if (data && len > 0)
         memcpy(c->buf, data, len);
+    return SQLITE_OK;
+}
+
+static int damaged(packed_cursor *c, int64_t len)
+{
+    return vtab_error(c->base.pVtab, SQLITE_CORRUPT_VTAB,
+                      sqlite3_mprintf("process_energy_packed: the row of second %lld is not a"
+                                      " packed blob (%lld bytes)",
+                                      (long long)c->t, (long long)len));
+}
+
+/* Reads n bytes at `off` of second c->t's blob into the cursor's buffer at
+ * `to`. */
+static int read_part(packed_cursor *c, size_t to, size_t n, size_t off)
+{
+    return sqlite3_blob_read(c->blob_h, c->buf + to, (int)n, (int)off);
+}
+
+/* A process's record of second c->t, found by a binary search that reads
+ * only the ids it compares and the record (incremental blob I/O): reading
+ * the row whole took the second's overflow pages, 6 KiB at 200
+ * processes, for each second of a process's seek. -1: none. */
+static int seek_process(packed_cursor *c)
+{
+    packed_vtab *v = (packed_vtab *)c->base.pVtab;
+    size_t len, size, lo = 0, hi;
+    int rc;
+
+    if (c->blob_h)
+        rc = sqlite3_blob_reopen(c->blob_h, c->t);
+    else
+        rc = sqlite3_blob_open(v->db, v->schema, "process_energy_packed", "rows", c->t, 0,
+                               &c->blob_h);
+    if (rc != SQLITE_OK) {
+        sqlite3_blob_close(c->blob_h); /* an aborted handle takes no more rows */
+        c->blob_h = NULL;
+        return vtab_error(&v->base, rc, sqlite3_mprintf("%s", sqlite3_errmsg(v->db)));
+    }
+    len = (size_t)sqlite3_blob_bytes(c->blob_h);
+    rc = keep(c, NULL, 1 + PACKED_WIDE_SIZE);
+    if (rc == SQLITE_OK && len > 0)
+        rc = read_part(c, 0, 1, 0);
+    if (rc != SQLITE_OK)
+        return rc;
+    size = len > 0 && c->buf[0] == PACKED_NARROW ? PACKED_NARROW_SIZE
+           : len > 0 && c->buf[0] == PACKED_WIDE ? PACKED_WIDE_SIZE
+                                                 : 0;
+    if (!size || (len - 1) % size != 0)
+        return damaged(c, (int64_t)len);
+    hi = (len - 1) / size;
+    while (lo < hi && rc == SQLITE_OK) {
+        size_t mid = lo + (hi - lo) / 2;
+        rc = read_part(c, 1, size, 1 + mid * size);
+        if (rc == SQLITE_OK && packed_open(c->buf, 1 + size, &c->blob) == 0 &&
+            packed_id(&c->blob, 0) < c->pid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (rc == SQLITE_OK && lo < (len - 1) / size)
+        rc = read_part(c, 1, size, 1 + lo * size);
+    if (rc != SQLITE_OK)
+        return rc;
+    if (lo == (len - 1) / size || packed_open(c->buf, 1 + size, &c->blob) < 0 ||
+        packed_id(&c->blob, 0) != c->pid)
+        return -1;
+    c->i = 0;
+    c->end = 1;
     return SQLITE_OK;
 }
 
@@ -296,35 +367,22 @@ static int keep(packed_cursor *c, const void *data, size_t len)
  * none of them. */
 static int load_second(packed_cursor *c)
 {
-    sqlite3_vtab *vt = c->base.pVtab;
-    const uint8_t *data = sqlite3_column_blob(c->st, 1);
-    size_t len = (size_t)sqlite3_column_bytes(c->st, 1), i;
-    packed_blob b;
+    const uint8_t *data;
+    size_t len;
     int rc;
 
     c->t = sqlite3_column_int64(c->st, 0);
-    if (packed_open(data, len, &b) < 0)
-        return vtab_error(vt, SQLITE_CORRUPT_VTAB,
-                          sqlite3_mprintf("process_energy_packed: the row of second %lld is not"
-                                          " a packed blob (%lld bytes)",
-                                          (long long)c->t, (long long)len));
-    if (!c->by_pid) {
-        rc = keep(c, data, len);
-        c->i = 0;
-        c->end = b.n;
-    } else {
-        i = packed_lower_bound(&b, c->pid);
-        if (i == b.n || packed_id(&b, i) != c->pid)
-            return -1;
-        rc = keep(c, data, 1 + b.size);
-        if (rc == SQLITE_OK)
-            memcpy(c->buf + 1, data + 1 + i * b.size, b.size);
-        len = 1 + b.size;
-        c->i = 0;
-        c->end = 1;
-    }
+    if (c->by_pid)
+        return seek_process(c);
+    data = sqlite3_column_blob(c->st, 1);
+    len = (size_t)sqlite3_column_bytes(c->st, 1);
+    if (packed_open(data, len, &c->blob) < 0)
+        return damaged(c, (int64_t)len);
+    rc = keep(c, data, len);
     if (rc == SQLITE_OK)
         packed_open(c->buf, len, &c->blob);
+    c->i = 0;
+    c->end = c->blob.n;
     return rc;
 }
 
@@ -372,14 +430,16 @@ static int x_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
     }
     if (!any || lo > hi)
         return SQLITE_OK;
-    if (c->st && c->desc != desc) {
+    if (c->st && (c->desc != desc || c->keys != c->by_pid)) {
         sqlite3_finalize(c->st);
         c->st = NULL;
     }
     if (!c->st) {
-        char *sql = sqlite3_mprintf("SELECT t, rows FROM \"%w\".process_energy_packed"
+        /* a process's seeks read the keys alone (no overflow page), then
+         * the parts of the blob they need */
+        char *sql = sqlite3_mprintf("SELECT t%s FROM \"%w\".process_energy_packed"
                                     " WHERE t >= ?1 AND t <= ?2 ORDER BY t %s",
-                                    v->schema, desc ? "DESC" : "ASC");
+                                    c->by_pid ? "" : ", rows", v->schema, desc ? "DESC" : "ASC");
         if (!sql)
             return SQLITE_NOMEM;
         rc = sqlite3_prepare_v3(v->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL);
@@ -390,6 +450,7 @@ static int x_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
             return rc;
         }
         c->desc = desc;
+        c->keys = c->by_pid;
     }
     sqlite3_reset(c->st);
     sqlite3_bind_int64(c->st, 1, lo);

@@ -25,7 +25,7 @@ Checked after each restart:
     1 + GRACE s;
   - process_energy rows of the burners exist for the seconds they ran.
 20 rounds with TEST_SLOW=1 (about a minute); 8 otherwise."""
-import os, random, sqlite3, subprocess, sys, tempfile, time, shutil
+import os, random, subprocess, sys, tempfile, time, shutil
 
 SRCDIR = os.environ["SRCDIR"]
 sys.path.insert(0, os.path.join(SRCDIR, "tests"))
@@ -58,7 +58,7 @@ burners = [subprocess.Popen([burn, "3600"]), subprocess.Popen([burn, "--duty", "
 
 
 def rows(path, query, *args):
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    con = daemon_harness.connect_db(path, timeout=10)
     try:
         return con.execute(query, args).fetchall()
     finally:

@@ -300,6 +300,15 @@ static void test_damaged_row_named(void **state)
     sqlite3_finalize(st);
     assert_non_null(
         strstr(sqlite3_errmsg(db), "the row of second 1700000000 is not a packed blob"));
+    /* and so does a process's seek, which reads the row in parts */
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT * FROM process_energy_recent WHERE process_id = 1",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_not_equal(sqlite3_step(st), SQLITE_ROW);
+    sqlite3_finalize(st);
+    assert_non_null(
+        strstr(sqlite3_errmsg(db), "the row of second 1700000000 is not a packed blob"));
     sqlite3_close(db);
 }
 
