@@ -16,6 +16,9 @@ def connect_db(path, timeout=5.0):
     recent rows (process_energy_recent and the process_energy view) loaded
     as the sqlite3 shell would (.load wattprof_packed)."""
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+    if not hasattr(con, "enable_load_extension"):
+        sys.exit(f"{sys.executable}: its sqlite3 module cannot load extensions; the tests run"
+                 " with Debian's /usr/bin/python3")
     con.enable_load_extension(True)
     con.load_extension(os.path.join(BUILDDIR, "lib", "store", "wattprof_packed"))
     con.enable_load_extension(False)
