@@ -51,6 +51,7 @@ typedef struct packed_cursor {
     bool desc, keys;      /* what st was prepared for: descending t; t alone */
     sqlite3_blob *blob_h; /* a process's seeks: the rows blob of second t,
                              read in parts (NULL until the first) */
+    size_t hint;          /* where they found the process last (SIZE_MAX: nowhere) */
     bool by_pid, eof;
     int64_t pid, t;
     uint8_t *buf; /* the current second's records, copied: a change of
@@ -194,6 +195,7 @@ static int x_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
         return SQLITE_NOMEM;
     memset(c, 0, sizeof(*c));
     c->eof = true;
+    c->hint = SIZE_MAX;
     *out = &c->base;
     return SQLITE_OK;
 }
@@ -341,6 +343,23 @@ static int seek_process(packed_cursor *c)
     if (!size || (len - 1) % size != 0)
         return damaged(c, (int64_t)len);
     hi = (len - 1) / size;
+    /* first where the process was in the second before: the processes of
+     * consecutive seconds are mostly the same, so it is usually there */
+    if (c->hint < hi) {
+        rc = read_part(c, 1, size, 1 + c->hint * size);
+        if (rc != SQLITE_OK)
+            return rc;
+        packed_open(c->buf, 1 + size, &c->blob);
+        if (packed_id(&c->blob, 0) == c->pid) {
+            c->i = 0;
+            c->end = 1;
+            return SQLITE_OK;
+        }
+        if (packed_id(&c->blob, 0) < c->pid)
+            lo = c->hint + 1;
+        else
+            hi = c->hint;
+    }
     while (lo < hi && rc == SQLITE_OK) {
         size_t mid = lo + (hi - lo) / 2;
         rc = read_part(c, 1, size, 1 + mid * size);
@@ -357,6 +376,7 @@ static int seek_process(packed_cursor *c)
     if (lo == (len - 1) / size || packed_open(c->buf, 1 + size, &c->blob) < 0 ||
         packed_id(&c->blob, 0) != c->pid)
         return -1;
+    c->hint = lo;
     c->i = 0;
     c->end = 1;
     return SQLITE_OK;
