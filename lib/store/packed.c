@@ -11,12 +11,14 @@
  * would prevent. lib/store registers it on each connection it opens.
  *
  * Constraints on t (=, <, <=, >, >=) become a range of the packed table's
- * key; process_id = finds the process in each second's blob by binary
- * search, so a per-second seek for one process reads one row and decodes
- * one record. It is writable (INSERT, UPDATE, DELETE by hand, as the table
- * was; each rewrites the second's row): the rowid of a row is t << 32 |
- * process_id, for t and process ids in 0..2^31 and 0..2^32; the writer
- * itself writes whole seconds into process_energy_packed (conn.c).
+ * key; process_id = finds the process in each second's blob, reading
+ * the blob in parts (incremental blob I/O): first where the process was in
+ * the second before, then by binary search, so a per-second seek for one
+ * process reads the key, a few ids and one record. It is writable
+ * (INSERT, UPDATE, DELETE by hand, as the table was; each rewrites the
+ * second's row): the rowid of a row is t << 32 | process_id, for t and
+ * process ids in 0..2^31 and 0..2^32; the writer itself writes whole
+ * seconds into process_energy_packed (conn.c).
  *
  * Built a second time, with WATTPROF_SQLITE_EXTENSION, as a loadable
  * extension for the sqlite3 shell (`.load`). */
