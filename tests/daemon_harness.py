@@ -10,6 +10,7 @@ import varlink_peer  # noqa: E402
 BUILDDIR = os.environ["BUILDDIR"]
 WATTPROFD = os.path.join(BUILDDIR, "daemon", "wattprofd")
 
+
 failures = 0
 
 
@@ -307,13 +308,21 @@ SETTLED_VIEW = (
 
 
 def connect(db, ro=True, **kw):
-    """A connection to the database DB with its settled rows' file
-    (DB-settled: process_energy_settled, process_energy_batch,
-    process_energy_minute) attached as `settled` where there is one, and the
-    view process_energy of both files, which no view of the main file can
-    be; read-only unless ro is False."""
+    """A connection to the database DB as the sqlite3 shell would make it:
+    with the module that reads its recent rows (process_energy_recent)
+    loaded (.load wattprof_packed), its settled rows' file (DB-settled:
+    process_energy_settled, process_energy_batch, process_energy_minute)
+    attached as `settled` where there is one, and the view process_energy of
+    both files, which no view of the main file can be; read-only unless ro
+    is False."""
     con = (sqlite3.connect(f"file:{db}?mode=ro", uri=True, **kw) if ro
            else sqlite3.connect(db, **kw))
+    if not hasattr(con, "enable_load_extension"):
+        sys.exit(f"{sys.executable}: its sqlite3 module cannot load extensions; the tests run"
+                 " with Debian's /usr/bin/python3")
+    con.enable_load_extension(True)
+    con.load_extension(os.path.join(BUILDDIR, "lib", "store", "wattprof_packed"))
+    con.enable_load_extension(False)
     if os.path.exists(db + "-settled"):
         con.execute("ATTACH ? AS settled", (db + "-settled",))
         con.execute(SETTLED_VIEW)

@@ -50,14 +50,12 @@ static const char *const statements[ST_COUNT] = {
      * 64 KiB page, malloc'ed and freed) on every step. */
     [ST_PROC_ID] =
         "SELECT id FROM process_info WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
-    /* Keyed (t, process_id): a second's rows are appended together. */
-    [ST_ENERGY] = "INSERT INTO process_energy_recent (process_id, t, attributed_j, standalone_j,"
-                  " cpu_s, class, model_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
-                  " ON CONFLICT (t, process_id) DO UPDATE SET"
-                  " attributed_j = attributed_j + excluded.attributed_j,"
-                  " standalone_j = standalone_j + excluded.standalone_j,"
-                  " cpu_s = cpu_s + excluded.cpu_s, class = excluded.class,"
-                  " model_id = excluded.model_id",
+    /* One row a second for all processes (packed.h): a commit appends one
+     * row, where a row per process took a b-tree entry each. A second that
+     * a flush wrote in progress is read back, its later ticks added, and
+     * written whole again. */
+    [ST_PACKED_GET] = "SELECT rows FROM process_energy_packed WHERE t = ?1",
+    [ST_PACKED_PUT] = "INSERT OR REPLACE INTO process_energy_packed (t, rows) VALUES (?1, ?2)",
     [ST_INFO] =
         "INSERT INTO process_info (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
         " first_seen, job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
@@ -536,18 +534,73 @@ static int ensure_process(store *s, agg_proc *p, const agg_sec *e)
     return rc;
 }
 
-static int write_second(store *s, const conn_row *r)
+/* Grows *buf to hold n elements of `size` bytes. */
+static int grow(void **buf, size_t *cap, size_t n, size_t size)
 {
-    sqlite3_stmt *st = s->stmt[ST_ENERGY];
+    size_t c = *cap ? *cap : 256;
+    void *v;
 
-    sqlite3_bind_int64(st, 1, r->process_id);
-    sqlite3_bind_int64(st, 2, r->sec->t);
-    sqlite3_bind_double(st, 3, r->sec->attributed_j);
-    sqlite3_bind_double(st, 4, r->sec->standalone_j);
-    sqlite3_bind_double(st, 5, r->sec->cpu_s);
-    sqlite3_bind_int(st, 6, r->sec->klass);
-    bind_model(st, 7, r->sec->model_id);
-    return conn_run(st);
+    if (n <= *cap)
+        return SQLITE_OK;
+    while (c < n)
+        c *= 2;
+    if (!(v = realloc(*buf, c * size)))
+        return SQLITE_NOMEM;
+    *buf = v;
+    *cap = c;
+    return SQLITE_OK;
+}
+
+/* Writes second t's n records (s->pack, sorted by process id) as its one
+ * packed row, added to the row a commit before wrote of it, if any (a
+ * flush, a restart or a replay within the second): the sums are those the
+ * per-process upsert made, old + new, and class and model the new ones. */
+static int write_packed(store *s, int64_t t, size_t n)
+{
+    sqlite3_stmt *get = s->stmt[ST_PACKED_GET], *put = s->stmt[ST_PACKED_PUT];
+    const packed_rec *rec = s->pack;
+    packed_blob old;
+    size_t len;
+    int rc;
+
+    sqlite3_bind_int64(get, 1, t);
+    rc = sqlite3_step(get);
+    if (rc == SQLITE_ROW) {
+        if (packed_open(sqlite3_column_blob(get, 0), (size_t)sqlite3_column_bytes(get, 0), &old) <
+            0) {
+            log_error("%s: process_energy_packed: the row of second %lld is not a packed blob:"
+                      " rewriting it with the new rows only",
+                      s->path, (long long)t);
+            rc = SQLITE_DONE;
+        } else {
+            rc = packed_merge(&old, s->pack, n, &s->merged, &s->cap_merged, &n) < 0 ? SQLITE_NOMEM
+                                                                                    : SQLITE_DONE;
+            rec = s->merged;
+        }
+    }
+    sqlite3_reset(get);
+    if (rc != SQLITE_DONE)
+        return rc;
+    len = packed_size(rec, n);
+    rc = grow((void **)&s->pack_blob, &s->cap_blob, len, 1);
+    if (rc != SQLITE_OK)
+        return rc;
+    packed_encode(rec, n, s->pack_blob);
+    sqlite3_bind_int64(put, 1, t);
+    sqlite3_bind_blob64(put, 2, s->pack_blob, len, SQLITE_STATIC);
+    return conn_run(put);
+}
+
+static packed_rec to_packed(const conn_row *r)
+{
+    return (packed_rec){.process_id = r->process_id,
+                        .attributed_j = r->sec->attributed_j,
+                        .standalone_j = r->sec->standalone_j,
+                        .cpu_s = r->sec->cpu_s,
+                        .klass = r->sec->klass,
+                        .has_class = true,
+                        .model_id = r->sec->model_id,
+                        .has_model = r->sec->model_id > 0};
 }
 
 static int by_key(const void *a, const void *b)
@@ -560,8 +613,9 @@ static int by_key(const void *a, const void *b)
 }
 
 /* Makes sure each process has its row, then writes the per-second rows
- * sorted by their key (t, process_id): every insert lands at the end of the
- * b-tree, which fills its pages whole instead of splitting them. */
+ * sorted by (t, process_id), each second's as one packed row: every insert
+ * lands at the end of the b-tree, which fills its pages whole instead of
+ * splitting them. */
 static int write_procs(store *s, int64_t until, uint64_t *rows)
 {
     size_t n = 0;
@@ -594,9 +648,15 @@ static int write_procs(store *s, int64_t until, uint64_t *rows)
         return rc;
     if (n > 1)
         qsort(s->order, n, sizeof(*s->order), by_key);
-    for (size_t i = 0; i < n && rc == SQLITE_OK; i++) {
-        rc = write_second(s, &s->order[i]);
-        (*rows)++;
+    for (size_t i = 0, k; i < n && rc == SQLITE_OK; i = k) {
+        for (k = i; k < n && s->order[k].sec->t == s->order[i].sec->t; k++)
+            ;
+        rc = grow((void **)&s->pack, &s->cap_pack, k - i, sizeof(*s->pack));
+        for (size_t j = i; j < k && rc == SQLITE_OK; j++)
+            s->pack[j - i] = to_packed(&s->order[j]);
+        if (rc == SQLITE_OK)
+            rc = write_packed(s, s->order[i].sec->t, k - i);
+        *rows += k - i;
     }
     return rc;
 }

@@ -75,6 +75,8 @@ static int node_calib_put_or_check(const char *path, const store_node_calib *c, 
 
     /* No SQLITE_OPEN_CREATE: the database is the daemon's, made by it. */
     rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL);
+    if (rc == SQLITE_OK)
+        rc = packed_register(db);
     if (rc == SQLITE_OK) {
         sqlite3_busy_timeout(db, 5000);
         rc = sqlite3_prepare_v2(db, NODE_CALIB_UPSERT, -1, &st, NULL);

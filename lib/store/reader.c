@@ -113,6 +113,12 @@ int store_reader_open(const char *path, store_reader **out, char *err, size_t er
         store_reader_close(r);
         return ret;
     }
+    rc = packed_register(r->db);
+    if (rc != SQLITE_OK) {
+        ret = query_fail(r, rc, err, errlen, "registering process_energy_recent");
+        store_reader_close(r);
+        return ret;
+    }
     sqlite3_busy_timeout(r->db, 5000);
     sqlite3_progress_handler(r->db, BUDGET_OPS, budget_spent, r);
     sqlite3_create_function(r->db, "regexp", 2, SQLITE_UTF8 | SQLITE_DETERMINISTIC, NULL, regexp_fn,

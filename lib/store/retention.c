@@ -6,8 +6,9 @@
  * where each commit appends a second) into process_energy_settled under the
  * next batch number, sorted by process: the batch is appended to the end of
  * that b-tree too, and a process's seconds of one batch share pages, so a
- * per-process read seeks once per batch. The recent table is then emptied
- * without rewriting its pages (`empty`). The writer leaves in the recent
+ * per-process read seeks once per batch. The recent table (its packed rows,
+ * one a second: packed.h) is then emptied without rewriting its pages
+ * (`empty`). The writer leaves in the recent
  * table a second that a flush committed in progress, which later ticks add
  * to, and the seconds after it.
  *
@@ -62,23 +63,21 @@ static const char *const move[] = {
     "DELETE FROM temp.move_rows",
 };
 
-/* Empties process_energy_recent but for the rows from ?4 on, once the
- * settled file holds them. DELETE
- * without WHERE frees the table's pages without writing them; a range
- * DELETE rewrites each page it removes rows from first, which was about
- * 40 % of the frames a move wrote (docs/storage.md). The rows that stay
- * (a second a flush wrote in progress, and any after it: usually none) are
- * set aside in a temporary table (in memory) and put back. */
+/* Empties process_energy_packed (the rows of process_energy_recent,
+ * packed.h) but for the seconds from ?4 on, once the settled file holds
+ * them. DELETE without WHERE frees the
+ * table's pages without writing them; a range DELETE rewrites each page it
+ * removes rows from first, which was about 40 % of the frames a move wrote
+ * (docs/storage.md). The seconds that stay (one a flush wrote in progress,
+ * and any after it: usually none) are set aside in a temporary table (in
+ * memory) and put back. */
 static const char *const empty[] = {
-    "CREATE TEMP TABLE IF NOT EXISTS recent_kept AS SELECT t, process_id, attributed_j,"
-    " standalone_j, cpu_s, class, model_id FROM main.process_energy_recent WHERE false",
-    "INSERT INTO temp.recent_kept SELECT t, process_id, attributed_j, standalone_j, cpu_s,"
-    " class, model_id FROM main.process_energy_recent WHERE t >= ?4",
-    "DELETE FROM main.process_energy_recent",
-    "INSERT INTO main.process_energy_recent (t, process_id, attributed_j, standalone_j, cpu_s,"
-    " class, model_id) SELECT t, process_id, attributed_j, standalone_j, cpu_s, class, model_id"
-    " FROM temp.recent_kept ORDER BY t, process_id",
-    "DELETE FROM temp.recent_kept",
+    "CREATE TEMP TABLE IF NOT EXISTS packed_kept AS"
+    " SELECT * FROM process_energy_packed WHERE false",
+    "INSERT INTO temp.packed_kept SELECT * FROM process_energy_packed WHERE t >= ?4",
+    "DELETE FROM process_energy_packed",
+    "INSERT INTO process_energy_packed SELECT * FROM temp.packed_kept ORDER BY t",
+    "DELETE FROM temp.packed_kept",
 };
 
 /* The rollup of the settled rows, in the settled file's own transaction
@@ -248,7 +247,7 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
         rc = run_step(db, empty[i], cut);
     if (rc == SQLITE_OK)
         rc = schema_int(db,
-                        "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy_recent"
+                        "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy_packed"
                         " UNION ALL SELECT min(t_min) FROM process_energy_batch"
                         " UNION ALL SELECT min(t) FROM host_energy"
                         " UNION ALL SELECT min(t) FROM host_attribution)",
@@ -260,7 +259,7 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
     /* rows left in the recent table are rolled up after their move, at the
      * next run */
     if (rc == SQLITE_OK)
-        rc = schema_int(db, "SELECT min(t) FROM process_energy_recent", INT64_MAX, &recent);
+        rc = schema_int(db, "SELECT min(t) FROM process_energy_packed", INT64_MAX, &recent);
     if (rc == SQLITE_OK && recent < cut[0])
         cut[0] = floor_div(recent, 60) * 60;
     for (size_t i = 0; rc == SQLITE_OK && i < N(steps); i++)

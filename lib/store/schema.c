@@ -5,12 +5,14 @@
  * has version 0 and runs them all, so every step is exercised on every
  * fresh database; each runs in its own transaction with its version bump, so
  * an interrupted migration leaves the previous version intact. */
+#include "store/packed.h"
 #include "store/store-internal.h"
 #include "util/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -101,6 +103,94 @@ static const char migrate_node_event_calibration[] =
     " target TEXT PRIMARY KEY, t INTEGER NOT NULL, model_sha256 TEXT NOT NULL,"
     " events TEXT NOT NULL, coef TEXT NOT NULL, coef_se TEXT NOT NULL, scale REAL,"
     " alpha REAL NOT NULL, idle_w REAL NOT NULL, idle_se_w REAL, rows INTEGER NOT NULL);";
+
+/* 9 -> 10, packed recent rows: each second's per-process rows become one
+ * row of process_energy_packed, a blob of all processes sorted by process
+ * id (packed.h), so a commit writes one row, not one per process; the
+ * virtual table process_energy_recent (packed.c, registered on every
+ * connection lib/store opens) reads them back as the old table's rows, so
+ * the readers and the process_energy view are unchanged. The old table is
+ * dropped after migrate_packed_recent moved its rows; its pages go to the
+ * free list. */
+static const char migrate_packed_recent_sql[] =
+    "CREATE TABLE process_energy_packed (t INTEGER PRIMARY KEY, rows BLOB NOT NULL);";
+
+static int put_packed(sqlite3_stmt *put, int64_t t, const packed_rec *r, size_t n)
+{
+    size_t len = packed_size(r, n);
+    uint8_t *blob = malloc(len);
+    int rc;
+
+    if (!blob)
+        return SQLITE_NOMEM;
+    packed_encode(r, n, blob);
+    sqlite3_bind_int64(put, 1, t);
+    sqlite3_bind_blob64(put, 2, blob, len, SQLITE_STATIC);
+    rc = sqlite3_step(put);
+    sqlite3_reset(put);
+    free(blob);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+static int migrate_packed_recent(sqlite3 *db)
+{
+    sqlite3_stmt *get = NULL, *put = NULL;
+    packed_rec *r = NULL;
+    size_t n = 0, cap = 0;
+    int64_t t = 0;
+    int rc = sqlite3_prepare_v2(db,
+                                "SELECT t, process_id, attributed_j, standalone_j, cpu_s, class,"
+                                " model_id FROM main.process_energy_recent ORDER BY t, process_id",
+                                -1, &get, NULL);
+
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db, "INSERT INTO process_energy_packed (t, rows) VALUES (?1, ?2)",
+                                -1, &put, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(get)) == SQLITE_ROW) {
+        int64_t rt = sqlite3_column_int64(get, 0);
+        rc = SQLITE_OK;
+        if (n > 0 && rt != t) {
+            rc = put_packed(put, t, r, n);
+            n = 0;
+        }
+        if (rc == SQLITE_OK && n == cap) {
+            packed_rec *v = realloc(r, (cap ? cap * 2 : 256) * sizeof(*v));
+            if (!v)
+                rc = SQLITE_NOMEM;
+            else {
+                r = v;
+                cap = cap ? cap * 2 : 256;
+            }
+        }
+        if (rc != SQLITE_OK)
+            break;
+        t = rt;
+        r[n++] = (packed_rec){
+            .process_id = sqlite3_column_int64(get, 1),
+            .attributed_j = sqlite3_column_double(get, 2),
+            .standalone_j = sqlite3_column_double(get, 3),
+            .cpu_s = sqlite3_column_double(get, 4),
+            .has_class = sqlite3_column_type(get, 5) != SQLITE_NULL,
+            .klass = sqlite3_column_int64(get, 5),
+            .has_model = sqlite3_column_type(get, 6) != SQLITE_NULL,
+            .model_id = sqlite3_column_int64(get, 6),
+        };
+    }
+    if (rc == SQLITE_DONE)
+        rc = n > 0 ? put_packed(put, t, r, n) : SQLITE_OK;
+    sqlite3_finalize(get);
+    sqlite3_finalize(put);
+    free(r);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "DROP TABLE process_energy_recent", NULL, NULL, NULL);
+    return rc;
+}
+
+/* Steps that move rows in C after their SQL, in its transaction (NULL:
+ * SQL only). */
+static int (*const migration_moves[STORE_SCHEMA_VERSION])(sqlite3 *db) = {
+    [9] = migrate_packed_recent,
+};
 
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
@@ -199,14 +289,23 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 9: the node's per-event calibration */
     migrate_node_event_calibration,
 
-    /* 10: the settled rows in a file of their own: migrate_settled_file
+    /* 10: one row a second for all processes' recent rows */
+    migrate_packed_recent_sql,
+
+    /* 11: the settled rows in a file of their own: migrate_settled_file
      * (settled.c), two files, two transactions */
 };
 
-/* The steps that are functions rather than one SQL text. */
-static int (*const migrate_fn[STORE_SCHEMA_VERSION])(sqlite3 *db) = {
-    [9] = migrate_settled_file,
+/* The steps that run their own transactions (in two files) rather than
+ * one SQL text in migrate_one's. */
+static int (*const migration_own_txn[STORE_SCHEMA_VERSION])(sqlite3 *db) = {
+    [10] = migrate_settled_file,
 };
+
+int store_sqlite_register(sqlite3 *db)
+{
+    return packed_register(db);
+}
 
 int schema_errno(sqlite3 *db, int rc)
 {
@@ -276,6 +375,8 @@ static int migrate_one(sqlite3 *db, int from)
     if (rc != SQLITE_OK)
         return rc;
     rc = sqlite3_exec(db, migrations[from], NULL, NULL, NULL);
+    if (rc == SQLITE_OK && migration_moves[from])
+        rc = migration_moves[from](db);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, bump, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
@@ -297,7 +398,7 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
                         "%s: schema version %d is newer than this wattprof's (%d)", path, version,
                         STORE_SCHEMA_VERSION);
     for (int v = version; v < STORE_SCHEMA_VERSION; v++) {
-        rc = migrate_fn[v] ? migrate_fn[v](db) : migrate_one(db, v);
+        rc = migration_own_txn[v] ? migration_own_txn[v](db) : migrate_one(db, v);
         if (rc != SQLITE_OK)
             return util_err(err, errlen, schema_errno(db, rc),
                             "%s: migrating the schema from version %d to %d: %s", path, v, v + 1,
@@ -383,7 +484,9 @@ int schema_open(const char *path, int64_t max_db_bytes, sqlite3 **out, char *err
     }
     sqlite3_busy_timeout(db, SCHEMA_BUSY_MS);
     sqlite3_extended_result_codes(db, 1);
-    rc = pragmas(db, max_db_bytes);
+    rc = packed_register(db);
+    if (rc == SQLITE_OK)
+        rc = pragmas(db, max_db_bytes);
     if (rc != SQLITE_OK) {
         r = util_err(err, errlen, schema_errno(db, rc), "%s: cannot use the database: %s", path,
                      sqlite3_errmsg(db));

@@ -178,7 +178,7 @@ int settled_sync_main(sqlite3 *db, char *err, size_t errlen)
     return r;
 }
 
-/* 9 -> 10, the settled file: its tables' rows are copied from the main
+/* 10 -> 11, the settled file: its tables' rows are copied from the main
  * file in one transaction of the settled file (emptied first, so a crash
  * before the second commit only repeats the step), then the main file
  * drops them (and the process_energy view, which a view of the main file
@@ -206,7 +206,7 @@ int migrate_settled_file(sqlite3 *db)
                                                  "DROP TABLE main.process_energy_settled;"
                                                  "DROP TABLE main.process_energy_batch;"
                                                  "DROP TABLE main.process_energy_minute;"
-                                                 "PRAGMA user_version = 10;"
+                                                 "PRAGMA user_version = " SETTLED_VERSION_TEXT ";"
                                                  "COMMIT;";
     int rc = exec_settled(db, copy);
 

@@ -4,6 +4,7 @@
 #ifndef WATTPROF_STORE_INTERNAL_H
 #define WATTPROF_STORE_INTERNAL_H
 
+#include "store/packed.h"
 #include "store/saved_row.h"
 #include "store/store.h"
 
@@ -219,7 +220,8 @@ int schema_errno(sqlite3 *db, int rc);
 /* PATH-settled: copied with the database by `cp wattprof.db*`. */
 #define SETTLED_SUFFIX "-settled"
 /* The schema version that keeps the settled rows in it. */
-#define SETTLED_VERSION 10
+#define SETTLED_VERSION 11
+#define SETTLED_VERSION_TEXT "11" /* the same, for SQL text */
 /* How long a commit of the settled file waits for readers' locks before
  * maintenance gives up until its next run (retention.c). */
 #define SETTLED_BUSY_MS 100
@@ -310,6 +312,10 @@ struct store {
     agg acc;
     conn_row *order; /* a commit's per-second rows, sorted (conn.c) */
     size_t cap_order;
+    packed_rec *pack, *merged; /* one second's records, as written (conn.c) */
+    size_t cap_pack, cap_merged;
+    uint8_t *pack_blob;
+    size_t cap_blob;
     int64_t partial_from; /* the oldest second in process_energy_recent that
                              later ticks may add to (a flush committed it
                              in progress); INT64_MAX: none */
@@ -359,7 +365,8 @@ enum conn_stmt {
     ST_FOLD_MARK,
     ST_FOLD_GET,
     ST_PROC_ID,
-    ST_ENERGY,
+    ST_PACKED_GET,
+    ST_PACKED_PUT,
     ST_INFO,
     ST_EXIT,
     ST_TOTALS,

@@ -112,6 +112,9 @@ static void destroy(store *s)
         close(s->lock_fd);
     agg_free(&s->acc);
     free(s->order);
+    free(s->pack);
+    free(s->merged);
+    free(s->pack_blob);
     ring_free(&s->queue);
     free_models(s);
     pthread_cond_destroy(&s->wake);

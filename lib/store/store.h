@@ -51,8 +51,11 @@
  *   process_energy(_minute)    per process per second (minute) in which it ran:
  *                              attributed J, standalone J, CPU s, class, model;
  *                              the per-second rows are a view of
- *                              process_energy_recent (the newest, keyed by
- *                              second) and process_energy_settled (keyed by
+ *                              process_energy_recent (the newest: a virtual
+ *                              table over process_energy_packed, one row a
+ *                              second with a blob of all processes' rows,
+ *                              store_sqlite_register) and
+ *                              process_energy_settled (keyed by
  *                              the batch that maintenance moved them in, then
  *                              process; process_energy_batch: each batch's
  *                              seconds)
@@ -91,11 +94,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define STORE_SCHEMA_VERSION 10
+#define STORE_SCHEMA_VERSION 11
 #define STORE_MAX_CLASSES 4  /* classes per calibration row */
 #define STORE_MAX_EVENTS 256 /* events per calibration row */
 #define STORE_MAX_DOMAINS 16 /* RAPL domains per calibration row */
 #define STORE_DOMAIN_LEN 16  /* bytes of a domain name, NUL included */
+
+/* Registers on an SQLite connection of the caller's own what every
+ * connection lib/store opens has: the virtual table process_energy_recent
+ * (lib/store/packed.c), without which process_energy_recent and the
+ * process_energy view cannot be read. Returns an SQLite result code. */
+struct sqlite3;
+int store_sqlite_register(struct sqlite3 *db);
 
 /* ---- Opening, closing, configuration (store.c) --------------------------- */
 

@@ -15,13 +15,14 @@
  *                                size: [simulated s, bytes in use above the
  *                                empty schema, bytes free for reuse].
  *   peer   N SIM_SECONDS DB      the floor: the same per-second rows
- *                                (process_energy_recent, host_energy,
+ *                                (process_energy_packed, host_energy,
  *                                host_attribution, calibration) inserted
  *                                into the store's own schema by a prepared
  *                                INSERT loop, one transaction per simulated
  *                                second, same journal settings, no store.
  *
  * Each prints one JSON object on stdout. */
+#include "store/packed.h"
 #include "store/store.h"
 #include "util/util.h"
 
@@ -286,16 +287,29 @@ static int peer_second(sqlite3_stmt **st, int n, int64_t t, const char *rates_js
 {
     int ok = 1;
 
-    for (int i = 0; i < n; i++) {
-        sqlite3_bind_int64(st[0], 1, i + 1);
-        sqlite3_bind_int64(st[0], 2, t);
-        sqlite3_bind_double(st[0], 3, 0.2 * (1 + i % 7));
-        sqlite3_bind_double(st[0], 4, 0.25 * (1 + i % 7));
-        sqlite3_bind_double(st[0], 5, 0.01 * (1 + i % 5));
-        sqlite3_bind_int(st[0], 6, i % 2);
-        ok &= sqlite3_step(st[0]) == SQLITE_DONE;
-        sqlite3_reset(st[0]);
+    packed_rec *rec = malloc((size_t)n * sizeof(*rec));
+    uint8_t *blob = rec ? malloc(1 + (size_t)n * PACKED_WIDE_SIZE) : NULL;
+
+    if (!blob) {
+        free(rec);
+        return -ENOMEM;
     }
+    for (int i = 0; i < n; i++)
+        rec[i] = (packed_rec){.process_id = i + 1,
+                              .attributed_j = 0.2 * (1 + i % 7),
+                              .standalone_j = 0.25 * (1 + i % 7),
+                              .cpu_s = 0.01 * (1 + i % 5),
+                              .klass = i % 2,
+                              .has_class = true,
+                              .model_id = 1,
+                              .has_model = true};
+    packed_encode(rec, (size_t)n, blob);
+    sqlite3_bind_int64(st[0], 1, t);
+    sqlite3_bind_blob64(st[0], 2, blob, packed_size(rec, (size_t)n), SQLITE_STATIC);
+    ok &= sqlite3_step(st[0]) == SQLITE_DONE;
+    sqlite3_reset(st[0]);
+    free(blob);
+    free(rec);
     for (int d = 0; d < 2; d++) {
         sqlite3_bind_int64(st[1], 1, t);
         sqlite3_bind_text(st[1], 2, d ? "dram" : "package", -1, SQLITE_STATIC);
@@ -315,7 +329,7 @@ static int peer_second(sqlite3_stmt **st, int n, int64_t t, const char *rates_js
 }
 
 static const char *const peer_sql[4] = {
-    "INSERT INTO process_energy_recent VALUES (?2, ?1, ?3, ?4, ?5, ?6, 1)",
+    "INSERT INTO process_energy_packed VALUES (?1, ?2)",
     "INSERT INTO host_energy VALUES (?1, ?2, ?3, ?4)",
     "INSERT INTO host_attribution VALUES (?1, 1, 100, 50, 45, 5, 98, 1, 1, 'fitted', ?1 - 60)",
     "INSERT INTO calibration VALUES (?1, 1, 1, '{\"package\": 90, \"dram\": 10}', ?2)",

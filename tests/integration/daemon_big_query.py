@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """A large query neither holds the socket nor keeps the memory it took.
 
 The database holds 100,000 exited processes with three minute rows each

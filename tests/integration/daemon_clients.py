@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """No local user can lock the others out of wattprofd.
 
 200 silent connections of one unprivileged uid (65534): 16 are held

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Under [daemon] query_time_limit, a call whose later query is stopped
 answers QueryTimeLimit, never a short answer or another error.
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Ticks the model cannot attribute are stored, not thrown away.
 
 A replay of 300 ticks (6 s at 50 Hz) of one process with a package meter,

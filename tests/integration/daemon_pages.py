@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """What one ListProcesses reply may cost is capped: at most 1000 processes
 (limit past that is InvalidParameter), the rest by pages (offset,
 next_offset).  A replay stores 1500 processes; the first page has 1000 and

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Every number of io.wattprof.Monitor at its edges, through the independent
 Varlink client: a value outside its range is InvalidParameter naming that
 parameter, with a reason that says the range (before: since -1e308 was

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """No reply of the daemon passes 4 MiB of JSON: a page of ListProcesses,
 GetHistory or ListJobs ends early at it and says where the next starts; the
 client follows the pages and lists everything once.

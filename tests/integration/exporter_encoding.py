@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """The exporter's encoding and labels, against a replaying wattprofd.
 
   * A scraper that sends Accept-Encoding: gzip (Prometheus does) gets the

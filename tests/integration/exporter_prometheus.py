@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Two wattprofd replays stand in for two cluster nodes; a real Prometheus
 (Debian's package) scrapes both, each under its own instance label, with the
 shipped recording rules loaded.

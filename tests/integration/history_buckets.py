@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """wattprof history's buckets against a real wattprofd that stops and
 starts again: buckets start on the clock (multiples of the step), a bucket
 the daemon sampled only in part says so (covered_s in JSON and CSV, a note in

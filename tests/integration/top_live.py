@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """wattprof top's live screen under tmux, against a real wattprofd.
 
 Twelve processes of the test's own (a link to the burn helper named wptop,

@@ -118,6 +118,7 @@ static inline sqlite3 *raw_open(const char *path)
     sqlite3 *db;
 
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(store_sqlite_register(db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
     snprintf(settled, sizeof(settled), "%s-settled", path);
     if (stat(settled, &st) == 0) {
@@ -161,11 +162,12 @@ static inline void raw_exec(sqlite3 *db, const char *sql)
 
 /* Compares every table of the copy `old` (a file VACUUMed INTO before a
  * migration) with the migrated database open as `db`, by name wherever
- * the migration put it (main or settled): each must have rows, and the
- * same. Returns how many tables. */
+ * the migration put it (the settled file, else main: named, as an
+ * unqualified name would find old's own table where main's is a virtual
+ * table): each must have rows, and the same. Returns how many tables. */
 static inline int raw_same_tables(sqlite3 *db, const char *old)
 {
-    char sql[PATH_MAX + 256];
+    char sql[PATH_MAX + 256], where[32];
     sqlite3_stmt *st;
     int tables = 0;
 
@@ -182,10 +184,13 @@ static inline int raw_same_tables(sqlite3 *db, const char *old)
         snprintf(sql, sizeof(sql), "SELECT count(*) FROM old.%s", t);
         if (raw_num(db, sql) <= 0)
             fail_msg("%s: no rows to migrate", t);
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM settled.sqlite_master WHERE name = '%s'",
+                 t);
+        snprintf(where, sizeof(where), "%s", raw_num(db, sql) > 0 ? "settled" : "main");
         snprintf(sql, sizeof(sql),
-                 "SELECT (SELECT count(*) FROM %s) - (SELECT count(*) FROM old.%s)"
-                 " + (SELECT count(*) FROM (SELECT * FROM old.%s EXCEPT SELECT * FROM %s))",
-                 t, t, t, t);
+                 "SELECT (SELECT count(*) FROM %s.%s) - (SELECT count(*) FROM old.%s)"
+                 " + (SELECT count(*) FROM (SELECT * FROM old.%s EXCEPT SELECT * FROM %s.%s))",
+                 where, t, t, t, where, t);
         if (raw_num(db, sql) != 0)
             fail_msg("%s: rows differ after the migration", t);
         tables++;
@@ -195,9 +200,9 @@ static inline int raw_same_tables(sqlite3 *db, const char *old)
 }
 
 /* SQL that takes a new database (opened by raw_open) back to schema
- * version 9: its settled rows and minute rows in tables of the main file,
+ * version 10: its settled rows and minute rows in tables of the main file,
  * with the view process_energy there, and the settled file emptied. */
-#define STORE_AS_V9                                                                                \
+#define STORE_AS_V10                                                                               \
     "CREATE TABLE main.process_energy_settled ("                                                   \
     " batch INTEGER NOT NULL, process_id INTEGER NOT NULL, t INTEGER NOT NULL,"                    \
     " attributed_j REAL NOT NULL, standalone_j REAL NOT NULL, cpu_s REAL NOT NULL,"                \
@@ -220,6 +225,41 @@ static inline int raw_same_tables(sqlite3 *db, const char *old)
     " FROM process_energy_settled UNION ALL"                                                       \
     " SELECT process_id, t, attributed_j, standalone_j, cpu_s, class, model_id"                    \
     " FROM process_energy_recent;"
+
+/* Rows for the tables a short run leaves empty, in the tables of version 7
+ * and later (processes through the view's triggers). */
+#define STORE_ROWS_OF_V7                                                                           \
+    "INSERT INTO models VALUES (7, 'ab12', 'm', 'linear', '{}', 1700000000, 1700000001);"          \
+    "INSERT INTO process_energy_minute VALUES (1, 1699900000, 60, 61, 6, 0, 7, 60);"               \
+    "INSERT INTO host_energy_minute VALUES (1699900000, 'package', 600, 610, 60);"                 \
+    "INSERT INTO host_attribution_minute VALUES"                                                   \
+    " (1699900000, 60, 600, 240, 300, 60, 590, 1, 7, 60, 'fitted', 1699800000);"                   \
+    "INSERT INTO node_calibration VALUES"                                                          \
+    " ('package', 1699800000, 4.5, 0.1, 1.0, 0.9, 2.0, 300, 'ab12');"                              \
+    "INSERT INTO calibration VALUES (1699999990, 1, 7, '{\"package\": 9}', '[[1.5]]');"            \
+    "INSERT INTO process_energy_batch VALUES (1, 1699990000, 1699990001);"                         \
+    "INSERT INTO process_energy_settled VALUES (1, 2, 1699990000, 1, 1.5, 0.25, 1, 7),"            \
+    " (1, 2, 1699990001, 2, 2.5, 0.5, 0, 7);"                                                      \
+    "INSERT INTO processes (boot_id, pid, start_time, comm, cmdline, uid, cgroup, first_seen,"     \
+    " last_seen, exit_time, class, attributed_j, standalone_j, cpu_s, job) VALUES"                 \
+    " ('b', 300, 3, 'gone', 'gone --x', 1000, '/job', 1699990000, 1699990001, 1699990002, 0,"      \
+    " 3, 4, 0.75, '42');"
+
+/* SQL that takes a new database back to schema version 9: version 10's,
+ * then the recent per-second rows in the table they were, one row per
+ * process and second, read out of the packed rows (version 10) through the
+ * virtual table (raw_open registers it). */
+#define STORE_AS_V9                                                                                \
+    STORE_AS_V10                                                                                   \
+    "CREATE TEMP TABLE recent_v9 AS SELECT t, process_id, attributed_j, standalone_j, cpu_s,"      \
+    " class, model_id FROM process_energy_recent;"                                                 \
+    "DROP TABLE process_energy_packed;"                                                            \
+    "CREATE TABLE process_energy_recent ("                                                         \
+    " t INTEGER NOT NULL, process_id INTEGER NOT NULL, attributed_j REAL NOT NULL,"                \
+    " standalone_j REAL NOT NULL, cpu_s REAL NOT NULL, class INTEGER, model_id INTEGER,"           \
+    " PRIMARY KEY (t, process_id)) WITHOUT ROWID;"                                                 \
+    "INSERT INTO main.process_energy_recent SELECT * FROM temp.recent_v9;"                         \
+    "DROP TABLE temp.recent_v9;"
 
 /* SQL that takes a new database back to schema version 8: without the
  * node's per-event calibration (version 9). */

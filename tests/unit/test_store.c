@@ -35,7 +35,7 @@ static void test_schema_created(void **state)
     fixture *f = *state;
     store_config c;
     const char *tables[] = {
-        "models",      "process_info",       "process_totals",   "process_energy_recent",
+        "models",      "process_info",       "process_totals",   "process_energy_packed",
         "host_energy", "host_energy_minute", "host_attribution", "host_attribution_minute",
         "calibration", "node_calibration"};
     char sql[200];

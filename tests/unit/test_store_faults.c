@@ -90,6 +90,7 @@ static int64_t wait_then_kill_point(const char *path, const char *logpath)
     while (stat(logpath, &st) < 0 || st.st_size == 0)
         sleep_ms(5);
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+    assert_int_equal(store_sqlite_register(db), SQLITE_OK);
     sqlite3_busy_timeout(db, 5000);
     for (double t0 = now_s(); now_s() - t0 < 10;) {
         double v = raw_num(db, "SELECT count(*) FROM host_attribution");

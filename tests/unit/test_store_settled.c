@@ -157,7 +157,7 @@ static void unlink_settled(const char *path)
 /* A version 9 file, with rows in every table and no settled file, migrates:
  * the settled, batch and minute rows move to the new file and out of the
  * main one, every table reads as before, and every query answers the same. */
-static void test_migrates_v9_settled_file(void **state)
+static void test_migrates_v10_settled_file(void **state)
 {
     fixture *f = *state;
     char old[PATH_MAX + 8], sql[PATH_MAX + 256];
@@ -171,8 +171,8 @@ static void test_migrates_v9_settled_file(void **state)
     sqlite3_close(db);
     before = ask(f);
     db = raw_open(f->path);
-    raw_exec(db, STORE_AS_V9 "PRAGMA user_version = 9;");
-    snprintf(old, sizeof(old), "%s.v9", f->path);
+    raw_exec(db, STORE_AS_V10 "PRAGMA user_version = 10;");
+    snprintf(old, sizeof(old), "%s.v10", f->path);
     unlink(old);
     snprintf(sql, sizeof(sql), "VACUUM INTO '%s'", old);
     raw_exec(db, sql);
@@ -185,7 +185,7 @@ static void test_migrates_v9_settled_file(void **state)
     assert_int_equal(raw_num(db, "PRAGMA user_version"), STORE_SCHEMA_VERSION);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM main.sqlite_master"
                                  " WHERE name LIKE 'process_energy_%' AND name != "
-                                 "'process_energy_recent'"),
+                                 "'process_energy_packed'"),
                      0);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM settled.sqlite_master"
                                  " WHERE type = 'table'"),
@@ -229,7 +229,7 @@ static void test_crash_between_move_commits(void **state)
     if (pid == 0) {
         s = open_store(f->path, &c);
         db = raw_open(f->path);
-        raw_exec(db, "CREATE TRIGGER main.crash BEFORE DELETE ON process_energy_recent"
+        raw_exec(db, "CREATE TRIGGER main.crash BEFORE DELETE ON process_energy_packed"
                      " BEGIN SELECT RAISE(FAIL, 'crash'); END");
         sqlite3_close(db);
         _exit(store_maintain(s, T0 + 41) < 0 ? 0 : 1); /* no close: as if killed */
@@ -275,7 +275,7 @@ static void test_move_retried_after_main_failed(void **state)
     s = open_store(f->path, &c);
     push_three(s, T0, T0 + 20);
     db = raw_open(f->path);
-    raw_exec(db, "CREATE TRIGGER main.crash BEFORE DELETE ON process_energy_recent"
+    raw_exec(db, "CREATE TRIGGER main.crash BEFORE DELETE ON process_energy_packed"
                  " BEGIN SELECT RAISE(FAIL, 'crash'); END");
     assert_true(store_maintain(s, T0 + 21) < 0);
     raw_exec(db, "DROP TRIGGER main.crash");
@@ -436,7 +436,7 @@ static void test_corrupt_settled_page(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_migrates_v9_settled_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrates_v10_settled_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_between_move_commits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_move_retried_after_main_failed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reader_defers_move, setup, teardown),
