@@ -5,10 +5,11 @@
 #ifndef WATTPROF_BPF_SHARED_H
 #define WATTPROF_BPF_SHARED_H
 
-#define WATTPROF_BPF_MAX_EVENTS 8    /* events counted per process */
-#define WATTPROF_BPF_MAX_PROCS 16384 /* processes in the map at once */
-#define WATTPROF_BPF_MAX_CPUS 1024   /* the events array: event * cpus + cpu */
-#define WATTPROF_BPF_TICKS_PER_S 100 /* USER_HZ: /proc/PID/stat's start time unit */
+#define WATTPROF_BPF_MAX_EVENTS 8     /* events counted per process */
+#define WATTPROF_BPF_MAX_PROCS 16384  /* processes in the map at once */
+#define WATTPROF_BPF_MAX_CPUS 1024    /* the events array: event * cpus + cpu */
+#define WATTPROF_BPF_TICKS_PER_S 100  /* USER_HZ: /proc/PID/stat's start time unit */
+#define WATTPROF_BPF_MAX_PIDS 4194304 /* PID_MAX_LIMIT: the wanted bitmap's size in bits */
 
 /* Where an event of the set is counted from: the per-CPU counter, read at
  * each switch, or a field the scheduler keeps in each thread (what rusage
@@ -50,6 +51,7 @@ enum wattprof_change_kind {
     WATTPROF_CH_FORK,   /* it is new (forked; not a new thread) */
     WATTPROF_CH_EXEC,   /* it has exec'd */
     WATTPROF_CH_COMM,   /* its leader was renamed (PR_SET_NAME, /proc/PID/comm): comm */
+    WATTPROF_CH_COUNTS, /* a wanted process's counts at a switch or timer (wattprof_counts) */
 };
 
 /* A record of the changed ring, in the order things happened. Fork, exec
@@ -60,6 +62,22 @@ struct wattprof_change {
     __u32 kind; /* enum wattprof_change_kind */
     __u32 pad;
     char comm[16]; /* WATTPROF_CH_COMM: the new name */
+};
+
+/* The counts of a process the daemon reads (its bit set in `wanted`), as
+ * the programs left them at each switch away from it and at each timer
+ * run on its CPU: the daemon takes them from the ring and looks up no
+ * entry. Written while other threads of the process may add, so each
+ * field is at most the entry's at the time; a later record's field is not
+ * always larger than an earlier one's (the daemon keeps the largest). */
+struct wattprof_counts {
+    struct wattprof_key key;
+    __u32 kind; /* WATTPROF_CH_COUNTS */
+    __u32 pad;
+    __u64 updates;
+    __u64 count[WATTPROF_BPF_MAX_EVENTS];
+    __u64 enabled[WATTPROF_BPF_MAX_EVENTS];
+    __u64 running[WATTPROF_BPF_MAX_EVENTS];
 };
 
 #define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~21,000 records */
