@@ -343,15 +343,18 @@ static void take_counts(const struct wattprof_counts *c)
         return;
     h->cur.updates = c->updates;
     for (size_t e = 0; e < B.n_events; e++) {
-        if (c->count[e] > h->cur.count[e])
-            h->cur.count[e] = c->count[e];
-        if (c->enabled[e] > h->cur.enabled[e])
-            h->cur.enabled[e] = c->enabled[e];
-        if (c->running[e] > h->cur.running[e])
-            h->cur.running[e] = c->running[e];
+        if (c->ev[e].count > h->cur.count[e])
+            h->cur.count[e] = c->ev[e].count;
+        if (c->ev[e].enabled > h->cur.enabled[e])
+            h->cur.enabled[e] = c->ev[e].enabled;
+        if (c->ev[e].running > h->cur.running[e])
+            h->cur.running[e] = c->ev[e].running;
     }
     h->gen++;
 }
+
+_Static_assert(WATTPROF_COUNTS_SIZE(WATTPROF_BPF_MAX_EVENTS) == sizeof(struct wattprof_counts),
+               "WATTPROF_COUNTS_SIZE is the record's layout");
 
 /* One record of the changed ring: counts to their handle, the others kept
  * for the drain. */
@@ -359,7 +362,7 @@ static int take_change(void *ctx, void *data, size_t size)
 {
     const struct wattprof_change *c = data;
 
-    if (size >= sizeof(struct wattprof_counts) && c->kind == WATTPROF_CH_COUNTS) {
+    if (size >= WATTPROF_COUNTS_SIZE(B.n_events) && c->kind == WATTPROF_CH_COUNTS) {
         take_counts(data);
         return 0;
     }

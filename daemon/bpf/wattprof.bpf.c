@@ -195,8 +195,12 @@ static __always_inline bool is_wanted(__u32 tgid)
 /* Puts p's counts in the ring for the daemon (see wanted). */
 static __always_inline void send_counts(const struct wattprof_key *k, const struct wattprof_proc *p)
 {
-    struct wattprof_counts *c = bpf_ringbuf_reserve(&changed, sizeof(*c), 0);
+    struct wattprof_counts *c;
 
+    /* nr_events is known when the programs are verified: a constant. */
+    if (nr_events > WATTPROF_BPF_MAX_EVENTS)
+        return;
+    c = bpf_ringbuf_reserve(&changed, WATTPROF_COUNTS_SIZE(nr_events), 0);
     if (!c) {
         __sync_fetch_and_add(&ring_lost, 1);
         return;
@@ -205,12 +209,10 @@ static __always_inline void send_counts(const struct wattprof_key *k, const stru
     c->kind = WATTPROF_CH_COUNTS;
     c->pad = 0;
     c->updates = p->updates;
-    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS; e++) {
-        if (e >= nr_events)
-            break;
-        c->count[e] = p->count[e];
-        c->enabled[e] = p->enabled[e];
-        c->running[e] = p->running[e];
+    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
+        c->ev[e].count = p->count[e];
+        c->ev[e].enabled = p->enabled[e];
+        c->ev[e].running = p->running[e];
     }
     bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
 }

@@ -67,18 +67,22 @@ struct wattprof_change {
 /* The counts of a process the daemon reads (its bit set in `wanted`), as
  * the programs left them at each switch away from it and at each timer
  * run on its CPU: the daemon takes them from the ring and looks up no
- * entry. Written while other threads of the process may add, so each
- * field is at most the entry's at the time; a later record's field is not
- * always larger than an earlier one's (the daemon keeps the largest). */
+ * entry. A record holds the events of the set only (its size:
+ * WATTPROF_COUNTS_SIZE). Written while other threads of the process may
+ * add, so each field is at most the entry's at the time; a later record's
+ * field is not always larger than an earlier one's (the daemon keeps the
+ * largest). */
 struct wattprof_counts {
     struct wattprof_key key;
     __u32 kind; /* WATTPROF_CH_COUNTS */
     __u32 pad;
     __u64 updates;
-    __u64 count[WATTPROF_BPF_MAX_EVENTS];
-    __u64 enabled[WATTPROF_BPF_MAX_EVENTS];
-    __u64 running[WATTPROF_BPF_MAX_EVENTS];
+    struct {
+        __u64 count, enabled, running;
+    } ev[WATTPROF_BPF_MAX_EVENTS];
 };
+
+#define WATTPROF_COUNTS_SIZE(n_events) (32 + 24 * (n_events))
 
 #define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~21,000 records */
 
