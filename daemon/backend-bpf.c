@@ -647,6 +647,14 @@ uint64_t backend_bpf_overflows(void)
     return v;
 }
 
+bool backend_bpf_wanted(pid_t pid)
+{
+    __u32 tgid = (__u32)pid;
+
+    return B.skel && pid > 0 && tgid < WATTPROF_BPF_MAX_PIDS &&
+           (__atomic_load_n(&B.skel->bss->wanted[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64)) & 1;
+}
+
 #else /* built without libbpf */
 
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
@@ -675,6 +683,11 @@ void backend_bpf_unload(void)
 uint64_t backend_bpf_overflows(void)
 {
     return 0;
+}
+
+bool backend_bpf_wanted(pid_t pid)
+{
+    return false;
 }
 
 #endif
