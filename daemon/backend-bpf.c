@@ -7,7 +7,8 @@
  * names the process in a ring once per drain generation (and when it
  * exits); a process the daemon has a handle for (its pid's bit set in the
  * programs' `wanted` bitmap) has its counts put in the ring instead, at
- * each switch away from it. Once a tick the daemon drains (drain): it
+ * its first switch away of a generation (and is named if it runs again
+ * in it). Once a tick the daemon drains (drain): it
  * reads the ring, takes the counts records into their handles, looks up
  * the entries the other records name that a handle reads or whose process
  * exited, hands each handle its process's counts, and offers the
@@ -20,7 +21,8 @@
  * deleted in one batch. A read is a subtraction; the quiet word is the
  * handle's count of changes. The cost follows context switches and the
  * processes that ran, not process starts nor the processes that sleep; a
- * steady process that ran costs the daemon no system call.
+ * tracked process that ran once in a tick costs the daemon no system
+ * call, one that switched often one lookup.
  *
  * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and
  * the daemon counts with the perf backend. The contract is in backend.h. */

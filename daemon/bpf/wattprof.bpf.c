@@ -17,9 +17,10 @@
  * daemon has taken them (it deletes the entry). Forks, execs, exits and
  * renames are also told in the `changed` ring, in order: the daemon opens
  * no proc connector beside these programs. A process the daemon reads (its
- * bit in `wanted`) has its counts put in that ring at each switch away
- * from it, so the daemon looks up no entry for it; the others are named
- * there once per drain generation, for a lookup if the daemon wants it.
+ * bit in `wanted`) has its counts put in that ring at its first switch
+ * away of a drain generation, so the daemon looks up no entry for it
+ * unless it ran again in that generation; the others are named there
+ * once per drain generation, for a lookup if the daemon wants it.
  *
  * A context switch is the hot path (thousands a second on a quiet node),
  * so it does the least it can: each thread's key is made once and kept in
@@ -129,9 +130,11 @@ __u64 ring_lost;
 
 /* Written by the daemon (mmap'ed): a bit per thread group id (in the
  * daemon's pid namespace) whose counts it reads. Such a process's counts
- * go in the ring at each switch away from it and each timer run, and the
- * drain takes them from there: no map lookup (a system call each) for the
- * processes that ran. The others are named once per drain generation. */
+ * go in the ring at its first switch away (or timer run) of a drain
+ * generation, and the drain takes them from there: no map lookup (a
+ * system call each) for a process that ran once since the previous drain.
+ * One that runs again in the generation is named as well (once), and
+ * looked up. The others are named once per drain generation. */
 __u64 wanted[WATTPROF_BPF_MAX_PIDS / 64];
 
 /* Counts the daemon reads: entries that did not fit, counter reads that
@@ -380,14 +383,19 @@ static __always_inline struct wattprof_proc *account(struct task_struct *t, bool
         __sync_fetch_and_add(&p->running[e], dr);
     }
     __sync_fetch_and_add(&p->updates, 1);
-    if (!quiet && is_wanted(s->key.tgid)) {
+    /* After the counts (the locked adds order them before this load): a
+     * generation read before the daemon bumped it means its coming drain
+     * reads the ring, and looks the entry up, after these counts are in.
+     * A process the daemon reads has its counts sent at its first call
+     * of a generation, and is named at its second (the drain looks up
+     * what it ran after the record): at most one lookup a tick for a
+     * process that switches often, none for one that ran once. */
+    __u64 gen = *(volatile __u64 *)&drain_gen;
+    if (!quiet && p->sent != gen && is_wanted(s->key.tgid)) {
+        p->sent = gen;
         send_counts(&s->key, p);
         return p;
     }
-    /* After the counts (the locked adds order them before this load): a
-     * generation read before the daemon bumped it means its coming drain
-     * looks the entry up after these counts are in. */
-    __u64 gen = *(volatile __u64 *)&drain_gen;
     if (p->queued != gen) {
         p->queued = gen;
         if (!quiet)

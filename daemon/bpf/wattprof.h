@@ -40,7 +40,8 @@ struct wattprof_proc {
     __u32 exited; /* the whole thread group has exited */
     __u32 ppid;   /* its parent's thread group id when the entry was made; 0: not visible */
     __u32 pad;
-    __u64 queued; /* the drain generation it was last put in the changed ring for */
+    __u64 queued; /* the drain generation it was last named in the changed ring for */
+    __u64 sent;   /* the drain generation its counts were last put in the ring for */
     char comm[16];
 };
 
@@ -65,9 +66,10 @@ struct wattprof_change {
 };
 
 /* The counts of a process the daemon reads (its bit set in `wanted`), as
- * the programs left them at each switch away from it and at each timer
- * run on its CPU: the daemon takes them from the ring and looks up no
- * entry. A record holds the events of the set only (its size:
+ * the programs left them at its first switch away (or timer run) of a
+ * drain generation: the daemon takes them from the ring and looks up no
+ * entry for a process that ran once since the previous drain (one that
+ * ran again is also named, and looked up). A record holds the events of the set only (its size:
  * WATTPROF_COUNTS_SIZE). Written while other threads of the process may
  * add, so each field is at most the entry's at the time; a later record's
  * field is not always larger than an earlier one's (the daemon keeps the
