@@ -5,18 +5,24 @@
  * each tick period, the kernel adds the counters' change to the running
  * process's entry in one map, keyed by thread group id and start time, and
  * names the process in a ring once per drain generation (and when it
- * exits). Once a tick the daemon drains (drain): it reads the ring, looks
- * up the entries it names that a handle reads or whose process exited, hands each handle its
- * process's counts, and offers the processes that exited unseen (a 1 ms
- * child) to be adopted (at most as many a tick as the sampler takes: the
- * rest wait for the next drain); the whole map, in batches, the first time
- * and after the ring was full. The ring's fork, exec and rename records go
- * to the sampler as process events (it opens no proc connector with this
- * backend). An exited process's entry is read and deleted in one call;
- * the other taken entries are deleted in one batch. A
- * read is a subtraction; the quiet word is the handle's count of changes.
- * The cost follows context switches and the processes that ran, not
- * process starts nor the processes that sleep.
+ * exits); a process the daemon has a handle for (its pid's bit set in the
+ * programs' `wanted` bitmap) has its counts put in the ring instead, at
+ * its first switch away of a generation (and is named if it runs again
+ * in it). Once a tick the daemon drains (drain): it
+ * reads the ring, takes the counts records into their handles, looks up
+ * the entries the other records name that a handle reads or whose process
+ * exited, hands each handle its process's counts, and offers the
+ * processes that exited unseen (a 1 ms child) to be adopted (at most as
+ * many a tick as the sampler takes: the rest wait for the next drain); the
+ * whole map, in batches, the first time and after the ring was full. The
+ * ring's fork, exec and rename records go to the sampler as process events
+ * (it opens no proc connector with this backend). An exited process's
+ * entry is read and deleted in one call; the other taken entries are
+ * deleted in one batch. A read is a subtraction; the quiet word is the
+ * handle's count of changes. The cost follows context switches and the
+ * processes that ran, not process starts nor the processes that sleep; a
+ * tracked process that ran once in a tick costs the daemon no system
+ * call, one that switched often one lookup.
  *
  * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and
  * the daemon counts with the perf backend. The contract is in backend.h. */
@@ -83,9 +89,11 @@ static struct bpf_state {
     bool lost;       /* records the daemon had no room for */
 } B;
 
+/* By thread group id alone: the handles of one pid (a reused one's old
+ * and new process) share a bucket. */
 static size_t bucket_of(const struct wattprof_key *k)
 {
-    return ((size_t)k->tgid * 2654435761u ^ (size_t)k->start) % BUCKETS;
+    return (size_t)k->tgid * 2654435761u % BUCKETS;
 }
 
 static struct backend_handle **find(const struct wattprof_key *k)
@@ -95,6 +103,21 @@ static struct backend_handle **find(const struct wattprof_key *k)
     while (*p && ((*p)->key.tgid != k->tgid || (*p)->key.start != k->start))
         p = &(*p)->next;
     return p;
+}
+
+/* The programs send the counts of a pid whose bit is set at each switch
+ * (see wanted in bpf/wattprof.bpf.c); the bit stays while any handle has
+ * that pid. */
+static void set_wanted(__u32 tgid, bool on)
+{
+    __u64 bit = 1ull << (tgid % 64);
+
+    if (tgid >= WATTPROF_BPF_MAX_PIDS)
+        return;
+    if (on)
+        __atomic_fetch_or(&B.skel->bss->wanted[tgid / 64], bit, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_and(&B.skel->bss->wanted[tgid / 64], ~bit, __ATOMIC_RELAXED);
 }
 
 /* Whether /proc/PID/stat says the process has exited (a zombie its parent
@@ -177,6 +200,7 @@ static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cp
     }
     h->next = B.bucket[bucket_of(&k)];
     B.bucket[bucket_of(&k)] = h;
+    set_wanted(k.tgid, true);
     *out = h;
     return 0;
 }
@@ -227,6 +251,13 @@ static void bpf_close(backend_handle *h)
     struct backend_handle **p = find(&h->key);
     if (*p == h)
         *p = h->next;
+    if (B.skel) {
+        struct backend_handle *o = B.bucket[bucket_of(&h->key)];
+        while (o && o->key.tgid != h->key.tgid)
+            o = o->next;
+        if (!o)
+            set_wanted(h->key.tgid, false);
+    }
     /* Taken: an exited process's entry goes (unless its drain took it
      * already); a live one's starts again. */
     if (B.skel && !h->taken && B.n_closed == B.cap_closed)
@@ -303,11 +334,40 @@ static int drain_all(backend_adopt_fn adopt, void *ctx)
     return 0;
 }
 
-/* One record of the changed ring, kept for the drain. */
+/* A wanted process's counts from the ring, into its handle: each field the
+ * largest seen (a record written beside another thread's adds may hold an
+ * older value of a field than the one before it). */
+static void take_counts(const struct wattprof_counts *c)
+{
+    struct backend_handle *h = *find(&c->key);
+
+    if (!h || c->updates <= h->cur.updates)
+        return;
+    h->cur.updates = c->updates;
+    for (size_t e = 0; e < B.n_events; e++) {
+        if (c->ev[e].count > h->cur.count[e])
+            h->cur.count[e] = c->ev[e].count;
+        if (c->ev[e].enabled > h->cur.enabled[e])
+            h->cur.enabled[e] = c->ev[e].enabled;
+        if (c->ev[e].running > h->cur.running[e])
+            h->cur.running[e] = c->ev[e].running;
+    }
+    h->gen++;
+}
+
+_Static_assert(WATTPROF_COUNTS_SIZE(WATTPROF_BPF_MAX_EVENTS) == sizeof(struct wattprof_counts),
+               "WATTPROF_COUNTS_SIZE is the record's layout");
+
+/* One record of the changed ring: counts to their handle, the others kept
+ * for the drain. */
 static int take_change(void *ctx, void *data, size_t size)
 {
     const struct wattprof_change *c = data;
 
+    if (size >= WATTPROF_COUNTS_SIZE(B.n_events) && c->kind == WATTPROF_CH_COUNTS) {
+        take_counts(data);
+        return 0;
+    }
     if (size < sizeof(*c) || B.n_changes == B.cap_changes) {
         B.drained = false; /* cannot be (see load); if it were, look at everything */
         B.lost = true;
@@ -589,6 +649,14 @@ uint64_t backend_bpf_overflows(void)
     return v;
 }
 
+bool backend_bpf_wanted(pid_t pid)
+{
+    __u32 tgid = (__u32)pid;
+
+    return B.skel && pid > 0 && tgid < WATTPROF_BPF_MAX_PIDS &&
+           (__atomic_load_n(&B.skel->bss->wanted[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64)) & 1;
+}
+
 #else /* built without libbpf */
 
 static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cpu,
@@ -617,6 +685,11 @@ void backend_bpf_unload(void)
 uint64_t backend_bpf_overflows(void)
 {
     return 0;
+}
+
+bool backend_bpf_wanted(pid_t pid)
+{
+    return false;
 }
 
 #endif

@@ -105,5 +105,8 @@ int backend_bpf_load(const sample_eventset *es, uint64_t period_ns, char *err, s
 void backend_bpf_unload(void);
 /* Processes whose entry did not fit in the kernel's map, since the load. */
 uint64_t backend_bpf_overflows(void);
+/* Whether the programs put pid's counts in the ring at each switch (a
+ * handle is open with that pid), so the drain looks up no entry for it. */
+bool backend_bpf_wanted(pid_t pid);
 
 #endif

@@ -16,7 +16,11 @@
  * one, and after its exit the entry keeps its final counts until the
  * daemon has taken them (it deletes the entry). Forks, execs, exits and
  * renames are also told in the `changed` ring, in order: the daemon opens
- * no proc connector beside these programs.
+ * no proc connector beside these programs. A process the daemon reads (its
+ * bit in `wanted`) has its counts put in that ring at its first switch
+ * away of a drain generation, so the daemon looks up no entry for it
+ * unless it ran again in that generation; the others are named there
+ * once per drain generation, for a lookup if the daemon wants it.
  *
  * A context switch is the hot path (thousands a second on a quiet node),
  * so it does the least it can: each thread's key is made once and kept in
@@ -124,6 +128,15 @@ struct {
 __u64 drain_gen;
 __u64 ring_lost;
 
+/* Written by the daemon (mmap'ed): a bit per thread group id (in the
+ * daemon's pid namespace) whose counts it reads. Such a process's counts
+ * go in the ring at its first switch away (or timer run) of a drain
+ * generation, and the drain takes them from there: no map lookup (a
+ * system call each) for a process that ran once since the previous drain.
+ * One that runs again in the generation is named as well (once), and
+ * looked up. The others are named once per drain generation. */
+__u64 wanted[WATTPROF_BPF_MAX_PIDS / 64];
+
 /* Counts the daemon reads: entries that did not fit, counter reads that
  * failed. */
 struct {
@@ -171,6 +184,40 @@ static __always_inline void queue(const struct wattprof_key *k, __u32 kind)
 
     if (bpf_ringbuf_output(&changed, &c, sizeof(c), BPF_RB_NO_WAKEUP) < 0)
         __sync_fetch_and_add(&ring_lost, 1);
+}
+
+static __always_inline bool is_wanted(__u32 tgid)
+{
+    __u32 w = tgid / 64;
+
+    if (w >= WATTPROF_BPF_MAX_PIDS / 64)
+        return false;
+    return (*(volatile __u64 *)&wanted[w] >> (tgid % 64)) & 1;
+}
+
+/* Puts p's counts in the ring for the daemon (see wanted). */
+static __always_inline void send_counts(const struct wattprof_key *k, const struct wattprof_proc *p)
+{
+    struct wattprof_counts *c;
+
+    /* nr_events is known when the programs are verified: a constant. */
+    if (nr_events > WATTPROF_BPF_MAX_EVENTS)
+        return;
+    c = bpf_ringbuf_reserve(&changed, WATTPROF_COUNTS_SIZE(nr_events), 0);
+    if (!c) {
+        __sync_fetch_and_add(&ring_lost, 1);
+        return;
+    }
+    c->key = *k;
+    c->kind = WATTPROF_CH_COUNTS;
+    c->pad = 0;
+    c->updates = p->updates;
+    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
+        c->ev[e].count = p->count[e];
+        c->ev[e].enabled = p->enabled[e];
+        c->ev[e].running = p->running[e];
+    }
+    bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
 }
 
 static __always_inline bool make_key(struct task_struct *t, struct wattprof_key *k)
@@ -338,8 +385,17 @@ static __always_inline struct wattprof_proc *account(struct task_struct *t, bool
     __sync_fetch_and_add(&p->updates, 1);
     /* After the counts (the locked adds order them before this load): a
      * generation read before the daemon bumped it means its coming drain
-     * looks the entry up after these counts are in. */
+     * reads the ring, and looks the entry up, after these counts are in.
+     * A process the daemon reads has its counts sent at its first call
+     * of a generation, and is named at its second (the drain looks up
+     * what it ran after the record): at most one lookup a tick for a
+     * process that switches often, none for one that ran once. */
     __u64 gen = *(volatile __u64 *)&drain_gen;
+    if (!quiet && p->sent != gen && is_wanted(s->key.tgid)) {
+        p->sent = gen;
+        send_counts(&s->key, p);
+        return p;
+    }
     if (p->queued != gen) {
         p->queued = gen;
         if (!quiet)

@@ -5,10 +5,11 @@
 #ifndef WATTPROF_BPF_SHARED_H
 #define WATTPROF_BPF_SHARED_H
 
-#define WATTPROF_BPF_MAX_EVENTS 8    /* events counted per process */
-#define WATTPROF_BPF_MAX_PROCS 16384 /* processes in the map at once */
-#define WATTPROF_BPF_MAX_CPUS 1024   /* the events array: event * cpus + cpu */
-#define WATTPROF_BPF_TICKS_PER_S 100 /* USER_HZ: /proc/PID/stat's start time unit */
+#define WATTPROF_BPF_MAX_EVENTS 8     /* events counted per process */
+#define WATTPROF_BPF_MAX_PROCS 16384  /* processes in the map at once */
+#define WATTPROF_BPF_MAX_CPUS 1024    /* the events array: event * cpus + cpu */
+#define WATTPROF_BPF_TICKS_PER_S 100  /* USER_HZ: /proc/PID/stat's start time unit */
+#define WATTPROF_BPF_MAX_PIDS 4194304 /* PID_MAX_LIMIT: the wanted bitmap's size in bits */
 
 /* Where an event of the set is counted from: the per-CPU counter, read at
  * each switch, or a field the scheduler keeps in each thread (what rusage
@@ -39,7 +40,8 @@ struct wattprof_proc {
     __u32 exited; /* the whole thread group has exited */
     __u32 ppid;   /* its parent's thread group id when the entry was made; 0: not visible */
     __u32 pad;
-    __u64 queued; /* the drain generation it was last put in the changed ring for */
+    __u64 queued; /* the drain generation it was last named in the changed ring for */
+    __u64 sent;   /* the drain generation its counts were last put in the ring for */
     char comm[16];
 };
 
@@ -50,6 +52,7 @@ enum wattprof_change_kind {
     WATTPROF_CH_FORK,   /* it is new (forked; not a new thread) */
     WATTPROF_CH_EXEC,   /* it has exec'd */
     WATTPROF_CH_COMM,   /* its leader was renamed (PR_SET_NAME, /proc/PID/comm): comm */
+    WATTPROF_CH_COUNTS, /* a wanted process's counts at a switch or timer (wattprof_counts) */
 };
 
 /* A record of the changed ring, in the order things happened. Fork, exec
@@ -61,6 +64,27 @@ struct wattprof_change {
     __u32 pad;
     char comm[16]; /* WATTPROF_CH_COMM: the new name */
 };
+
+/* The counts of a process the daemon reads (its bit set in `wanted`), as
+ * the programs left them at its first switch away (or timer run) of a
+ * drain generation: the daemon takes them from the ring and looks up no
+ * entry for a process that ran once since the previous drain (one that
+ * ran again is also named, and looked up). A record holds the events of the set only (its size:
+ * WATTPROF_COUNTS_SIZE). Written while other threads of the process may
+ * add, so each field is at most the entry's at the time; a later record's
+ * field is not always larger than an earlier one's (the daemon keeps the
+ * largest). */
+struct wattprof_counts {
+    struct wattprof_key key;
+    __u32 kind; /* WATTPROF_CH_COUNTS */
+    __u32 pad;
+    __u64 updates;
+    struct {
+        __u64 count, enabled, running;
+    } ev[WATTPROF_BPF_MAX_EVENTS];
+};
+
+#define WATTPROF_COUNTS_SIZE(n_events) (32 + 24 * (n_events))
 
 #define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~21,000 records */
 

@@ -5,7 +5,8 @@
  * line that names it. The bpf backend also: a process that lives a
  * millisecond is offered for adoption with its count and its command after
  * exec (again later when deferred, and as exited when found again as a
- * zombie), and a reused pid (another start time) is another process. Its tests
+ * zombie), a reused pid (another start time) is another process, and a
+ * pid's counts come in the ring while a handle has that pid. Its tests
  * skip, saying why, where BPF cannot load (not root, no BTF). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -246,22 +247,33 @@ static void test_bpf_short_process(void **state)
     events_free(es);
 }
 
+/* The bpf backend loaded with task-clock alone, a delta for it, and a pipe
+ * whose write end starts a child. */
+static sample_eventset *bpf_task_clock(counters_delta *d, int go[2])
+{
+    const char *names[] = {"perf::TASK-CLOCK"};
+    sample_eventset *es;
+    char err[UTIL_ERRLEN];
+
+    assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
+    load_bpf(es);
+    assert_int_equal(counters_delta_new(es, d), 0);
+    assert_int_equal(pipe(go), 0);
+    return es;
+}
+
 /* The key is the pid and the start time: a handle for the same pid with
  * another start (a reused pid) sees nothing of this process, and an exec
  * keeps the process (same key) under its new command. */
 static void test_bpf_reuse_exec(void **state)
 {
-    const char *names[] = {"perf::TASK-CLOCK"};
     sample_eventset *es;
     backend_handle *other;
     counters_delta d;
     char err[UTIL_ERRLEN];
     int status, go[2];
 
-    assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
-    load_bpf(es);
-    assert_int_equal(counters_delta_new(es, &d), 0);
-    assert_int_equal(pipe(go), 0);
+    es = bpf_task_clock(&d, go);
     pid_t pid = fork();
     if (pid == 0) {
         char b;
@@ -289,6 +301,50 @@ static void test_bpf_reuse_exec(void **state)
     assert_true(d.skipped || d.scaled[0] == 0);
     backend_bpf.close(f.h);
     backend_bpf.close(other);
+    counters_delta_free(&d);
+    backend_bpf_unload();
+    events_free(es);
+}
+
+/* A pid's counts come in the ring while any handle has that pid: closing
+ * the handle of a reused pid's other start keeps them coming for this one;
+ * closing the last one stops them. */
+static void test_bpf_wanted(void **state)
+{
+    sample_eventset *es;
+    backend_handle *other, *h;
+    counters_delta d;
+    char err[UTIL_ERRLEN], b;
+    int status, go[2];
+
+    es = bpf_task_clock(&d, go);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(go[1]);
+        if (read(go[0], &b, 1) == 1)
+            for (double t0 = cpu_s(); cpu_s() - t0 < 0.05;)
+                ;
+        _exit(0);
+    }
+    close(go[0]);
+    uint64_t start = start_of(pid);
+    assert_false(backend_bpf_wanted(pid));
+    assert_int_equal(backend_bpf.open(es, pid, start + 1, -1, &other, err, sizeof(err)), 0);
+    assert_int_equal(backend_bpf.open(es, pid, start, -1, &h, err, sizeof(err)), 0);
+    assert_true(backend_bpf_wanted(pid));
+    backend_bpf.close(other);
+    assert_true(backend_bpf_wanted(pid));
+    drain(&backend_bpf);
+    assert_int_equal(backend_bpf.read(h, &d), 0);
+    assert_int_equal(write(go[1], "g", 1), 1);
+    close(go[1]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    drain(&backend_bpf);
+    assert_false(backend_bpf.alive(h));
+    assert_int_equal(backend_bpf.read(h, &d), 0);
+    assert_true(d.scaled[0] >= 0.045e9); /* task-clock, ns: the burn */
+    backend_bpf.close(h);
+    assert_false(backend_bpf_wanted(pid));
     counters_delta_free(&d);
     backend_bpf_unload();
     events_free(es);
@@ -370,7 +426,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_process_perf),      cmocka_unit_test(test_process_bpf),
         cmocka_unit_test(test_bpf_short_process), cmocka_unit_test(test_bpf_reuse_exec),
-        cmocka_unit_test(test_bpf_events),        cmocka_unit_test(test_cpu_refused),
+        cmocka_unit_test(test_bpf_events),        cmocka_unit_test(test_bpf_wanted),
+        cmocka_unit_test(test_cpu_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
