@@ -106,7 +106,7 @@ struct sampler {
     struct forked {
         pid_t pid;
         uint64_t drain; /* n_drains when it was told of */
-    } * forked;
+    } *forked;
     size_t n_forked, cap_forked;
     uint64_t n_drains;
     char backend_why[UTIL_ERRLEN + 64]; /* which backend runs and why, for the log */
@@ -134,7 +134,7 @@ struct sampler {
     struct quiet {
         const __u64 *word;
         __u64 value;
-    } * quiet;
+    } *quiet;
     struct tracked **active; /* the processes this tick has deltas for */
     size_t n_active, n_idle;
     bool reap_pending; /* some process is marked gone */
