@@ -165,7 +165,7 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
                              : GUESS_SECONDS;
     per = pid_eq ? 1 : GUESS_PROCESSES;
     info->estimatedRows = (sqlite3_int64)(seconds * per);
-    /* a second's row read, then a binary search or a decode of each record */
+    /* a chunk read per second, then a binary search or a decode of each record */
     info->estimatedCost = seconds * (10 + (pid_eq ? 8 : per));
     if (t_eq && pid_eq)
         info->idxFlags |= SQLITE_INDEX_SCAN_UNIQUE;
@@ -343,12 +343,14 @@ static int prepare(packed_cursor *c, sqlite3_stmt **st, const char *fmt)
 }
 
 /* The process's record of second c->t: one seek for the chunk that would
- * hold it, then a binary search in the chunk. -1: none. */
+ * hold it, a binary search in the chunk, and the record copied alone. -1:
+ * none. */
 static int seek_process(packed_cursor *c)
 {
     int rc = prepare(c, &c->seek,
                      "SELECT k, rows FROM \"%w\".process_energy_packed"
                      " WHERE k >= ?1 AND k <= ?2 ORDER BY k DESC LIMIT 1");
+    packed_blob chunk;
     size_t at;
 
     if (rc != SQLITE_OK)
@@ -356,19 +358,25 @@ static int seek_process(packed_cursor *c)
     sqlite3_bind_int64(c->seek, 1, packed_key(c->t, 0));
     sqlite3_bind_int64(c->seek, 2, packed_key(c->t, c->pid));
     rc = sqlite3_step(c->seek);
-    if (rc == SQLITE_ROW)
-        rc = load_chunk(c, c->seek);
-    else if (rc == SQLITE_DONE)
+    if (rc == SQLITE_ROW) {
+        const void *data = sqlite3_column_blob(c->seek, 1);
+        size_t len = (size_t)sqlite3_column_bytes(c->seek, 1);
+        if (packed_open(data, len, &chunk) < 0)
+            rc = damaged(c, (int64_t)len);
+        else if ((at = packed_lower_bound(&chunk, c->pid)) == chunk.n ||
+                 packed_id(&chunk, at) != c->pid)
+            rc = -1;
+        else if ((rc = keep(c, chunk.data, 1 + chunk.size)) == SQLITE_OK) {
+            memcpy(c->buf + 1, chunk.data + 1 + at * chunk.size, chunk.size);
+            packed_open(c->buf, 1 + chunk.size, &c->blob);
+            c->i = 0;
+            c->end = 1;
+        }
+    } else if (rc == SQLITE_DONE) {
         rc = -1;
+    }
     sqlite3_reset(c->seek);
-    if (rc != SQLITE_OK)
-        return rc;
-    at = packed_lower_bound(&c->blob, c->pid);
-    if (at == c->blob.n || packed_id(&c->blob, at) != c->pid)
-        return -1;
-    c->i = at;
-    c->end = at + 1;
-    return SQLITE_OK;
+    return rc;
 }
 
 /* Moves c->t to the next second (in the cursor's order) that has chunks,

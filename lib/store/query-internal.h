@@ -47,9 +47,10 @@ int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_s
  * together (UNION ALL): rollups delete the seconds they sum, so the two never
  * count the same energy twice. A process's per-second rows are in two
  * tables (schema.c, version 4): the newest in process_energy_recent, keyed
- * by second (a virtual table over one packed row a second since version
- * 10, packed.c), read for one process by one seek per second it spans (a
- * minute or two) and a binary search in that second's row; the others in
+ * by second (a virtual table over page-sized chunks of packed rows since
+ * version 10, packed.c), read for one process by one seek per second it
+ * spans (a minute or two) and a binary search in the chunk it finds; the
+ * others in
  * process_energy_settled, keyed by batch and process, read for one process
  * by one seek per batch that overlaps the window, and for a window by
  * scanning the batches that overlap it. */

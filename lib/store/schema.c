@@ -277,7 +277,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 9: the node's per-event calibration */
     migrate_node_event_calibration,
 
-    /* 10: one row a second for all processes' recent rows */
+    /* 10: the recent rows of all processes in page-sized chunks a second */
     migrate_packed_recent_sql,
 };
 
