@@ -52,6 +52,10 @@ typedef struct packed_cursor {
     sqlite3_stmt *st;   /* all rows: the chunks of [lo, hi] in order */
     sqlite3_stmt *seek; /* a process's: its chunk of second t */
     sqlite3_stmt *next; /* a process's: the next second with chunks */
+    sqlite3_blob *hint; /* a process's: the chunk of the second before,
+                           whose key, with this second's t, it reads first */
+    int64_t hint_id;    /* that chunk's first process id */
+    bool no_hint;       /* a chunk so keyed was missing: seek alone */
     bool desc;          /* what st and next were prepared for */
     bool by_pid, eof;
     int64_t pid, t, lo, hi;
@@ -196,6 +200,7 @@ static int x_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
         return SQLITE_NOMEM;
     memset(c, 0, sizeof(*c));
     c->eof = true;
+    c->hint_id = -1;
     *out = &c->base;
     return SQLITE_OK;
 }
@@ -207,6 +212,7 @@ static int x_close(sqlite3_vtab_cursor *base)
     sqlite3_finalize(c->st);
     sqlite3_finalize(c->seek);
     sqlite3_finalize(c->next);
+    sqlite3_blob_close(c->hint);
     sqlite3_free(c->buf);
     sqlite3_free(c);
     return SQLITE_OK;
@@ -292,7 +298,7 @@ static int keep(packed_cursor *c, const void *data, size_t len)
         c->buf = b;
         c->cap = len;
     }
-    if (data && len > 0)
+    if (data && len > 0 && data != c->buf)
         memcpy(c->buf, data, len);
     return SQLITE_OK;
 }
@@ -342,6 +348,66 @@ static int prepare(packed_cursor *c, sqlite3_stmt **st, const char *fmt)
     return SQLITE_OK;
 }
 
+/* Keeps record `at` of `chunk` alone as the cursor's row. */
+static int keep_record(packed_cursor *c, const packed_blob *chunk, size_t at)
+{
+    int rc = keep(c, chunk->data, 1 + chunk->size);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    memmove(c->buf + 1, chunk->data + 1 + at * chunk->size, chunk->size);
+    packed_open(c->buf, 1 + chunk->size, &c->blob);
+    c->i = 0;
+    c->end = 1;
+    return SQLITE_OK;
+}
+
+/* The process's record of second c->t from the chunk of the same first
+ * process id as the one it was in the second before: the processes of
+ * consecutive seconds are mostly the same, and so are their chunks. One
+ * exact key read by incremental blob I/O, without a statement. 1: not
+ * known there (no such chunk, or the process is past its ids); -1: not in
+ * this second. */
+static int seek_hinted(packed_cursor *c)
+{
+    packed_vtab *v = (packed_vtab *)c->base.pVtab;
+    int64_t key = packed_key(c->t, c->hint_id);
+    packed_blob chunk;
+    size_t len, at;
+    int rc;
+
+    if (c->no_hint || c->hint_id < 0)
+        return 1;
+    rc = c->hint ? sqlite3_blob_reopen(c->hint, key)
+                 : sqlite3_blob_open(v->db, v->schema, "process_energy_packed", "rows", key, 0,
+                                     &c->hint);
+    if (rc == SQLITE_OK) {
+        len = (size_t)sqlite3_blob_bytes(c->hint);
+        rc = keep(c, NULL, len);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_blob_read(c->hint, c->buf, (int)len, 0);
+    }
+    if (rc == SQLITE_NOMEM)
+        return rc;
+    if (rc != SQLITE_OK) {
+        /* no such chunk, or a handle a change of the table expired: an
+         * aborted handle takes no more keys, and opening one costs a
+         * statement's preparation, so the seeks go on without */
+        sqlite3_blob_close(c->hint);
+        c->hint = NULL;
+        c->no_hint = true;
+        return 1;
+    }
+    if (packed_open(c->buf, len, &chunk) < 0)
+        return damaged(c, (int64_t)len);
+    if (chunk.n == 0 || packed_id(&chunk, 0) > c->pid || packed_id(&chunk, chunk.n - 1) < c->pid)
+        return 1;
+    at = packed_lower_bound(&chunk, c->pid);
+    if (packed_id(&chunk, at) != c->pid)
+        return -1;
+    return keep_record(c, &chunk, at);
+}
+
 /* The process's record of second c->t: one seek for the chunk that would
  * hold it, a binary search in the chunk, and the record copied alone. -1:
  * none. */
@@ -355,6 +421,9 @@ static int seek_process(packed_cursor *c)
 
     if (rc != SQLITE_OK)
         return rc;
+    rc = seek_hinted(c);
+    if (rc != 1)
+        return rc;
     sqlite3_bind_int64(c->seek, 1, packed_key(c->t, 0));
     sqlite3_bind_int64(c->seek, 2, packed_key(c->t, c->pid));
     rc = sqlite3_step(c->seek);
@@ -366,11 +435,9 @@ static int seek_process(packed_cursor *c)
         else if ((at = packed_lower_bound(&chunk, c->pid)) == chunk.n ||
                  packed_id(&chunk, at) != c->pid)
             rc = -1;
-        else if ((rc = keep(c, chunk.data, 1 + chunk.size)) == SQLITE_OK) {
-            memcpy(c->buf + 1, chunk.data + 1 + at * chunk.size, chunk.size);
-            packed_open(c->buf, 1 + chunk.size, &c->blob);
-            c->i = 0;
-            c->end = 1;
+        else {
+            rc = keep_record(c, &chunk, at);
+            c->hint_id = packed_id(&chunk, 0);
         }
     } else if (rc == SQLITE_DONE) {
         rc = -1;
@@ -474,6 +541,8 @@ static int x_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
     c->lo = lo;
     c->hi = hi;
     if (c->by_pid) {
+        if (c->hint_id >= 0 && packed_part(c->hint_id) > packed_part(c->pid))
+            c->hint_id = -1; /* another process's chunk, after this one's */
         c->t = desc ? hi : lo;
         c->eof = false;
         return next_second(c, true);

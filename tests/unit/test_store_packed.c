@@ -98,6 +98,21 @@ static void test_rows_read_back_bit_for_bit(void **state)
             assert_true(same_bits(row_value(db, "cpu_s", t, id, &found), energy(pid, t) / 7));
             assert_int_equal(row_value(db, "class", t, id, &found), pid % 3);
         }
+    /* a process's seconds in one cursor: the chunk of the second before
+     * read first, by its key; the same as a filter of all rows */
+    for (int id = 1; id <= 41; id++) {
+        char q[400];
+        snprintf(q, sizeof(q),
+                 "SELECT (SELECT count(*) || ',' || total(attributed_j) || ',' || total(t)"
+                 " FROM process_energy_recent WHERE process_id = %d) = (SELECT count(*) || ','"
+                 " || total(attributed_j) || ',' || total(t) FROM (SELECT * FROM"
+                 " process_energy_recent LIMIT -1) WHERE process_id = %d)",
+                 id, id);
+        if (raw_num(db, q) != 1)
+            fail_msg("process %d: its seek reads other rows than a filter", id);
+    }
+    assert_int_equal(
+        raw_num(db, "SELECT count(*) FROM process_energy_recent WHERE process_id = 35"), 5);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
                                  " WHERE model_id IS NULL"),
                      101);
@@ -294,6 +309,13 @@ static void test_wide_rows_and_changes_by_hand(void **state)
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
                                  " WHERE process_id IN (103, 104, 105)"),
                      3);
+    /* a process's rows changed by a seek of it, over two seconds */
+    raw_exec(db, "INSERT INTO process_energy_recent VALUES (1700000001, 105, 1, 1, 1, 0, 0)");
+    raw_exec(db, "UPDATE process_energy_recent SET cpu_s = cpu_s + 10 WHERE process_id = 105");
+    assert_float_equal(raw_num(db, "SELECT total(cpu_s) FROM process_energy_recent"
+                                   " WHERE process_id = 105"),
+                       0.25 + 1 + 20, 0);
+    raw_exec(db, "DELETE FROM process_energy_recent WHERE process_id = 105 AND t = 1700000001");
     raw_exec(db, "DELETE FROM process_energy_recent WHERE t = 1700000001");
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_packed"), 1);
     /* a second row of one process in one second is refused, named */
