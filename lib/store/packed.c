@@ -14,11 +14,11 @@
  * key; with process_id =, each second is one seek of the key (the last
  * chunk whose key is <= the process's key of that second), one chunk read
  * (a page) and a binary search in it, then, for a range of seconds, one
- * seek for the next second. It is writable (INSERT, UPDATE, DELETE by
- * hand, as the table was; each rewrites the second's chunks): the rowid of
- * a row is t << 32 | process_id, for t and process ids in 0..2^31 and
- * 0..2^32; the writer itself writes whole seconds into
- * process_energy_packed (conn.c).
+ * seek for the next second. The seek first reads the chunk keyed as the
+ * one the process was in the second before, by incremental blob I/O. It is writable (INSERT,
+ * UPDATE, DELETE by hand, as the table was; each rewrites the second's chunks): the rowid of a row
+ * is t << 32 | process_id, for t and process ids in 0..2^31 and 0..2^32; the writer itself writes
+ * whole seconds into process_energy_packed (conn.c).
  *
  * Built a second time, with WATTPROF_SQLITE_EXTENSION, as a loadable
  * extension for the sqlite3 shell (`.load`). */
@@ -45,6 +45,9 @@ typedef struct packed_vtab {
     sqlite3_vtab base;
     sqlite3 *db;
     char *schema; /* the database whose process_energy_packed it reads */
+    /* statements a closed cursor left, for the next one: preparing them
+     * anew took a good part of a short query (a process's last minute) */
+    sqlite3_stmt *spare_seek, *spare_st[2], *spare_next[2];
 } packed_vtab;
 
 typedef struct packed_cursor {
@@ -107,6 +110,11 @@ static int x_disconnect(sqlite3_vtab *base)
 {
     packed_vtab *v = (packed_vtab *)base;
 
+    sqlite3_finalize(v->spare_seek);
+    for (int i = 0; i < 2; i++) {
+        sqlite3_finalize(v->spare_st[i]);
+        sqlite3_finalize(v->spare_next[i]);
+    }
     sqlite3_free(v->schema);
     sqlite3_free(v);
     return SQLITE_OK;
@@ -191,16 +199,41 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
     return SQLITE_OK;
 }
 
+/* Takes the spare statement of a slot, if the cursor has none of its own. */
+static void take(sqlite3_stmt **slot, sqlite3_stmt **st)
+{
+    if (!*st) {
+        *st = *slot;
+        *slot = NULL;
+    }
+}
+
+/* Leaves the cursor's statement in the slot, reset, or finalizes it when
+ * the slot is taken. */
+static void give_back(sqlite3_stmt **slot, sqlite3_stmt **st)
+{
+    if (*st && !*slot) {
+        sqlite3_reset(*st);
+        *slot = *st;
+    } else {
+        sqlite3_finalize(*st);
+    }
+    *st = NULL;
+}
+
 static int x_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
 {
+    packed_vtab *v = (packed_vtab *)base;
     packed_cursor *c = sqlite3_malloc(sizeof(*c));
 
-    (void)base;
     if (!c)
         return SQLITE_NOMEM;
     memset(c, 0, sizeof(*c));
     c->eof = true;
     c->hint_id = -1;
+    take(&v->spare_seek, &c->seek);
+    take(&v->spare_st[0], &c->st);
+    take(&v->spare_next[0], &c->next);
     *out = &c->base;
     return SQLITE_OK;
 }
@@ -209,9 +242,11 @@ static int x_close(sqlite3_vtab_cursor *base)
 {
     packed_cursor *c = (packed_cursor *)base;
 
-    sqlite3_finalize(c->st);
-    sqlite3_finalize(c->seek);
-    sqlite3_finalize(c->next);
+    packed_vtab *v = (packed_vtab *)base->pVtab;
+
+    give_back(&v->spare_seek, &c->seek);
+    give_back(&v->spare_st[c->desc], &c->st);
+    give_back(&v->spare_next[c->desc], &c->next);
     sqlite3_blob_close(c->hint);
     sqlite3_free(c->buf);
     sqlite3_free(c);
@@ -533,10 +568,12 @@ static int x_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
     if (!any || lo > hi)
         return SQLITE_OK;
     if (c->desc != desc) {
-        sqlite3_finalize(c->st);
-        sqlite3_finalize(c->next);
-        c->st = c->next = NULL;
+        packed_vtab *v = (packed_vtab *)base->pVtab;
+        give_back(&v->spare_st[c->desc], &c->st);
+        give_back(&v->spare_next[c->desc], &c->next);
         c->desc = desc;
+        take(&v->spare_st[desc], &c->st);
+        take(&v->spare_next[desc], &c->next);
     }
     c->lo = lo;
     c->hi = hi;
