@@ -598,7 +598,7 @@ static int by_key(const void *a, const void *b)
 }
 
 /* Makes sure each process has its row, then writes the per-second rows
- * sorted by (t, process_id), each second's as one packed row: every insert
+ * sorted by (t, process_id), each second's as its packed chunks: every insert
  * lands at the end of the b-tree, which fills its pages whole instead of
  * splitting them. */
 static int write_procs(store *s, int64_t until, uint64_t *rows)
