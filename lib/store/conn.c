@@ -50,12 +50,13 @@ static const char *const statements[ST_COUNT] = {
      * 64 KiB page, malloc'ed and freed) on every step. */
     [ST_PROC_ID] =
         "SELECT id FROM process_info WHERE boot_id = ?1 AND pid = ?2 AND start_time = ?3",
-    /* One row a second for all processes (packed.h): a commit appends one
-     * row, where a row per process took a b-tree entry each. A second that
-     * a flush wrote in progress is read back, its later ticks added, and
-     * written whole again. */
-    [ST_PACKED_GET] = "SELECT rows FROM process_energy_packed WHERE t = ?1",
-    [ST_PACKED_PUT] = "INSERT OR REPLACE INTO process_energy_packed (t, rows) VALUES (?1, ?2)",
+    /* A second's rows for all processes as a few page-sized chunks
+     * (packed.h): a commit appends them, where a row per process took a
+     * b-tree entry each. A second that a flush wrote in progress is read
+     * back, its later ticks added, and written whole again. */
+    [ST_PACKED_GET] = "SELECT rows FROM process_energy_packed WHERE k BETWEEN ?1 AND ?2 ORDER BY k",
+    [ST_PACKED_DEL] = "DELETE FROM process_energy_packed WHERE k BETWEEN ?1 AND ?2",
+    [ST_PACKED_PUT] = "INSERT INTO process_energy_packed (k, rows) VALUES (?1, ?2)",
     [ST_INFO] =
         "INSERT INTO process_info (boot_id, pid, start_time, comm, cmdline, uid, cgroup,"
         " first_seen, job) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
@@ -129,6 +130,7 @@ int conn_open(store *s, char *err, size_t errlen)
 {
     char settled[4096];
     struct stat st;
+    int64_t page = 0;
     int rc, r = schema_open(s->path, s->cfg.max_db_bytes, &s->db, err, errlen);
 
     if (r < 0)
@@ -143,6 +145,14 @@ int conn_open(store *s, char *err, size_t errlen)
             return r;
         }
     }
+    rc = schema_int(s->db, "PRAGMA page_size", 0, &page);
+    if (rc != SQLITE_OK) {
+        r = util_err(err, errlen, schema_errno(s->db, rc), "%s: reading the page size: %s", s->path,
+                     sqlite3_errmsg(s->db));
+        conn_close(s);
+        return r;
+    }
+    s->chunk_max = packed_chunk_max(page);
     rc = sqlite3_step(s->stmt[ST_FOLD_GET]);
     s->fold_t = rc == SQLITE_ROW ? sqlite3_column_int64(s->stmt[ST_FOLD_GET], 0) : 0;
     sqlite3_reset(s->stmt[ST_FOLD_GET]);
@@ -551,44 +561,35 @@ static int grow(void **buf, size_t *cap, size_t n, size_t size)
     return SQLITE_OK;
 }
 
-/* Writes second t's n records (s->pack, sorted by process id) as its one
- * packed row, added to the row a commit before wrote of it, if any (a
- * flush, a restart or a replay within the second): the sums are those the
+/* Writes second t's n records (s->pack, sorted by process id) as its
+ * chunks, added to those a commit before wrote of it, if any (a flush, a
+ * restart or a replay within the second): the sums are those the
  * per-process upsert made, old + new, and class and model the new ones. */
 static int write_packed(store *s, int64_t t, size_t n)
 {
-    sqlite3_stmt *get = s->stmt[ST_PACKED_GET], *put = s->stmt[ST_PACKED_PUT];
     const packed_rec *rec = s->pack;
-    packed_blob old;
-    size_t len;
-    int rc;
+    size_t n_old = 0;
+    int rc = packed_read_second(s->stmt[ST_PACKED_GET], t, &s->old, &s->cap_old, &n_old);
 
-    sqlite3_bind_int64(get, 1, t);
-    rc = sqlite3_step(get);
-    if (rc == SQLITE_ROW) {
-        if (packed_open(sqlite3_column_blob(get, 0), (size_t)sqlite3_column_bytes(get, 0), &old) <
-            0) {
-            log_error("%s: process_energy_packed: the row of second %lld is not a packed blob:"
-                      " rewriting it with the new rows only",
-                      s->path, (long long)t);
-            rc = SQLITE_DONE;
-        } else {
-            rc = packed_merge(&old, s->pack, n, &s->merged, &s->cap_merged, &n) < 0 ? SQLITE_NOMEM
-                                                                                    : SQLITE_DONE;
-            rec = s->merged;
-        }
+    if (rc == SQLITE_CORRUPT) {
+        log_error("%s: process_energy_packed: a chunk of second %lld is not a packed blob:"
+                  " rewriting the second with the new rows only",
+                  s->path, (long long)t);
+        n_old = 0;
+        /* the damaged chunk must go */
+        rc = packed_write_second(s->stmt[ST_PACKED_DEL], s->stmt[ST_PACKED_PUT], t, rec, 0,
+                                 s->chunk_max, &s->pack_blob, &s->cap_blob);
     }
-    sqlite3_reset(get);
-    if (rc != SQLITE_DONE)
-        return rc;
-    len = packed_size(rec, n);
-    rc = grow((void **)&s->pack_blob, &s->cap_blob, len, 1);
+    if (rc == SQLITE_OK && n_old > 0) {
+        rc = packed_merge(s->old, n_old, s->pack, n, &s->merged, &s->cap_merged, &n) < 0
+                 ? SQLITE_NOMEM
+                 : SQLITE_OK;
+        rec = s->merged;
+    }
     if (rc != SQLITE_OK)
         return rc;
-    packed_encode(rec, n, s->pack_blob);
-    sqlite3_bind_int64(put, 1, t);
-    sqlite3_bind_blob64(put, 2, s->pack_blob, len, SQLITE_STATIC);
-    return conn_run(put);
+    return packed_write_second(n_old > 0 ? s->stmt[ST_PACKED_DEL] : NULL, s->stmt[ST_PACKED_PUT], t,
+                               rec, n, s->chunk_max, &s->pack_blob, &s->cap_blob);
 }
 
 static packed_rec to_packed(const conn_row *r)
@@ -613,7 +614,7 @@ static int by_key(const void *a, const void *b)
 }
 
 /* Makes sure each process has its row, then writes the per-second rows
- * sorted by (t, process_id), each second's as one packed row: every insert
+ * sorted by (t, process_id), each second's as its packed chunks: every insert
  * lands at the end of the b-tree, which fills its pages whole instead of
  * splitting them. */
 static int write_procs(store *s, int64_t until, uint64_t *rows)

@@ -1,6 +1,6 @@
 /* packed: the virtual table process_energy_recent, which presents the
- * packed rows of process_energy_packed (one row a second, a blob of every
- * process's row: packed.h) as the table of per-second rows it replaced in
+ * packed rows of process_energy_packed (each second's rows of all
+ * processes in page-sized chunks: packed.h) as the table of per-second rows it replaced in
  * schema version 10, with its columns (t, process_id, attributed_j,
  * standalone_j, cpu_s, class, model_id), in (t, process_id) order.
  *
@@ -11,14 +11,14 @@
  * would prevent. lib/store registers it on each connection it opens.
  *
  * Constraints on t (=, <, <=, >, >=) become a range of the packed table's
- * key; process_id = finds the process in each second's blob, reading
- * the blob in parts (incremental blob I/O): first where the process was in
- * the second before, then by binary search, so a per-second seek for one
- * process reads the key, a few ids and one record. It is writable
- * (INSERT, UPDATE, DELETE by hand, as the table was; each rewrites the
- * second's row): the rowid of a row is t << 32 | process_id, for t and
- * process ids in 0..2^31 and 0..2^32; the writer itself writes whole
- * seconds into process_energy_packed (conn.c).
+ * key; with process_id =, each second is one seek of the key (the last
+ * chunk whose key is <= the process's key of that second), one chunk read
+ * (a page) and a binary search in it, then, for a range of seconds, one
+ * seek for the next second. The seek first reads the chunk keyed as the
+ * one the process was in the second before, by incremental blob I/O. It is writable (INSERT,
+ * UPDATE, DELETE by hand, as the table was; each rewrites the second's chunks): the rowid of a row
+ * is t << 32 | process_id, for t and process ids in 0..2^31 and 0..2^32; the writer itself writes
+ * whole seconds into process_energy_packed (conn.c).
  *
  * Built a second time, with WATTPROF_SQLITE_EXTENSION, as a loadable
  * extension for the sqlite3 shell (`.load`). */
@@ -45,19 +45,25 @@ typedef struct packed_vtab {
     sqlite3_vtab base;
     sqlite3 *db;
     char *schema; /* the database whose process_energy_packed it reads */
+    /* statements a closed cursor left, for the next one: preparing them
+     * anew took a good part of a short query (a process's last minute) */
+    sqlite3_stmt *spare_seek, *spare_st[2], *spare_next[2];
 } packed_vtab;
 
 typedef struct packed_cursor {
     sqlite3_vtab_cursor base;
-    sqlite3_stmt *st;
-    bool desc, keys;      /* what st was prepared for: descending t; t alone */
-    sqlite3_blob *blob_h; /* a process's seeks: the rows blob of second t,
-                             read in parts (NULL until the first) */
-    size_t hint;          /* where they found the process last (SIZE_MAX: nowhere) */
+    sqlite3_stmt *st;   /* all rows: the chunks of [lo, hi] in order */
+    sqlite3_stmt *seek; /* a process's: its chunk of second t */
+    sqlite3_stmt *next; /* a process's: the next second with chunks */
+    sqlite3_blob *hint; /* a process's: the chunk of the second before,
+                           whose key, with this second's t, it reads first */
+    int64_t hint_id;    /* that chunk's first process id */
+    bool no_hint;       /* a chunk so keyed was missing: seek alone */
+    bool desc;          /* what st and next were prepared for */
     bool by_pid, eof;
-    int64_t pid, t;
-    uint8_t *buf; /* the current second's records, copied: a change of
-                     the table by hand (xUpdate) may move the row's pages */
+    int64_t pid, t, lo, hi;
+    uint8_t *buf; /* the current chunk, copied: a change of the table by
+                     hand (xUpdate) may move its pages */
     size_t cap;
     packed_blob blob;
     size_t i, end; /* its records [i, end) are this cursor's */
@@ -104,6 +110,11 @@ static int x_disconnect(sqlite3_vtab *base)
 {
     packed_vtab *v = (packed_vtab *)base;
 
+    sqlite3_finalize(v->spare_seek);
+    for (int i = 0; i < 2; i++) {
+        sqlite3_finalize(v->spare_st[i]);
+        sqlite3_finalize(v->spare_next[i]);
+    }
     sqlite3_free(v->schema);
     sqlite3_free(v);
     return SQLITE_OK;
@@ -166,7 +177,7 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
                              : GUESS_SECONDS;
     per = pid_eq ? 1 : GUESS_PROCESSES;
     info->estimatedRows = (sqlite3_int64)(seconds * per);
-    /* a second's row read, then a binary search or a decode of each record */
+    /* a chunk read per second, then a binary search or a decode of each record */
     info->estimatedCost = seconds * (10 + (pid_eq ? 8 : per));
     if (t_eq && pid_eq)
         info->idxFlags |= SQLITE_INDEX_SCAN_UNIQUE;
@@ -188,16 +199,41 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
     return SQLITE_OK;
 }
 
+/* Takes the spare statement of a slot, if the cursor has none of its own. */
+static void take(sqlite3_stmt **slot, sqlite3_stmt **st)
+{
+    if (!*st) {
+        *st = *slot;
+        *slot = NULL;
+    }
+}
+
+/* Leaves the cursor's statement in the slot, reset, or finalizes it when
+ * the slot is taken. */
+static void give_back(sqlite3_stmt **slot, sqlite3_stmt **st)
+{
+    if (*st && !*slot) {
+        sqlite3_reset(*st);
+        *slot = *st;
+    } else {
+        sqlite3_finalize(*st);
+    }
+    *st = NULL;
+}
+
 static int x_open(sqlite3_vtab *base, sqlite3_vtab_cursor **out)
 {
+    packed_vtab *v = (packed_vtab *)base;
     packed_cursor *c = sqlite3_malloc(sizeof(*c));
 
-    (void)base;
     if (!c)
         return SQLITE_NOMEM;
     memset(c, 0, sizeof(*c));
     c->eof = true;
-    c->hint = SIZE_MAX;
+    c->hint_id = -1;
+    take(&v->spare_seek, &c->seek);
+    take(&v->spare_st[0], &c->st);
+    take(&v->spare_next[0], &c->next);
     *out = &c->base;
     return SQLITE_OK;
 }
@@ -206,8 +242,12 @@ static int x_close(sqlite3_vtab_cursor *base)
 {
     packed_cursor *c = (packed_cursor *)base;
 
-    sqlite3_finalize(c->st);
-    sqlite3_blob_close(c->blob_h);
+    packed_vtab *v = (packed_vtab *)base->pVtab;
+
+    give_back(&v->spare_seek, &c->seek);
+    give_back(&v->spare_st[c->desc], &c->st);
+    give_back(&v->spare_next[c->desc], &c->next);
+    sqlite3_blob_close(c->hint);
     sqlite3_free(c->buf);
     sqlite3_free(c);
     return SQLITE_OK;
@@ -293,7 +333,7 @@ static int keep(packed_cursor *c, const void *data, size_t len)
         c->buf = b;
         c->cap = len;
     }
-    if (data && len > 0)
+    if (data && len > 0 && data != c->buf)
         memcpy(c->buf, data, len);
     return SQLITE_OK;
 }
@@ -301,103 +341,20 @@ static int keep(packed_cursor *c, const void *data, size_t len)
 static int damaged(packed_cursor *c, int64_t len)
 {
     return vtab_error(c->base.pVtab, SQLITE_CORRUPT_VTAB,
-                      sqlite3_mprintf("process_energy_packed: the row of second %lld is not a"
+                      sqlite3_mprintf("process_energy_packed: a chunk of second %lld is not a"
                                       " packed blob (%lld bytes)",
                                       (long long)c->t, (long long)len));
 }
 
-/* Reads n bytes at `off` of second c->t's blob into the cursor's buffer at
- * `to`. */
-static int read_part(packed_cursor *c, size_t to, size_t n, size_t off)
+/* Takes the chunk the statement st is on (columns k, rows): its records,
+ * copied. */
+static int load_chunk(packed_cursor *c, sqlite3_stmt *st)
 {
-    return sqlite3_blob_read(c->blob_h, c->buf + to, (int)n, (int)off);
-}
-
-/* A process's record of second c->t, found by a binary search that reads
- * only the ids it compares and the record (incremental blob I/O): reading
- * the row whole took the second's overflow pages, 6 KiB at 200
- * processes, for each second of a process's seek. -1: none. */
-static int seek_process(packed_cursor *c)
-{
-    packed_vtab *v = (packed_vtab *)c->base.pVtab;
-    size_t len, size, lo = 0, hi;
+    const uint8_t *data = sqlite3_column_blob(st, 1);
+    size_t len = (size_t)sqlite3_column_bytes(st, 1);
     int rc;
 
-    if (c->blob_h)
-        rc = sqlite3_blob_reopen(c->blob_h, c->t);
-    else
-        rc = sqlite3_blob_open(v->db, v->schema, "process_energy_packed", "rows", c->t, 0,
-                               &c->blob_h);
-    if (rc != SQLITE_OK) {
-        sqlite3_blob_close(c->blob_h); /* an aborted handle takes no more rows */
-        c->blob_h = NULL;
-        return vtab_error(&v->base, rc, sqlite3_mprintf("%s", sqlite3_errmsg(v->db)));
-    }
-    len = (size_t)sqlite3_blob_bytes(c->blob_h);
-    rc = keep(c, NULL, 1 + PACKED_WIDE_SIZE);
-    if (rc == SQLITE_OK && len > 0)
-        rc = read_part(c, 0, 1, 0);
-    if (rc != SQLITE_OK)
-        return rc;
-    size = len > 0 && c->buf[0] == PACKED_NARROW ? PACKED_NARROW_SIZE
-           : len > 0 && c->buf[0] == PACKED_WIDE ? PACKED_WIDE_SIZE
-                                                 : 0;
-    if (!size || (len - 1) % size != 0)
-        return damaged(c, (int64_t)len);
-    hi = (len - 1) / size;
-    /* first where the process was in the second before: the processes of
-     * consecutive seconds are mostly the same, so it is usually there */
-    if (c->hint < hi) {
-        rc = read_part(c, 1, size, 1 + c->hint * size);
-        if (rc != SQLITE_OK)
-            return rc;
-        packed_open(c->buf, 1 + size, &c->blob);
-        if (packed_id(&c->blob, 0) == c->pid) {
-            c->i = 0;
-            c->end = 1;
-            return SQLITE_OK;
-        }
-        if (packed_id(&c->blob, 0) < c->pid)
-            lo = c->hint + 1;
-        else
-            hi = c->hint;
-    }
-    while (lo < hi && rc == SQLITE_OK) {
-        size_t mid = lo + (hi - lo) / 2;
-        rc = read_part(c, 1, size, 1 + mid * size);
-        if (rc == SQLITE_OK && packed_open(c->buf, 1 + size, &c->blob) == 0 &&
-            packed_id(&c->blob, 0) < c->pid)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (rc == SQLITE_OK && lo < (len - 1) / size)
-        rc = read_part(c, 1, size, 1 + lo * size);
-    if (rc != SQLITE_OK)
-        return rc;
-    if (lo == (len - 1) / size || packed_open(c->buf, 1 + size, &c->blob) < 0 ||
-        packed_id(&c->blob, 0) != c->pid)
-        return -1;
-    c->hint = lo;
-    c->i = 0;
-    c->end = 1;
-    return SQLITE_OK;
-}
-
-/* Takes the row the statement is on: the records of it the cursor shows,
- * copied (all, or the one of the process sought). -1: that second has
- * none of them. */
-static int load_second(packed_cursor *c)
-{
-    const uint8_t *data;
-    size_t len;
-    int rc;
-
-    c->t = sqlite3_column_int64(c->st, 0);
-    if (c->by_pid)
-        return seek_process(c);
-    data = sqlite3_column_blob(c->st, 1);
-    len = (size_t)sqlite3_column_bytes(c->st, 1);
+    c->t = packed_key_t(sqlite3_column_int64(st, 0));
     if (packed_open(data, len, &c->blob) < 0)
         return damaged(c, (int64_t)len);
     rc = keep(c, data, len);
@@ -408,18 +365,174 @@ static int load_second(packed_cursor *c)
     return rc;
 }
 
-/* Steps to the next second that holds a row for the cursor. */
-static int next_second(packed_cursor *c)
+static int prepare(packed_cursor *c, sqlite3_stmt **st, const char *fmt)
+{
+    packed_vtab *v = (packed_vtab *)c->base.pVtab;
+    char *sql;
+    int rc;
+
+    if (*st)
+        return SQLITE_OK;
+    sql = sqlite3_mprintf(fmt, v->schema);
+    if (!sql)
+        return SQLITE_NOMEM;
+    rc = sqlite3_prepare_v3(v->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK)
+        return vtab_error(&v->base, rc, sqlite3_mprintf("%s", sqlite3_errmsg(v->db)));
+    return SQLITE_OK;
+}
+
+/* Keeps record `at` of `chunk` alone as the cursor's row. */
+static int keep_record(packed_cursor *c, const packed_blob *chunk, size_t at)
+{
+    int rc = keep(c, chunk->data, 1 + chunk->size);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    memmove(c->buf + 1, chunk->data + 1 + at * chunk->size, chunk->size);
+    packed_open(c->buf, 1 + chunk->size, &c->blob);
+    c->i = 0;
+    c->end = 1;
+    return SQLITE_OK;
+}
+
+/* The process's record of second c->t from the chunk of the same first
+ * process id as the one it was in the second before: the processes of
+ * consecutive seconds are mostly the same, and so are their chunks. One
+ * exact key read by incremental blob I/O, without a statement. 1: not
+ * known there (no such chunk, or the process is past its ids); -1: not in
+ * this second. */
+static int seek_hinted(packed_cursor *c)
+{
+    packed_vtab *v = (packed_vtab *)c->base.pVtab;
+    int64_t key = packed_key(c->t, c->hint_id);
+    packed_blob chunk;
+    size_t len, at;
+    int rc;
+
+    if (c->no_hint || c->hint_id < 0)
+        return 1;
+    rc = c->hint ? sqlite3_blob_reopen(c->hint, key)
+                 : sqlite3_blob_open(v->db, v->schema, "process_energy_packed", "rows", key, 0,
+                                     &c->hint);
+    if (rc == SQLITE_OK) {
+        len = (size_t)sqlite3_blob_bytes(c->hint);
+        rc = keep(c, NULL, len);
+        if (rc == SQLITE_OK)
+            rc = sqlite3_blob_read(c->hint, c->buf, (int)len, 0);
+    }
+    if (rc == SQLITE_NOMEM)
+        return rc;
+    if (rc != SQLITE_OK) {
+        /* no such chunk, or a handle a change of the table expired: an
+         * aborted handle takes no more keys, and opening one costs a
+         * statement's preparation, so the seeks go on without */
+        sqlite3_blob_close(c->hint);
+        c->hint = NULL;
+        c->no_hint = true;
+        return 1;
+    }
+    if (packed_open(c->buf, len, &chunk) < 0)
+        return damaged(c, (int64_t)len);
+    if (chunk.n == 0 || packed_id(&chunk, 0) > c->pid || packed_id(&chunk, chunk.n - 1) < c->pid)
+        return 1;
+    at = packed_lower_bound(&chunk, c->pid);
+    if (packed_id(&chunk, at) != c->pid)
+        return -1;
+    return keep_record(c, &chunk, at);
+}
+
+/* The process's record of second c->t: one seek for the chunk that would
+ * hold it, a binary search in the chunk, and the record copied alone. -1:
+ * none. */
+static int seek_process(packed_cursor *c)
+{
+    int rc = prepare(c, &c->seek,
+                     "SELECT k, rows FROM \"%w\".process_energy_packed"
+                     " WHERE k >= ?1 AND k <= ?2 ORDER BY k DESC LIMIT 1");
+    packed_blob chunk;
+    size_t at;
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = seek_hinted(c);
+    if (rc != 1)
+        return rc;
+    sqlite3_bind_int64(c->seek, 1, packed_key(c->t, 0));
+    sqlite3_bind_int64(c->seek, 2, packed_key(c->t, c->pid));
+    rc = sqlite3_step(c->seek);
+    if (rc == SQLITE_ROW) {
+        const void *data = sqlite3_column_blob(c->seek, 1);
+        size_t len = (size_t)sqlite3_column_bytes(c->seek, 1);
+        if (packed_open(data, len, &chunk) < 0)
+            rc = damaged(c, (int64_t)len);
+        else if ((at = packed_lower_bound(&chunk, c->pid)) == chunk.n ||
+                 packed_id(&chunk, at) != c->pid)
+            rc = -1;
+        else {
+            rc = keep_record(c, &chunk, at);
+            c->hint_id = packed_id(&chunk, 0);
+        }
+    } else if (rc == SQLITE_DONE) {
+        rc = -1;
+    }
+    sqlite3_reset(c->seek);
+    return rc;
+}
+
+/* Moves c->t to the next second (in the cursor's order) that has chunks,
+ * within [lo, hi]; eof when none. */
+static int step_second(packed_cursor *c)
+{
+    int rc;
+
+    if (c->desc ? c->t <= c->lo : c->t >= c->hi) {
+        c->eof = true;
+        return SQLITE_OK;
+    }
+    rc = prepare(c, &c->next,
+                 c->desc ? "SELECT k FROM \"%w\".process_energy_packed"
+                           " WHERE k < ?1 AND k >= ?2 ORDER BY k DESC LIMIT 1"
+                         : "SELECT k FROM \"%w\".process_energy_packed"
+                           " WHERE k > ?1 AND k <= ?2 ORDER BY k LIMIT 1");
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_bind_int64(c->next, 1,
+                       c->desc ? packed_key(c->t, 0) : packed_key(c->t, PACKED_PART_MAX));
+    sqlite3_bind_int64(c->next, 2,
+                       c->desc ? packed_key(c->lo, 0) : packed_key(c->hi, PACKED_PART_MAX));
+    rc = sqlite3_step(c->next);
+    if (rc == SQLITE_ROW)
+        c->t = packed_key_t(sqlite3_column_int64(c->next, 0));
+    else if (rc == SQLITE_DONE)
+        c->eof = true;
+    sqlite3_reset(c->next);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* Goes to the next record the cursor shows: the next chunk of the scan,
+ * or the process's record of the next second that has one (of c->t
+ * itself when `here`). */
+static int next_second(packed_cursor *c, bool here)
 {
     for (;;) {
-        int rc = sqlite3_step(c->st);
-        if (rc == SQLITE_DONE) {
-            c->eof = true;
-            return SQLITE_OK;
+        int rc;
+        if (c->by_pid) {
+            rc = here ? SQLITE_OK : step_second(c);
+            here = false;
+            if (rc != SQLITE_OK || c->eof)
+                return rc;
+            rc = seek_process(c);
+        } else {
+            rc = sqlite3_step(c->st);
+            if (rc == SQLITE_DONE) {
+                c->eof = true;
+                return SQLITE_OK;
+            }
+            if (rc == SQLITE_ROW)
+                rc = load_chunk(c, c->st);
         }
-        if (rc != SQLITE_ROW)
-            return rc;
-        rc = load_second(c);
         if (rc != -1)
             return rc;
     }
@@ -429,7 +542,6 @@ static int x_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                     sqlite3_value **argv)
 {
     packed_cursor *c = (packed_cursor *)base;
-    packed_vtab *v = (packed_vtab *)base->pVtab;
     int64_t lo = INT64_MIN, hi = INT64_MAX;
     bool desc = idx_num & 1, any = true;
     int rc;
@@ -450,35 +562,40 @@ static int x_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
         } else if (type == SQLITE_INTEGER)
             any = false; /* two different process ids */
     }
+    /* the seconds a key holds */
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > PACKED_T_MAX ? PACKED_T_MAX : hi;
     if (!any || lo > hi)
         return SQLITE_OK;
-    if (c->st && (c->desc != desc || c->keys != c->by_pid)) {
-        sqlite3_finalize(c->st);
-        c->st = NULL;
-    }
-    if (!c->st) {
-        /* a process's seeks read the keys alone (no overflow page), then
-         * the parts of the blob they need */
-        char *sql = sqlite3_mprintf("SELECT t%s FROM \"%w\".process_energy_packed"
-                                    " WHERE t >= ?1 AND t <= ?2 ORDER BY t %s",
-                                    c->by_pid ? "" : ", rows", v->schema, desc ? "DESC" : "ASC");
-        if (!sql)
-            return SQLITE_NOMEM;
-        rc = sqlite3_prepare_v3(v->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL);
-        sqlite3_free(sql);
-        if (rc != SQLITE_OK) {
-            sqlite3_free(v->base.zErrMsg);
-            v->base.zErrMsg = sqlite3_mprintf("%s", sqlite3_errmsg(v->db));
-            return rc;
-        }
+    if (c->desc != desc) {
+        packed_vtab *v = (packed_vtab *)base->pVtab;
+        give_back(&v->spare_st[c->desc], &c->st);
+        give_back(&v->spare_next[c->desc], &c->next);
         c->desc = desc;
-        c->keys = c->by_pid;
+        take(&v->spare_st[desc], &c->st);
+        take(&v->spare_next[desc], &c->next);
     }
+    c->lo = lo;
+    c->hi = hi;
+    if (c->by_pid) {
+        if (c->hint_id >= 0 && packed_part(c->hint_id) > packed_part(c->pid))
+            c->hint_id = -1; /* another process's chunk, after this one's */
+        c->t = desc ? hi : lo;
+        c->eof = false;
+        return next_second(c, true);
+    }
+    rc = prepare(c, &c->st,
+                 desc ? "SELECT k, rows FROM \"%w\".process_energy_packed"
+                        " WHERE k >= ?1 AND k <= ?2 ORDER BY k DESC"
+                      : "SELECT k, rows FROM \"%w\".process_energy_packed"
+                        " WHERE k >= ?1 AND k <= ?2 ORDER BY k");
+    if (rc != SQLITE_OK)
+        return rc;
     sqlite3_reset(c->st);
-    sqlite3_bind_int64(c->st, 1, lo);
-    sqlite3_bind_int64(c->st, 2, hi);
+    sqlite3_bind_int64(c->st, 1, packed_key(lo, 0));
+    sqlite3_bind_int64(c->st, 2, packed_key(hi, PACKED_PART_MAX));
     c->eof = false;
-    return next_second(c);
+    return next_second(c, false);
 }
 
 static int x_next(sqlite3_vtab_cursor *base)
@@ -487,7 +604,7 @@ static int x_next(sqlite3_vtab_cursor *base)
 
     if (++c->i < c->end)
         return SQLITE_OK;
-    return next_second(c);
+    return next_second(c, false);
 }
 
 static int x_eof(sqlite3_vtab_cursor *base)
@@ -555,69 +672,78 @@ static int x_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *rowid)
 
 /* ---- Changes by hand ---------------------------------------------------------- */
 
-/* Second t's records, decoded into *r (sqlite3_malloc'd, n + 1 slots). */
-static int read_second(packed_vtab *v, int64_t t, packed_rec **r, size_t *n)
+/* Prepares fmt, which names the schema with %w. */
+static int prepare_v(packed_vtab *v, const char *fmt, sqlite3_stmt **st)
 {
-    char *sql =
-        sqlite3_mprintf("SELECT rows FROM \"%w\".process_energy_packed WHERE t = ?1", v->schema);
-    sqlite3_stmt *st = NULL;
-    packed_blob b = {0};
+    char *sql = sqlite3_mprintf(fmt, v->schema);
     int rc;
 
-    *r = NULL;
-    *n = 0;
     if (!sql)
         return SQLITE_NOMEM;
-    rc = sqlite3_prepare_v2(v->db, sql, -1, &st, NULL);
+    rc = sqlite3_prepare_v2(v->db, sql, -1, st, NULL);
     sqlite3_free(sql);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, t);
-        rc = sqlite3_step(st);
-    }
-    if (rc == SQLITE_ROW &&
-        packed_open(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &b) < 0)
-        rc = vtab_error(&v->base, SQLITE_CORRUPT_VTAB,
-                        sqlite3_mprintf("process_energy_packed: the row of second %lld is not a"
-                                        " packed blob",
-                                        (long long)t));
-    if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
-        *r = sqlite3_malloc64((b.n + 1) * sizeof(**r));
-        rc = *r ? SQLITE_OK : SQLITE_NOMEM;
-        for (size_t i = 0; rc == SQLITE_OK && i < b.n; i++)
-            packed_get(&b, i, &(*r)[i]);
-        *n = b.n;
-    }
-    sqlite3_finalize(st);
     return rc;
 }
 
-/* Writes second t's n records (none: deletes its row). */
+/* Second t's records, decoded into *r (malloc'd, n + 1 slots). */
+static int read_second(packed_vtab *v, int64_t t, packed_rec **r, size_t *n)
+{
+    sqlite3_stmt *st = NULL;
+    size_t cap = 0;
+    int rc = prepare_v(v,
+                       "SELECT rows FROM \"%w\".process_energy_packed"
+                       " WHERE k BETWEEN ?1 AND ?2 ORDER BY k",
+                       &st);
+
+    *r = NULL;
+    *n = 0;
+    if (rc == SQLITE_OK)
+        rc = packed_read_second(st, t, r, &cap, n);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_CORRUPT)
+        rc = vtab_error(&v->base, SQLITE_CORRUPT_VTAB,
+                        sqlite3_mprintf("process_energy_packed: a chunk of second %lld is not a"
+                                        " packed blob",
+                                        (long long)t));
+    if (rc == SQLITE_OK && *n + 1 > cap) {
+        packed_rec *m = realloc(*r, (*n + 1) * sizeof(**r));
+        if (!m)
+            rc = SQLITE_NOMEM;
+        else
+            *r = m;
+    }
+    return rc;
+}
+
+/* Writes second t's n records, after deleting its chunks. */
 static int write_second(packed_vtab *v, int64_t t, const packed_rec *r, size_t n)
 {
-    char *sql =
-        n ? sqlite3_mprintf("INSERT OR REPLACE INTO \"%w\".process_energy_packed (t, rows)"
-                            " VALUES (?1, ?2)",
-                            v->schema)
-          : sqlite3_mprintf("DELETE FROM \"%w\".process_energy_packed WHERE t = ?1", v->schema);
-    size_t len = packed_size(r, n);
-    uint8_t *blob = n ? sqlite3_malloc64(len) : NULL;
-    sqlite3_stmt *st = NULL;
-    int rc = sql && (blob || !n) ? SQLITE_OK : SQLITE_NOMEM;
+    sqlite3_stmt *page = NULL, *del = NULL, *put = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc;
 
+    if (t < 0 || t > PACKED_T_MAX)
+        return vtab_error(&v->base, SQLITE_RANGE,
+                          sqlite3_mprintf("process_energy_recent: second %lld is outside 0..%lld,"
+                                          " the seconds the packed rows hold",
+                                          (long long)t, (long long)PACKED_T_MAX));
+    rc = prepare_v(v, "PRAGMA \"%w\".page_size", &page);
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(v->db, sql, -1, &st, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, t);
-        if (n) {
-            packed_encode(r, n, blob);
-            sqlite3_bind_blob64(st, 2, blob, len, SQLITE_STATIC);
-        }
-        rc = sqlite3_step(st);
-        rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
-    }
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    sqlite3_free(blob);
+        rc = prepare_v(v, "DELETE FROM \"%w\".process_energy_packed WHERE k BETWEEN ?1 AND ?2",
+                       &del);
+    if (rc == SQLITE_OK)
+        rc = prepare_v(v, "INSERT INTO \"%w\".process_energy_packed (k, rows) VALUES (?1, ?2)",
+                       &put);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_step(page) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(v->db);
+    if (rc == SQLITE_OK)
+        rc = packed_write_second(del, put, t, r, n, packed_chunk_max(sqlite3_column_int64(page, 0)),
+                                 &buf, &cap);
+    sqlite3_finalize(page);
+    sqlite3_finalize(del);
+    sqlite3_finalize(put);
+    free(buf);
     return rc;
 }
 
@@ -634,7 +760,7 @@ static int delete_row(packed_vtab *v, sqlite3_int64 rowid)
         memmove(&r[i], &r[i + 1], (n - i - 1) * sizeof(*r));
         rc = write_second(v, t, r, n - 1);
     }
-    sqlite3_free(r);
+    free(r);
     return rc;
 }
 
@@ -688,7 +814,7 @@ static int insert_row(packed_vtab *v, sqlite3_value **col)
         r[i] = rec;
         rc = write_second(v, t, r, n + 1);
     }
-    sqlite3_free(r);
+    free(r);
     return rc;
 }
 

@@ -112,7 +112,7 @@ size_t packed_lower_bound(const packed_blob *b, int64_t id)
     return lo;
 }
 
-static bool fits_narrow(const packed_rec *r)
+bool packed_fits_narrow(const packed_rec *r)
 {
     return r->process_id >= 0 && r->process_id <= UINT32_MAX &&
            (!r->has_class || (r->klass >= 0 && r->klass < PACKED_NULL8)) &&
@@ -122,7 +122,7 @@ static bool fits_narrow(const packed_rec *r)
 static bool all_narrow(const packed_rec *r, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (!fits_narrow(&r[i]))
+        if (!packed_fits_narrow(&r[i]))
             return false;
     return true;
 }
@@ -163,10 +163,10 @@ void packed_encode(const packed_rec *r, size_t n, uint8_t *out)
     }
 }
 
-int packed_merge(const packed_blob *old, const packed_rec *add, size_t n_add, packed_rec **out,
-                 size_t *cap, size_t *n)
+int packed_merge(const packed_rec *old, size_t n_old, const packed_rec *add, size_t n_add,
+                 packed_rec **out, size_t *cap, size_t *n)
 {
-    size_t n_old = old ? old->n : 0, i = 0, k = 0, m = 0;
+    size_t i = 0, k = 0, m = 0;
 
     if (n_old + n_add > *cap) {
         size_t c = *cap ? *cap : 256;
@@ -179,9 +179,9 @@ int packed_merge(const packed_blob *old, const packed_rec *add, size_t n_add, pa
         *cap = c;
     }
     while (i < n_old || k < n_add) {
-        packed_rec o;
+        packed_rec o = {0};
         if (i < n_old)
-            packed_get(old, i, &o);
+            o = old[i];
         if (k >= n_add || (i < n_old && o.process_id < add[k].process_id)) {
             (*out)[m++] = o;
             i++;

@@ -47,9 +47,10 @@ int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_s
  * together (UNION ALL): rollups delete the seconds they sum, so the two never
  * count the same energy twice. A process's per-second rows are in two
  * tables (schema.c, version 4): the newest in process_energy_recent, keyed
- * by second (a virtual table over one packed row a second since version
- * 10, packed.c), read for one process by one seek per second it spans (a
- * minute or two) and a binary search in that second's row; the others in
+ * by second (a virtual table over page-sized chunks of packed rows since
+ * version 10, packed.c), read for one process by one seek per second it
+ * spans (a minute or two) and a binary search in the chunk it finds; the
+ * others in
  * process_energy_settled, keyed by batch and process, read for one process
  * by one seek per batch that overlaps the window, and for a window by
  * scanning the batches that overlap it. */
@@ -61,11 +62,14 @@ int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_s
 
 /* recent(t): each second from LO (or the oldest in process_energy_recent)
  * to HI (or the newest there); one seek each finds a process's row. The
- * seconds there are the keys of process_energy_packed (packed.h). */
+ * seconds there are those of process_energy_packed's keys (packed.h). */
 #define RECENT_SECONDS(LO, HI)                                                                     \
-    " recent(t) AS (SELECT max(" LO ", (SELECT min(t) FROM process_energy_packed))"                \
-    " UNION ALL SELECT t + 1 FROM recent"                                                          \
-    " WHERE t < min(" HI ", (SELECT max(t) FROM process_energy_packed)))"
+    " recent(t) AS (SELECT max(" LO ", " PACKED_T_SQL(                                             \
+        "(SELECT min(k) FROM process_energy_packed)") ")"                                          \
+                                                      " UNION ALL SELECT t + 1 FROM recent"        \
+                                                      " WHERE t < min(" HI ", " PACKED_T_SQL(      \
+                                                          "(SELECT max(k) FROM "                   \
+                                                          "process_energy_packed)") "))"
 
 /* span.s: the most seconds a batch of process_energy_settled spans. A batch
  * holding a row of second t has t <= t_max <= t + span.s, so the batches

@@ -74,9 +74,10 @@ static const char *const move[] = {
 static const char *const empty[] = {
     "CREATE TEMP TABLE IF NOT EXISTS packed_kept AS"
     " SELECT * FROM process_energy_packed WHERE false",
-    "INSERT INTO temp.packed_kept SELECT * FROM process_energy_packed WHERE t >= ?4",
+    "INSERT INTO temp.packed_kept SELECT * FROM process_energy_packed"
+    " WHERE k >= " PACKED_KEY_SQL("?4"),
     "DELETE FROM process_energy_packed",
-    "INSERT INTO process_energy_packed SELECT * FROM temp.packed_kept ORDER BY t",
+    "INSERT INTO process_energy_packed SELECT * FROM temp.packed_kept ORDER BY k",
     "DELETE FROM temp.packed_kept",
 };
 
@@ -246,12 +247,17 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
     for (size_t i = 0; rc == SQLITE_OK && i < N(empty); i++)
         rc = run_step(db, empty[i], cut);
     if (rc == SQLITE_OK)
-        rc = schema_int(db,
-                        "SELECT min(t) FROM (SELECT min(t) AS t FROM process_energy_packed"
-                        " UNION ALL SELECT min(t_min) FROM process_energy_batch"
-                        " UNION ALL SELECT min(t) FROM host_energy"
-                        " UNION ALL SELECT min(t) FROM host_attribution)",
-                        INT64_MAX, &oldest);
+        rc = schema_int(
+            db,
+            "SELECT min(t) FROM (SELECT " PACKED_T_SQL(
+                "(SELECT min(k) FROM process_energy_packed)") " AS t"
+                                                              " UNION ALL SELECT min(t_min) FROM "
+                                                              "process_energy_batch"
+                                                              " UNION ALL SELECT min(t) FROM "
+                                                              "host_energy"
+                                                              " UNION ALL SELECT min(t) FROM "
+                                                              "host_attribution)",
+            INT64_MAX, &oldest);
     if (rc == SQLITE_OK && oldest < due - c->rollup_chunk_s) {
         cut[0] = floor_div(oldest, 60) * 60 + c->rollup_chunk_s;
         more = 1;
@@ -259,7 +265,8 @@ int retention_run(sqlite3 *db, const store_config *c, int64_t now_s, int64_t hel
     /* rows left in the recent table are rolled up after their move, at the
      * next run */
     if (rc == SQLITE_OK)
-        rc = schema_int(db, "SELECT min(t) FROM process_energy_packed", INT64_MAX, &recent);
+        rc = schema_int(db, "SELECT " PACKED_T_SQL("(SELECT min(k) FROM process_energy_packed)"),
+                        INT64_MAX, &recent);
     if (rc == SQLITE_OK && recent < cut[0])
         cut[0] = floor_div(recent, 60) * 60;
     for (size_t i = 0; rc == SQLITE_OK && i < N(steps); i++)

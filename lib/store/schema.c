@@ -104,53 +104,41 @@ static const char migrate_node_event_calibration[] =
     " events TEXT NOT NULL, coef TEXT NOT NULL, coef_se TEXT NOT NULL, scale REAL,"
     " alpha REAL NOT NULL, idle_w REAL NOT NULL, idle_se_w REAL, rows INTEGER NOT NULL);";
 
-/* 9 -> 10, packed recent rows: each second's per-process rows become one
- * row of process_energy_packed, a blob of all processes sorted by process
- * id (packed.h), so a commit writes one row, not one per process; the
- * virtual table process_energy_recent (packed.c, registered on every
+/* 9 -> 10, packed recent rows: each second's per-process rows become a
+ * few rows of process_energy_packed, chunks of records sorted by process
+ * id that each fit a leaf cell (packed.h), so a commit writes a second's
+ * chunks, not one row per process, and a process's seek reads one page;
+ * the virtual table process_energy_recent (packed.c, registered on every
  * connection lib/store opens) reads them back as the old table's rows, so
  * the readers and the process_energy view are unchanged. The old table is
  * dropped after migrate_packed_recent moved its rows; its pages go to the
  * free list. */
 static const char migrate_packed_recent_sql[] =
-    "CREATE TABLE process_energy_packed (t INTEGER PRIMARY KEY, rows BLOB NOT NULL);";
-
-static int put_packed(sqlite3_stmt *put, int64_t t, const packed_rec *r, size_t n)
-{
-    size_t len = packed_size(r, n);
-    uint8_t *blob = malloc(len);
-    int rc;
-
-    if (!blob)
-        return SQLITE_NOMEM;
-    packed_encode(r, n, blob);
-    sqlite3_bind_int64(put, 1, t);
-    sqlite3_bind_blob64(put, 2, blob, len, SQLITE_STATIC);
-    rc = sqlite3_step(put);
-    sqlite3_reset(put);
-    free(blob);
-    return rc == SQLITE_DONE ? SQLITE_OK : rc;
-}
+    "CREATE TABLE process_energy_packed (k INTEGER PRIMARY KEY, rows BLOB NOT NULL);";
 
 static int migrate_packed_recent(sqlite3 *db)
 {
     sqlite3_stmt *get = NULL, *put = NULL;
     packed_rec *r = NULL;
-    size_t n = 0, cap = 0;
-    int64_t t = 0;
-    int rc = sqlite3_prepare_v2(db,
+    uint8_t *buf = NULL;
+    size_t n = 0, cap = 0, cap_buf = 0, max_len;
+    int64_t t = 0, page = 0;
+    int rc = schema_int(db, "PRAGMA page_size", 0, &page);
+
+    max_len = packed_chunk_max(page);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_prepare_v2(db,
                                 "SELECT t, process_id, attributed_j, standalone_j, cpu_s, class,"
                                 " model_id FROM main.process_energy_recent ORDER BY t, process_id",
                                 -1, &get, NULL);
-
     if (rc == SQLITE_OK)
-        rc = sqlite3_prepare_v2(db, "INSERT INTO process_energy_packed (t, rows) VALUES (?1, ?2)",
+        rc = sqlite3_prepare_v2(db, "INSERT INTO process_energy_packed (k, rows) VALUES (?1, ?2)",
                                 -1, &put, NULL);
     while (rc == SQLITE_OK && (rc = sqlite3_step(get)) == SQLITE_ROW) {
         int64_t rt = sqlite3_column_int64(get, 0);
         rc = SQLITE_OK;
         if (n > 0 && rt != t) {
-            rc = put_packed(put, t, r, n);
+            rc = packed_write_second(NULL, put, t, r, n, max_len, &buf, &cap_buf);
             n = 0;
         }
         if (rc == SQLITE_OK && n == cap) {
@@ -177,10 +165,11 @@ static int migrate_packed_recent(sqlite3 *db)
         };
     }
     if (rc == SQLITE_DONE)
-        rc = n > 0 ? put_packed(put, t, r, n) : SQLITE_OK;
+        rc = n > 0 ? packed_write_second(NULL, put, t, r, n, max_len, &buf, &cap_buf) : SQLITE_OK;
     sqlite3_finalize(get);
     sqlite3_finalize(put);
     free(r);
+    free(buf);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, "DROP TABLE process_energy_recent", NULL, NULL, NULL);
     return rc;
@@ -289,7 +278,7 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 9: the node's per-event calibration */
     migrate_node_event_calibration,
 
-    /* 10: one row a second for all processes' recent rows */
+    /* 10: the recent rows of all processes in page-sized chunks a second */
     migrate_packed_recent_sql,
 
     /* 11: the settled rows in a file of their own: migrate_settled_file

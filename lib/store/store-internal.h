@@ -312,8 +312,10 @@ struct store {
     agg acc;
     conn_row *order; /* a commit's per-second rows, sorted (conn.c) */
     size_t cap_order;
-    packed_rec *pack, *merged; /* one second's records, as written (conn.c) */
-    size_t cap_pack, cap_merged;
+    packed_rec *pack, *merged, *old; /* one second's records: new, as
+                                        written, as read back (conn.c) */
+    size_t cap_pack, cap_merged, cap_old;
+    size_t chunk_max; /* the longest chunk a leaf cell holds (packed.h) */
     uint8_t *pack_blob;
     size_t cap_blob;
     int64_t partial_from; /* the oldest second in process_energy_recent that
@@ -366,6 +368,7 @@ enum conn_stmt {
     ST_FOLD_GET,
     ST_PROC_ID,
     ST_PACKED_GET,
+    ST_PACKED_DEL,
     ST_PACKED_PUT,
     ST_INFO,
     ST_EXIT,

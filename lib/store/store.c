@@ -114,6 +114,7 @@ static void destroy(store *s)
     free(s->order);
     free(s->pack);
     free(s->merged);
+    free(s->old);
     free(s->pack_blob);
     ring_free(&s->queue);
     free_models(s);

@@ -288,12 +288,13 @@ static int peer_second(sqlite3_stmt **st, int n, int64_t t, const char *rates_js
     int ok = 1;
 
     packed_rec *rec = malloc((size_t)n * sizeof(*rec));
-    uint8_t *blob = rec ? malloc(1 + (size_t)n * PACKED_WIDE_SIZE) : NULL;
+    uint8_t *blob = NULL;
+    size_t cap = 0;
+    sqlite3_stmt *page = NULL;
+    int64_t page_size = 0;
 
-    if (!blob) {
-        free(rec);
+    if (!rec)
         return -ENOMEM;
-    }
     for (int i = 0; i < n; i++)
         rec[i] = (packed_rec){.process_id = i + 1,
                               .attributed_j = 0.2 * (1 + i % 7),
@@ -303,11 +304,14 @@ static int peer_second(sqlite3_stmt **st, int n, int64_t t, const char *rates_js
                               .has_class = true,
                               .model_id = 1,
                               .has_model = true};
-    packed_encode(rec, (size_t)n, blob);
-    sqlite3_bind_int64(st[0], 1, t);
-    sqlite3_bind_blob64(st[0], 2, blob, packed_size(rec, (size_t)n), SQLITE_STATIC);
-    ok &= sqlite3_step(st[0]) == SQLITE_DONE;
-    sqlite3_reset(st[0]);
+    /* the chunks the writer makes, of the size the page size allows */
+    if (sqlite3_prepare_v2(sqlite3_db_handle(st[0]), "PRAGMA page_size", -1, &page, NULL) ==
+            SQLITE_OK &&
+        sqlite3_step(page) == SQLITE_ROW)
+        page_size = sqlite3_column_int64(page, 0);
+    sqlite3_finalize(page);
+    ok &= packed_write_second(NULL, st[0], t, rec, (size_t)n, packed_chunk_max(page_size), &blob,
+                              &cap) == SQLITE_OK;
     free(blob);
     free(rec);
     for (int d = 0; d < 2; d++) {

@@ -1,11 +1,10 @@
 /* Unit tests for the packed recent rows of lib/store (schema version 10,
- * packed.c, packed_rows.c): one row of process_energy_packed a second, read
- * back through the virtual table process_energy_recent bit for bit; a
- * second a flush wrote in progress rewritten whole with its later ticks;
- * the constraints the virtual table takes; records too wide for the narrow
- * format; changes by hand; a damaged row reported; the migration from
- * version 9 with every query answering the same; and the loadable
- * extension for the sqlite3 shell. */
+ * packed.c, packed_chunks.c, packed_rows.c): each second's rows as chunks
+ * of process_energy_packed that fit a page, read back through the virtual table
+ * process_energy_recent bit for bit; a second a flush wrote in progress rewritten whole with its
+ * later ticks; the constraints the virtual table takes; records too wide for the narrow format;
+ * changes by hand; a damaged row reported; the migration from version 9 with every query answering
+ * the same; and the loadable extension for the sqlite3 shell. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -48,8 +47,12 @@ static double row_value(sqlite3 *db, const char *col, int64_t t, int64_t pid, bo
     return v;
 }
 
-/* Each second is one row, 30 bytes a process; every value reads back bit
- * for bit, class and model (NULL for none) as pushed. */
+/* The second of a chunk's key, in SQL. */
+#define KEY_T "((k >> 32) + 2147483648)"
+
+/* Each second is a few chunks, 30 bytes a process, none longer than a
+ * leaf cell holds (no overflow page); every value reads back bit for bit,
+ * class and model (NULL for none) as pushed. */
 static void test_rows_read_back_bit_for_bit(void **state)
 {
     fixture *f = *state;
@@ -57,6 +60,7 @@ static void test_rows_read_back_bit_for_bit(void **state)
     sqlite3 *db;
     store *s;
     bool found;
+    int per;
 
     config(&c);
     s = open_store(f->path, &c);
@@ -68,10 +72,18 @@ static void test_rows_read_back_bit_for_bit(void **state)
     assert_int_equal(push_proc(s, (T0 + 5) * NS, 1, 1, 1, 1, 1, 0, 0), 0);
     assert_int_equal(store_flush(s), 0);
     db = raw_open(f->path);
-    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_packed"), 6);
-    assert_int_equal(raw_num(db, "SELECT length(rows) FROM process_energy_packed"
-                                 " WHERE t = 1700000000"),
-                     1 + 40 * 30);
+    /* 40 processes: two chunks a second with 1 KiB pages */
+    per = (int)((raw_num(db, "PRAGMA page_size") - 35 - 4 - 1) / 30);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_packed"),
+                     5 * ((40 + per - 1) / per) + 1);
+    assert_int_equal(raw_num(db, "SELECT max(length(rows)) FROM process_energy_packed"),
+                     1 + (per < 40 ? per : 40) * 30);
+    assert_int_equal(raw_num(db, "SELECT sum(length(rows) - 1) FROM process_energy_packed"
+                                 " WHERE " KEY_T " = 1700000000"),
+                     40 * 30);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM dbstat WHERE name = 'process_energy_packed'"
+                                 " AND pagetype = 'overflow'"),
+                     0);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"), 201);
     for (int64_t t = T0; t < T0 + 5; t++)
         for (int pid = 1; pid <= 40; pid++) {
@@ -86,6 +98,21 @@ static void test_rows_read_back_bit_for_bit(void **state)
             assert_true(same_bits(row_value(db, "cpu_s", t, id, &found), energy(pid, t) / 7));
             assert_int_equal(row_value(db, "class", t, id, &found), pid % 3);
         }
+    /* a process's seconds in one cursor: the chunk of the second before
+     * read first, by its key; the same as a filter of all rows */
+    for (int id = 1; id <= 41; id++) {
+        char q[400];
+        snprintf(q, sizeof(q),
+                 "SELECT (SELECT count(*) || ',' || total(attributed_j) || ',' || total(t)"
+                 " FROM process_energy_recent WHERE process_id = %d) = (SELECT count(*) || ','"
+                 " || total(attributed_j) || ',' || total(t) FROM (SELECT * FROM"
+                 " process_energy_recent LIMIT -1) WHERE process_id = %d)",
+                 id, id);
+        if (raw_num(db, q) != 1)
+            fail_msg("process %d: its seek reads other rows than a filter", id);
+    }
+    assert_int_equal(
+        raw_num(db, "SELECT count(*) FROM process_energy_recent WHERE process_id = 35"), 5);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
                                  " WHERE model_id IS NULL"),
                      101);
@@ -161,8 +188,15 @@ static void test_constraints_select_as_a_filter(void **state)
         "process_id = 99",
         "t = 1700000001 AND process_id = 3",
         "t > 1e30",
+        "process_id = 33",
+        "process_id = 64 AND t <= 1700000004",
+        "t = 1700000002 AND process_id = 65",
+        "t = 1700000003 AND process_id = 80",
+        "process_id = 1 AND t > 1700000001 AND t < 1700000006",
+        "t = 4294967296",
+        "t = -1",
     };
-    char sql[300], plan[200] = "";
+    char sql[600], plan[200] = "";
     store_config c;
     sqlite3_stmt *st;
     sqlite3 *db;
@@ -171,11 +205,12 @@ static void test_constraints_select_as_a_filter(void **state)
     config(&c);
     s = open_store(f->path, &c);
     for (int64_t t = T0; t < T0 + 8; t++)
-        for (int pid = 1 + (t % 2); pid <= 10; pid++)
+        for (int pid = 1 + (t % 2); pid <= 80; pid++)
             assert_int_equal(push_proc(s, t * NS, pid, 1, 1.0, 1.0, 0.1, 0, 0), 0);
     assert_int_equal(store_close(s), 0);
     db = raw_open(f->path);
-    assert_true(raw_num(db, "SELECT count(*) FROM process_energy_recent") > 70);
+    assert_true(raw_num(db, "SELECT count(*) FROM process_energy_recent") > 600);
+    assert_true(raw_num(db, "SELECT count(*) FROM process_energy_packed") >= 8 * 3);
     for (size_t i = 0; i < sizeof(conds) / sizeof(conds[0]); i++) {
         snprintf(sql, sizeof(sql),
                  "SELECT (SELECT count(*) || ',' || total(t * 1000 + process_id)"
@@ -193,6 +228,16 @@ static void test_constraints_select_as_a_filter(void **state)
                      0);
     assert_int_equal(raw_num(db, "SELECT t FROM process_energy_recent ORDER BY t DESC LIMIT 1"),
                      T0 + 7);
+    /* a process's seconds, backwards, are those of a filter */
+    assert_int_equal(raw_num(db, "SELECT (SELECT group_concat(t) FROM (SELECT t FROM"
+                                 " process_energy_recent WHERE process_id = 40 ORDER BY t DESC))"
+                                 " = (SELECT group_concat(t) FROM (SELECT t FROM (SELECT * FROM"
+                                 " process_energy_recent LIMIT -1) WHERE process_id = 40"
+                                 " ORDER BY t DESC))"),
+                     1);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
+                                 " WHERE process_id = 40 AND t <= 1700000005 ORDER BY t DESC"),
+                     6);
     assert_int_equal(raw_num(db, "SELECT max(t) - min(t) FROM process_energy_recent"), 7);
     /* a seek for one process in one second uses both */
     assert_int_equal(sqlite3_prepare_v2(db,
@@ -224,16 +269,16 @@ static void test_wide_rows_and_changes_by_hand(void **state)
     db = raw_open(f->path);
     raw_exec(db, "INSERT INTO process_energy_recent VALUES (1700000000, 5, 1.5, 2.5, 0.25, 1, 7),"
                  " (1700000000, 3, 0.5, 0.5, 0.5, NULL, NULL), (1700000001, 4, 1, 1, 1, 0, 0)");
-    assert_int_equal(raw_num(db, "SELECT length(rows) FROM process_energy_packed"
-                                 " WHERE t = 1700000000"),
+    assert_int_equal(raw_num(db, "SELECT sum(length(rows)) FROM process_energy_packed"
+                                 " WHERE " KEY_T " = 1700000000"),
                      1 + 2 * 30);
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
                                  " WHERE t = 1700000000 AND class IS NULL AND model_id IS NULL"),
                      1);
     raw_exec(db, "INSERT INTO process_energy_recent VALUES"
                  " (1700000000, 1099511627776, -0.0, 1e308, 5e-324, -2, 300)");
-    assert_int_equal(raw_num(db, "SELECT length(rows) FROM process_energy_packed"
-                                 " WHERE t = 1700000000"),
+    assert_int_equal(raw_num(db, "SELECT sum(length(rows)) FROM process_energy_packed"
+                                 " WHERE " KEY_T " = 1700000000"),
                      1 + 3 * 49);
     assert_true(same_bits(row_value(db, "attributed_j", T0, 1099511627776LL, &found), -0.0));
     assert_true(same_bits(row_value(db, "cpu_s", T0, 1099511627776LL, &found), 5e-324));
@@ -250,11 +295,11 @@ static void test_wide_rows_and_changes_by_hand(void **state)
                          SQLITE_OK);
     assert_non_null(strstr(sqlite3_errmsg(db), "process 1099511627776: beyond the range of rows"
                                                " that can be changed by hand"));
-    raw_exec(db, "DELETE FROM process_energy_packed WHERE t = 1700000000;"
+    raw_exec(db, "DELETE FROM process_energy_packed WHERE " KEY_T " = 1700000000;"
                  "INSERT INTO process_energy_recent VALUES (1700000000, 5, 1.5, 2.5, 0.25, 1, 7),"
                  " (1700000000, 3, 0.5, 0.5, 0.5, NULL, NULL)");
-    assert_int_equal(raw_num(db, "SELECT length(rows) FROM process_energy_packed"
-                                 " WHERE t = 1700000000"),
+    assert_int_equal(raw_num(db, "SELECT sum(length(rows)) FROM process_energy_packed"
+                                 " WHERE " KEY_T " = 1700000000"),
                      1 + 2 * 30);
     raw_exec(db, "UPDATE process_energy_recent SET process_id = process_id + 100,"
                  " attributed_j = attributed_j * 2");
@@ -264,6 +309,13 @@ static void test_wide_rows_and_changes_by_hand(void **state)
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
                                  " WHERE process_id IN (103, 104, 105)"),
                      3);
+    /* a process's rows changed by a seek of it, over two seconds */
+    raw_exec(db, "INSERT INTO process_energy_recent VALUES (1700000001, 105, 1, 1, 1, 0, 0)");
+    raw_exec(db, "UPDATE process_energy_recent SET cpu_s = cpu_s + 10 WHERE process_id = 105");
+    assert_float_equal(raw_num(db, "SELECT total(cpu_s) FROM process_energy_recent"
+                                   " WHERE process_id = 105"),
+                       0.25 + 1 + 20, 0);
+    raw_exec(db, "DELETE FROM process_energy_recent WHERE process_id = 105 AND t = 1700000001");
     raw_exec(db, "DELETE FROM process_energy_recent WHERE t = 1700000001");
     assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_packed"), 1);
     /* a second row of one process in one second is refused, named */
@@ -279,6 +331,73 @@ static void test_wide_rows_and_changes_by_hand(void **state)
                                       NULL, NULL, NULL),
                          SQLITE_OK);
     assert_non_null(strstr(sqlite3_errmsg(db), "t and process_id must be integers"));
+    /* the seconds a key holds: 0 .. 2^32 - 1 */
+    raw_exec(db, "INSERT INTO process_energy_recent VALUES (0, 1, 1, 1, 1, 0, 0),"
+                 " (4294967295, 2, 2, 2, 2, 0, 0)");
+    assert_int_equal(raw_num(db, "SELECT process_id FROM process_energy_recent WHERE t = 0"), 1);
+    assert_int_equal(raw_num(db, "SELECT process_id FROM process_energy_recent"
+                                 " WHERE t = 4294967295 AND process_id = 2"),
+                     2);
+    assert_int_equal(raw_num(db, "SELECT min(t) || ',' || max(t) = '0,4294967295'"
+                                 " FROM process_energy_recent"),
+                     1);
+    assert_int_not_equal(sqlite3_exec(db,
+                                      "INSERT INTO process_energy_recent VALUES"
+                                      " (4294967296, 1, 1, 1, 1, 0, 0)",
+                                      NULL, NULL, NULL),
+                         SQLITE_OK);
+    assert_non_null(strstr(sqlite3_errmsg(db), "second 4294967296 is outside 0..4294967295"));
+    sqlite3_close(db);
+}
+
+/* Ids that do not fit a chunk key's 32 bits (from 2^32 - 1 on, and below
+ * 0) are never split across chunks: they gather in the second's last (or
+ * first) chunk, which overflows onto further pages when they are many,
+ * and each is still found by one seek; the narrow ones keep their
+ * page-sized chunks. */
+static void test_ids_past_32_bits_gather(void **state)
+{
+    fixture *f = *state;
+    store_config c;
+    sqlite3 *db;
+    char sql[200];
+
+    config(&c);
+    assert_int_equal(store_close(open_store(f->path, &c)), 0);
+    db = raw_open(f->path);
+    raw_exec(db, "BEGIN");
+    for (int i = 0; i < 40; i++) {
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO process_energy_recent VALUES (1700000000, %lld, %d, 1, 1, 0, 0),"
+                 " (1700000000, %d, %d, 1, 1, 0, 0), (1700000000, %d, %d, 1, 1, 0, 0)",
+                 4294967295LL + 3 * i, i, 100 + i, i, -1 - i, i);
+        raw_exec(db, sql);
+    }
+    raw_exec(db, "COMMIT");
+    /* one chunk for all ids from 2^32 - 1 on, one for those below 0 */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_packed"
+                                 " WHERE k & 4294967295 = 4294967295"),
+                     1);
+    assert_int_equal(raw_num(db, "SELECT length(rows) FROM process_energy_packed"
+                                 " WHERE k & 4294967295 = 4294967295"),
+                     1 + 40 * 49);
+    assert_int_equal(raw_num(db, "SELECT length(rows) FROM process_energy_packed"
+                                 " WHERE k & 4294967295 = 0"),
+                     1 + 40 * 49);
+    assert_true(raw_num(db, "SELECT count(*) FROM process_energy_packed") >= 4);
+    for (int i = 0; i < 40; i++) {
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM process_energy_recent WHERE t = 1700000000 AND"
+                 " attributed_j = %d AND process_id IN (%lld, %d, %d)",
+                 i, 4294967295LL + 3 * i, 100 + i, -1 - i);
+        assert_int_equal(raw_num(db, sql), 3);
+    }
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
+                                 " WHERE t = 1700000000 AND process_id = 4294967296"),
+                     0);
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM (SELECT process_id, lag(process_id) OVER ()"
+                                 " AS pp FROM process_energy_recent) WHERE pp >= process_id"),
+                     0);
     sqlite3_close(db);
 }
 
@@ -293,14 +412,15 @@ static void test_damaged_row_named(void **state)
     config(&c);
     assert_int_equal(store_close(open_store(f->path, &c)), 0);
     db = raw_open(f->path);
-    raw_exec(db, "INSERT INTO process_energy_packed VALUES (1700000000, x'0102')");
+    raw_exec(db, "INSERT INTO process_energy_packed VALUES ((1700000000 - 2147483648) << 32,"
+                 " x'0102')");
     assert_int_equal(sqlite3_prepare_v2(db, "SELECT * FROM process_energy_recent", -1, &st, NULL),
                      SQLITE_OK);
     assert_int_not_equal(sqlite3_step(st), SQLITE_ROW);
     sqlite3_finalize(st);
     assert_non_null(
-        strstr(sqlite3_errmsg(db), "the row of second 1700000000 is not a packed blob"));
-    /* and so does a process's seek, which reads the row in parts */
+        strstr(sqlite3_errmsg(db), "a chunk of second 1700000000 is not a packed blob"));
+    /* and so does a process's seek */
     assert_int_equal(sqlite3_prepare_v2(db,
                                         "SELECT * FROM process_energy_recent WHERE process_id = 1",
                                         -1, &st, NULL),
@@ -308,7 +428,7 @@ static void test_damaged_row_named(void **state)
     assert_int_not_equal(sqlite3_step(st), SQLITE_ROW);
     sqlite3_finalize(st);
     assert_non_null(
-        strstr(sqlite3_errmsg(db), "the row of second 1700000000 is not a packed blob"));
+        strstr(sqlite3_errmsg(db), "a chunk of second 1700000000 is not a packed blob"));
     sqlite3_close(db);
 }
 
@@ -529,6 +649,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_second_in_progress_rewritten_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_constraints_select_as_a_filter, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wide_rows_and_changes_by_hand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ids_past_32_bits_gather, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_row_named, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrates_v9_packed_recent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_extension_for_the_shell, setup, teardown),
