@@ -11,6 +11,17 @@ BUILDDIR = os.environ["BUILDDIR"]
 WATTPROFD = os.path.join(BUILDDIR, "daemon", "wattprofd")
 
 
+def steal_s():
+    """The host's steal time so far, all CPUs, in seconds (/proc/stat): time
+    the hypervisor ran something else while a vCPU had work. A per-task
+    task-clock (what the daemon stores) keeps it, rusage leaves it out
+    (CONFIG_PARAVIRT_TIME_ACCOUNTING), so over a window it bounds by how
+    much the first can exceed the second."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 failures = 0
 
 

@@ -38,7 +38,7 @@ saying why, where BPF cannot load here."""
 import json, os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, finish, workload_env  # noqa: E402
+from daemon_harness import Daemon, check, finish, steal_s, workload_env  # noqa: E402
 
 BURN_S = 0.5
 burn = os.environ["BURN"]
@@ -74,13 +74,6 @@ if os.geteuid() != 0:
     print("skip: needs root (the proc connector, and BPF for the bpf backend)")
     sys.exit(77)
 state = tempfile.mkdtemp(prefix="wattprofd-backends-")
-
-
-def steal_s():
-    """The host's steal time so far, all CPUs, in seconds (/proc/stat)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
 def wait_status(d):

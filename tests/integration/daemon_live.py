@@ -6,7 +6,7 @@ run replayed with --speed max gives every process the same energy."""
 import os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
-from daemon_harness import Daemon, check, cpu_of, finish, workload_env  # noqa: E402
+from daemon_harness import Daemon, check, cpu_of, finish, steal_s, workload_env  # noqa: E402
 
 burn = os.environ["BURN"]
 state = tempfile.mkdtemp(prefix="wattprofd-live-")
@@ -15,8 +15,10 @@ d = Daemon("--rate", "50", "--record", trace, state=os.path.join(state, "live"))
 
 # The shell sleeps first so that even a daemon without the proc connector
 # (not root) finds it by rescanning before it execs the burner: same pid.
+steal0 = steal_s()
 p = subprocess.Popen(["sh", "-c", f"sleep 1.5; exec {burn} 1"], env=workload_env())
-burned = cpu_of(p)  # the kernel's count: a second of burning, and its start and exit
+burned = cpu_of(p)
+stolen = steal_s() - steal0  # the kernel's count: a second of burning, and its start and exit
 time.sleep(2.5)  # past a second boundary and the store's commit
 
 st = d.call("io.wattprof.Monitor.GetStatus")["status"]
@@ -62,9 +64,12 @@ cpu = d.sql("SELECT sum(e.cpu_s) FROM process_energy e JOIN processes p ON p.id 
 # task-clock is perf's clock while the task is switched in, and keeps it.
 # That is the one difference between the two clocks on this kernel we know
 # of, and it fits: the excess comes and goes from run to run, as the host's
-# other guests do. So the bound stays at 3 %.
-check("stored CPU time of the burner is the kernel's within 3 %", abs(cpu - burned) <= 0.03 * burned,
-      f"{cpu:.4f} s stored, {burned:.4f} s in its rusage")
+# other guests do. So the bound stays at 3 %, and the stored time may exceed
+# it by the host's steal time over the burner's run (all CPUs: an upper
+# bound), as in daemon_backends.
+check("stored CPU time of the burner is the kernel's within 3 % (plus steal time)",
+      -0.03 * burned <= cpu - burned <= 0.03 * burned + stolen,
+      f"{cpu:.4f} s stored, {burned:.4f} s in its rusage, {stolen:.2f} s of steal time")
 rows = d.sql("SELECT host_j, idle_j, attributed_j, unattributed_j FROM host_attribution")
 check("host rows stored", len(rows) >= 4, str(len(rows)))
 bad = [r for r in rows if abs(r[0] - (r[1] + r[2] + r[3])) > 1e-9 * max(1, r[0]) or min(r) < 0]
