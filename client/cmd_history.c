@@ -418,6 +418,11 @@ int cmd_history(int argc, char **argv)
     if (r < 0)
         return 1;
     json_object *samples = query_obj(reply, "samples");
+    /* Queries share a commit of up to a second ago: a bucket that ended
+     * after it is still filling too. */
+    double as_of = query_num(reply, "as_of");
+    if (!isnan(as_of) && as_of < asked)
+        asked = as_of;
     /* The daemon keeps no CPU time for the host: null, as the table's "-"
      * and the CSV's empty cell say, not 0. */
     for (size_t i = 0; strcmp(h.what, "host") == 0 && i < json_object_array_length(samples); i++)

@@ -379,6 +379,10 @@ int query_pages(rpc_client *c, const char *method, json_object *params, const ch
         }
         for (size_t i = 0; i < n; i++)
             json_object_array_add(all, json_object_get(json_object_array_get_idx(more, i)));
+        /* what the reply says it is as fresh as: the newest page's */
+        json_object *as_of = query_obj(page, "as_of");
+        if (as_of)
+            json_object_object_add(*reply, "as_of", json_object_get(as_of));
     }
     json_object_put(page);
     if (r < 0) {

@@ -338,6 +338,8 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
         }
     }
     methods_sync_store(ctx);
+    /* Read before the query: what it reads holds at least this much. */
+    int64_t as_of = store_flushed_at(ctx->st);
     if (q.by == STORE_HISTORY_JOB &&
         (r = methods_job_visible(ctx, q.job, peer, err, sizeof(err))) <= 0)
         return r < 0 ? methods_store_failed(ctx, call, r, err)
@@ -381,5 +383,7 @@ int m_get_history(rpc_call *call, json_object *params, const rpc_peer *peer, voi
     free(pts);
     json_object_object_add(reply, "step_s", json_object_new_double((double)q.step));
     json_object_object_add(reply, "samples", a);
+    json_object_object_add(reply, "as_of",
+                           as_of > 0 ? json_object_new_double((double)as_of / 1e9) : NULL);
     return rpc_reply(call, reply);
 }

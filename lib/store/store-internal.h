@@ -339,10 +339,11 @@ struct store {
     bool stop;
     uint64_t req_seq, done_seq;
     int req_result;
-    int64_t flushed_ns;   /* CLOCK_MONOTONIC when the drain of the last
-                             successful requested commit began: all pushed
-                             before it is committed (0 = none yet) */
-    int64_t maintain_now; /* > 0: store_maintain asked for this time */
+    int64_t flushed_ns;      /* CLOCK_MONOTONIC when the drain of the last
+                                successful requested commit began: all pushed
+                                before it is committed (0 = none yet) */
+    int64_t flushed_real_ns; /* the same moment, CLOCK_REALTIME */
+    int64_t maintain_now;    /* > 0: store_maintain asked for this time */
     model_entry *model;
     size_t n_model;
     store_node_calib node;  /* store_node_calib_save's latest, in node_row */

@@ -248,6 +248,16 @@ int store_flush_within(store *s, unsigned max_age_ms)
     return request(s, 0);
 }
 
+int64_t store_flushed_at(store *s)
+{
+    int64_t t;
+
+    pthread_mutex_lock(&s->lock);
+    t = s->flushed_real_ns;
+    pthread_mutex_unlock(&s->lock);
+    return t;
+}
+
 int store_flush(store *s)
 {
     return store_flush_within(s, 0);
@@ -279,8 +289,8 @@ void store_get_stats(store *s, store_stats *out)
     out->queue_capacity = s->queue.mask + 1;
     out->queue_high_water = atomic_load(&s->high_water);
     out->max_pending_rows = s->cfg.max_pending_rows;
-    out->db_bytes = file_size(s->path, "") + file_size(s->path, "-wal") +
-                    file_size(s->path, SETTLED_SUFFIX);
+    out->db_bytes =
+        file_size(s->path, "") + file_size(s->path, "-wal") + file_size(s->path, SETTLED_SUFFIX);
 }
 
 static bool is_sha256(const char *h)

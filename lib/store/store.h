@@ -177,6 +177,14 @@ int store_flush(store *s);
  * store_stats.flushes and flushes_shared. */
 int store_flush_within(store *s, unsigned max_age_ms);
 
+/* The wall-clock time (CLOCK_REALTIME ns) of the last successful
+ * store_flush or store_flush_within that committed: a reader that begins
+ * after either returned sees everything pushed before that time.  A second
+ * that ends after it may still be missing records, even when
+ * store_flush_within shared an older flush.  0 before the first flush and
+ * after one that failed. */
+int64_t store_flushed_at(store *s);
+
 /* Runs one rollup-and-retention step now, in the writer thread, with `now_s`
  * (Unix seconds) as the present, after committing what is queued; waits for
  * it. Returns 0 when all is done, 1 when more per-second rows are due (a step

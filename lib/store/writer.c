@@ -359,7 +359,7 @@ void *writer_main(void *arg)
     wallclock_init(&s->clock);
     maintain_clock(s, &held_s); /* the offset at start: steps are seen from here */
     for (;;) {
-        int64_t mnow, drained_at;
+        int64_t mnow, drained_at, drained_real;
         bool stop, asked, committed;
         uint64_t req;
         size_t n;
@@ -367,6 +367,7 @@ void *writer_main(void *arg)
 
         wait_for_work(s, next_wake(s, next_maint, rate, drain_ns), &stop, &req, &mnow);
         drained_at = now_ns(CLOCK_MONOTONIC); /* what a flush covers */
+        drained_real = now_ns(CLOCK_REALTIME);
         n = drain(s);
         if (drained_at > last_drain)
             rate = (double)n / (double)(drained_at - last_drain);
@@ -395,6 +396,7 @@ void *writer_main(void *arg)
             s->req_result = r;
             /* after a failure the next flush asks again, and sees why */
             s->flushed_ns = committed ? drained_at : 0;
+            s->flushed_real_ns = committed ? drained_real : 0;
             pthread_cond_broadcast(&s->done);
             pthread_mutex_unlock(&s->lock);
         }

@@ -71,6 +71,16 @@ def body(d, burn_pid, stopped):
           re.search(r"filling: [\d.]+ of 1 s( |$)", lines[-1]) is not None, lines[-1])
     check("the table's header has a NOTE column", "NOTE" in lines[0].split(), lines[0])
 
+    # Queries within a second share one commit: a query just past a second
+    # boundary can get the commit made for one 0.6 s before it, whose newest
+    # second had not ended. That second is still filling, not partial.
+    time.sleep(0.6 - time.time() % 1 + (1 if time.time() % 1 > 0.5 else 0))
+    wp(d, "history", "--host", "--since", "5s", "--step", "1s", "--json")
+    time.sleep(1.05 - time.time() % 1)
+    last = wp(d, "history", "--host", "--since", "5s", "--step", "1s").splitlines()[-1]
+    check("the newest bucket is still filling when the query shares an older commit",
+          re.search(r"filling: [\d.]+ of 1 s( |$)", last) is not None, last)
+
     csv = wp(d, "history", "--host", "--since", "30s", "--step", "1s", "--csv").splitlines()
     check("CSV gives covered_s", csv[0].startswith("t,power_w,energy_j,cpu,covered_s"), csv[0])
     rows = [r.split(",") for r in csv[1:]]

@@ -467,8 +467,8 @@ static uint64_t commits(store *s, uint64_t *shared)
 }
 
 /* store_flush_within shares a recent flush instead of committing again: what
- * it misses is only what was pushed since that flush, and once max_age_ms
- * has passed it commits again. */
+ * it misses is only what was pushed since that flush, store_flushed_at says
+ * when that was, and once max_age_ms has passed it commits again. */
 static void test_flush_within_shares_recent_flush(void **state)
 {
     fixture *f = *state;
@@ -480,19 +480,26 @@ static void test_flush_within_shares_recent_flush(void **state)
     config(&c);
     s = open_store(f->path, &c);
     db = raw_open(f->path);
+    assert_int_equal(store_flushed_at(s), 0); /* no flush yet */
     assert_int_equal(push_proc(s, T0 * NS, 100, 1, 1.0, 1.0, 0.02, 0, 0), 0);
+    int64_t before = (int64_t)util_now_ns(CLOCK_REALTIME);
     assert_int_equal(store_flush_within(s, 60000), 0); /* none before: commits */
+    int64_t first = store_flushed_at(s);
+    assert_in_range(first, before, (int64_t)util_now_ns(CLOCK_REALTIME));
     assert_int_equal(commits(s, &shared), 1);
     assert_int_equal(shared, 0);
     assert_float_equal(pid_energy(db), 1.0, 1e-12);
 
     assert_int_equal(push_proc(s, T0 * NS + 20000000, 100, 1, 2.0, 2.0, 0.02, 0, 0), 0);
+    sleep_ms(20);
     assert_int_equal(store_flush_within(s, 60000), 0); /* shares the first */
+    assert_int_equal(store_flushed_at(s), first);      /* and says it is that old */
     assert_int_equal(commits(s, &shared), 1);
     assert_int_equal(shared, 1);
     assert_float_equal(pid_energy(db), 1.0, 1e-12); /* the new push is not seen yet */
 
     assert_int_equal(store_flush(s), 0); /* max_age 0: always up to date */
+    assert_true(store_flushed_at(s) >= first + 20000000);
     assert_int_equal(commits(s, NULL), 2);
     assert_float_equal(pid_energy(db), 3.0, 1e-12);
 
