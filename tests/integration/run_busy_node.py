@@ -51,12 +51,23 @@ def run(tag, *opts):
 
 
 def accurate(tag, rep, tol):
+    """The burner's energy against the meter's truth, 30 W x its rusage CPU
+    time. The run subtracts the meter's busy CPU that the burner's
+    task-clock does not cover; where the task-clock reads more than rusage
+    (on a loaded VM both clocks have been seen to part, as in daemon_live),
+    that much of the background is left in the burner's share, so the bound
+    above the truth grows by 30 W x the gap, printed with the figures."""
     want = PER_CPU_W * rep["cpu_s"]
     err = rep["energy_j"] / want - 1
-    check(f"{tag}: the burner gets {PER_CPU_W:g} W per CPU within {tol:.0%}", abs(err) <= tol,
+    tc = [e["count"] / 1e9 for e in rep["events"] if e["name"] == "perf::TASK-CLOCK"]
+    gap = max(0.0, tc[0] - rep["cpu_s"]) if tc else 0.0
+    check(f"{tag}: the burner gets {PER_CPU_W:g} W per CPU within {tol:.0%}"
+          " (more by the task-clock's excess over rusage)",
+          -tol <= err <= tol + PER_CPU_W * gap / want,
           f"{rep['energy_j']:.2f} J against {want:.2f} J ({err:+.2%}); idle {rep['idle_w']:.2f} W"
           f" ({rep['idle_source']}); untracked {rep['untracked_cpu_s']:.2f} CPU s;"
-          f" load {os.getloadavg()[0]:.1f}")
+          f" task-clock {tc[0] if tc else float('nan'):.4f} s against rusage"
+          f" {rep['cpu_s']:.4f} s; load {os.getloadavg()[0]:.1f}")
     return err
 
 
