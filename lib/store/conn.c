@@ -239,12 +239,12 @@ static void bind_text_or_null(sqlite3_stmt *st, int i, const char *v)
         sqlite3_bind_null(st, i);
 }
 
-static void bind_real_or_null(sqlite3_stmt *st, int i, double v)
+void conn_bind_real(sqlite3_stmt *st, int i, double v)
 {
-    if (isnan(v))
-        sqlite3_bind_null(st, i);
-    else
+    if (isfinite(v))
         sqlite3_bind_double(st, i, v);
+    else
+        sqlite3_bind_null(st, i);
 }
 
 static void bind_model(sqlite3_stmt *st, int i, int32_t id)
@@ -673,8 +673,8 @@ static int write_host(store *s, int64_t until, uint64_t *rows)
             continue;
         sqlite3_bind_int64(st, 1, d->t);
         sqlite3_bind_text(st, 2, d->name, -1, SQLITE_STATIC);
-        bind_real_or_null(st, 3, d->measured_j);
-        bind_real_or_null(st, 4, d->modeled_j);
+        conn_bind_real(st, 3, d->measured_j);
+        conn_bind_real(st, 4, d->modeled_j);
         rc = conn_run(st);
         (*rows)++;
     }

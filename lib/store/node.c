@@ -23,14 +23,6 @@ int store_node_calib_save(store *s, const store_node_calib *c)
     return 0;
 }
 
-static void bind_double_or_null(sqlite3_stmt *st, int i, double v)
-{
-    if (isfinite(v))
-        sqlite3_bind_double(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
-}
-
 /* Runs NODE_CALIB_UPSERT for `c`; an SQLite result code. */
 static int node_calib_step(sqlite3_stmt *st, const store_node_calib *c)
 {
@@ -40,9 +32,9 @@ static int node_calib_step(sqlite3_stmt *st, const store_node_calib *c)
     sqlite3_bind_int64(st, 2, c->t);
     sqlite3_bind_double(st, 3, c->idle_w);
     sqlite3_bind_double(st, 4, c->idle_se_w);
-    bind_double_or_null(st, 5, c->scale);
-    bind_double_or_null(st, 6, c->r2);
-    bind_double_or_null(st, 7, c->spread_w);
+    conn_bind_real(st, 5, c->scale);
+    conn_bind_real(st, 6, c->r2);
+    conn_bind_real(st, 7, c->spread_w);
     sqlite3_bind_int64(st, 8, c->rows);
     if (c->model_sha256[0])
         sqlite3_bind_text(st, 9, c->model_sha256, -1, SQLITE_STATIC);

@@ -57,14 +57,6 @@ static char *evcal_array(const store_node_evcal *c, const double *v)
     return text;
 }
 
-static void bind_or_null(sqlite3_stmt *st, int i, double v)
-{
-    if (isfinite(v))
-        sqlite3_bind_double(st, i, v);
-    else
-        sqlite3_bind_null(st, i);
-}
-
 /* Writes `c` with the connection's upsert; an SQLite result code. */
 static int evcal_step(sqlite3 *db, const store_node_evcal *c)
 {
@@ -81,10 +73,10 @@ static int evcal_step(sqlite3 *db, const store_node_evcal *c)
         sqlite3_bind_text(st, 4, events, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 5, coef, -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 6, coef_se, -1, SQLITE_STATIC);
-        bind_or_null(st, 7, c->scale);
+        conn_bind_real(st, 7, c->scale);
         sqlite3_bind_double(st, 8, c->alpha);
         sqlite3_bind_double(st, 9, c->idle_w);
-        bind_or_null(st, 10, c->idle_se_w);
+        conn_bind_real(st, 10, c->idle_se_w);
         sqlite3_bind_int64(st, 11, c->rows);
         rc = sqlite3_step(st);
         rc = rc == SQLITE_DONE ? SQLITE_OK : rc;

@@ -387,6 +387,9 @@ enum conn_stmt {
 /* Steps a statement to its end, resets it and clears its bindings; returns
  * the SQLite code. */
 int conn_run(sqlite3_stmt *st);
+/* Binds v to parameter i, or NULL where v is not finite (not measured,
+ * not identifiable). */
+void conn_bind_real(sqlite3_stmt *st, int i, double v);
 
 /* Opens the database for the writer (first open, and again after trouble)
  * and prepares its statements; records the file's identity. */
