@@ -108,16 +108,20 @@ static struct backend_handle **find(const struct wattprof_key *k)
 /* The programs send the counts of a pid whose bit is set at each switch
  * (see wanted in bpf/wattprof.bpf.c); the bit stays while any handle has
  * that pid. */
+static __u64 *wanted_word(__u32 tgid, __u64 *bit)
+{
+    *bit = 1ull << (tgid % 64);
+    return tgid < WATTPROF_BPF_MAX_PIDS ? &B.skel->bss->wanted[tgid / 64] : NULL;
+}
+
 static void set_wanted(__u32 tgid, bool on)
 {
-    __u64 bit = 1ull << (tgid % 64);
+    __u64 bit, *w = wanted_word(tgid, &bit);
 
-    if (tgid >= WATTPROF_BPF_MAX_PIDS)
-        return;
-    if (on)
-        __atomic_fetch_or(&B.skel->bss->wanted[tgid / 64], bit, __ATOMIC_RELAXED);
-    else
-        __atomic_fetch_and(&B.skel->bss->wanted[tgid / 64], ~bit, __ATOMIC_RELAXED);
+    if (w && on)
+        __atomic_fetch_or(w, bit, __ATOMIC_RELAXED);
+    else if (w)
+        __atomic_fetch_and(w, ~bit, __ATOMIC_RELAXED);
 }
 
 /* Whether /proc/PID/stat says the process has exited (a zombie its parent
@@ -651,10 +655,9 @@ uint64_t backend_bpf_overflows(void)
 
 bool backend_bpf_wanted(pid_t pid)
 {
-    __u32 tgid = (__u32)pid;
+    __u64 bit, *w = B.skel && pid > 0 ? wanted_word((__u32)pid, &bit) : NULL;
 
-    return B.skel && pid > 0 && tgid < WATTPROF_BPF_MAX_PIDS &&
-           (__atomic_load_n(&B.skel->bss->wanted[tgid / 64], __ATOMIC_RELAXED) >> (tgid % 64)) & 1;
+    return w && (__atomic_load_n(w, __ATOMIC_RELAXED) & bit);
 }
 
 #else /* built without libbpf */
