@@ -175,12 +175,6 @@ static int migrate_packed_recent(sqlite3 *db)
     return rc;
 }
 
-/* Steps that move rows in C after their SQL, in its transaction (NULL:
- * SQL only). */
-static int (*const migration_moves[STORE_SCHEMA_VERSION])(sqlite3 *db) = {
-    [9] = migrate_packed_recent,
-};
-
 static const char *const migrations[STORE_SCHEMA_VERSION] = {
     /* 1: processes, their per-second energy, host energy per domain, models */
     "CREATE TABLE models ("
@@ -285,10 +279,15 @@ static const char *const migrations[STORE_SCHEMA_VERSION] = {
      * (settled.c), two files, two transactions */
 };
 
-/* The steps that run their own transactions (in two files) rather than
- * one SQL text in migrate_one's. */
-static int (*const migration_own_txn[STORE_SCHEMA_VERSION])(sqlite3 *db) = {
-    [10] = migrate_settled_file,
+/* The steps with C code, indexed like migrations[]: `run` after the SQL,
+ * in its transaction (rows to move); or, with own_txn, `run` alone in place
+ * of migrate_one, opening the transactions it needs (two files). */
+static const struct migration_code {
+    int (*run)(sqlite3 *db);
+    bool own_txn;
+} migration_code[STORE_SCHEMA_VERSION] = {
+    [9] = {migrate_packed_recent, false},
+    [10] = {migrate_settled_file, true},
 };
 
 int store_sqlite_register(sqlite3 *db)
@@ -364,8 +363,8 @@ static int migrate_one(sqlite3 *db, int from)
     if (rc != SQLITE_OK)
         return rc;
     rc = sqlite3_exec(db, migrations[from], NULL, NULL, NULL);
-    if (rc == SQLITE_OK && migration_moves[from])
-        rc = migration_moves[from](db);
+    if (rc == SQLITE_OK && migration_code[from].run)
+        rc = migration_code[from].run(db);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(db, bump, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
@@ -387,7 +386,8 @@ int schema_migrate(sqlite3 *db, const char *path, char *err, size_t errlen)
                         "%s: schema version %d is newer than this wattprof's (%d)", path, version,
                         STORE_SCHEMA_VERSION);
     for (int v = version; v < STORE_SCHEMA_VERSION; v++) {
-        rc = migration_own_txn[v] ? migration_own_txn[v](db) : migrate_one(db, v);
+        const struct migration_code *c = &migration_code[v];
+        rc = c->own_txn ? c->run(db) : migrate_one(db, v);
         if (rc != SQLITE_OK)
             return util_err(err, errlen, schema_errno(db, rc),
                             "%s: migrating the schema from version %d to %d: %s", path, v, v + 1,
