@@ -421,7 +421,7 @@ bool conn_models_pending(store *s);
  * transaction: adds the rows of process_energy_recent of seconds from
  * fold_t up to `cut` to their processes' rows and moves the watermark
  * there. Returns an SQLite code. */
-#define FOLD_INTERVAL_S 5
+#define FOLD_INTERVAL_S 10
 int conn_fold(store *s, int64_t cut);
 /* A second before the fold watermark (a late one, or one that a restart
  * split) added to the totals of process row `id` directly, as no fold will
