@@ -13,9 +13,12 @@
  * Constraints on t (=, <, <=, >, >=) become a range of the packed table's
  * key; with process_id =, each second is one seek of the key (the last
  * chunk whose key is <= the process's key of that second), one chunk read
- * (a page) and a binary search in it, then, for a range of seconds, one
- * seek for the next second. The seek first reads the chunk keyed as the
- * one the process was in the second before, by incremental blob I/O. It is writable (INSERT,
+ * (a page) and a binary search in it. Over a range of seconds, once the
+ * process was found, the second after is sought directly (a process runs
+ * in consecutive seconds), and only where that second has no chunk that
+ * could hold it does a seek find the next second with chunks. The seek
+ * first reads the chunk keyed as the one the process was in the second
+ * before, by incremental blob I/O. It is writable (INSERT,
  * UPDATE, DELETE by hand, as the table was; each rewrites the second's chunks): the rowid of a row
  * is t << 32 | process_id, for t and process ids in 0..2^31 and 0..2^32; the writer itself writes
  * whole seconds into process_energy_packed (conn.c).
@@ -445,8 +448,9 @@ static int seek_hinted(packed_cursor *c)
 
 /* The process's record of second c->t: one seek for the chunk that would
  * hold it, a binary search in the chunk, and the record copied alone. -1:
- * none. */
-static int seek_process(packed_cursor *c)
+ * none; with `probe`, 1 instead where second c->t has no chunk that could
+ * hold it (it may have no chunks at all). */
+static int seek_process(packed_cursor *c, bool probe)
 {
     int rc = prepare(c, &c->seek,
                      "SELECT k, rows FROM \"%w\".process_energy_packed"
@@ -475,10 +479,25 @@ static int seek_process(packed_cursor *c)
             c->hint_id = packed_id(&chunk, 0);
         }
     } else if (rc == SQLITE_DONE) {
-        rc = -1;
+        rc = probe ? 1 : -1;
     }
     sqlite3_reset(c->seek);
     return rc;
+}
+
+/* Moves to the process's record of the second after c->t (ascending), once
+ * the process was found in a second before: a process that ran in a second
+ * mostly runs in the next, so a range of seconds takes one seek a second
+ * (mostly the read of the chunk it was in), without the statement that
+ * finds the next second. As seek_process; 1: not in that second either,
+ * which may have no chunks at all (step_second finds the next that has), or
+ * no seconds left. */
+static int seek_following(packed_cursor *c)
+{
+    if (c->desc || c->t >= c->hi || c->hint_id < 0)
+        return 1;
+    c->t++;
+    return seek_process(c, true);
 }
 
 /* Moves c->t to the next second (in the cursor's order) that has chunks,
@@ -519,11 +538,14 @@ static int next_second(packed_cursor *c, bool here)
     for (;;) {
         int rc;
         if (c->by_pid) {
-            rc = here ? SQLITE_OK : step_second(c);
-            here = false;
-            if (rc != SQLITE_OK || c->eof)
-                return rc;
-            rc = seek_process(c);
+            rc = here ? 1 : seek_following(c);
+            if (rc == 1) {
+                rc = here ? SQLITE_OK : step_second(c);
+                here = false;
+                if (rc != SQLITE_OK || c->eof)
+                    return rc;
+                rc = seek_process(c, false);
+            }
         } else {
             rc = sqlite3_step(c->st);
             if (rc == SQLITE_DONE) {

@@ -17,6 +17,10 @@ struct store_reader {
     sqlite3_stmt *series, *classes;
     /* a process's rows not folded into its processes row (UNSETTLED) */
     sqlite3_stmt *unsettled;
+    /* store_get_process: finding the process, and the BEGIN and COMMIT of
+     * its read transaction. Parsing the first anew took 33 of a show's
+     * 580 us (200 processes) */
+    sqlite3_stmt *find, *begin, *commit;
     /* store_reader_budget: statements stop once CLOCK_MONOTONIC passes
      * deadline_ns (0: never); expired says the interrupt was ours */
     int64_t deadline_ns;
@@ -49,8 +53,10 @@ int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_s
  * tables (schema.c, version 4): the newest in process_energy_recent, keyed
  * by second (a virtual table over page-sized chunks of packed rows since
  * version 10, packed.c), read for one process by one seek per second it
- * spans (a minute or two) and a binary search in the chunk it finds; the
- * others in
+ * spans (a minute or two) and a binary search in the chunk it finds (a
+ * constraint on process_id and a range of t: the virtual table reads each
+ * next second from the chunk the process was in, where a recursive list of
+ * the seconds joined to it took twice the time); the others in
  * process_energy_settled, keyed by batch and process, read for one process
  * by one seek per batch that overlaps the window, and for a window by
  * scanning the batches that overlap it. */
@@ -61,7 +67,8 @@ int query_read_series(store_reader *r, int64_t id, int64_t after, int64_t last_s
     " WHERE b.t_max >= " LO " AND b.t_min < " HI " AND e.t >= " LO " AND e.t < " HI
 
 /* recent(t): each second from LO (or the oldest in process_energy_recent)
- * to HI (or the newest there); one seek each finds a process's row. The
+ * to HI (or the newest there); one seek each finds a process's row (history
+ * --pid, which sums the rows into buckets as they come). The
  * seconds there are those of process_energy_packed's keys (packed.h). */
 #define RECENT_SECONDS(LO, HI)                                                                     \
     " recent(t) AS (SELECT max(" LO ", " PACKED_T_SQL(                                             \

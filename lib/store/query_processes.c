@@ -176,19 +176,39 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
     return 0;
 }
 
+/* *st: `sql` prepared on first use, kept for the next call. */
+static int kept(store_reader *r, sqlite3_stmt **st, const char *sql)
+{
+    if (*st)
+        return SQLITE_OK;
+    return sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+}
+
+/* Runs a kept statement without rows (BEGIN, COMMIT). */
+static int run_kept(store_reader *r, sqlite3_stmt **st, const char *sql)
+{
+    int rc = kept(r, st, sql);
+
+    if (rc != SQLITE_OK)
+        return rc;
+    rc = sqlite3_step(*st);
+    sqlite3_reset(*st);
+    return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_process *out,
                         char *err, size_t errlen)
 {
     sqlite3_stmt *st;
-    int rc = sqlite3_prepare_v2(r->db,
-                                "SELECT " PROCESS_COLS " FROM processes p WHERE p.pid = ?1"
-                                " AND (?2 = 0 OR p.start_time = ?2)"
-                                " ORDER BY p.last_seen DESC, p.id DESC LIMIT 1",
-                                -1, &st, NULL);
+    int rc = kept(r, &r->find,
+                  "SELECT " PROCESS_COLS " FROM processes p WHERE p.pid = ?1"
+                  " AND (?2 = 0 OR p.start_time = ?2)"
+                  " ORDER BY p.last_seen DESC, p.id DESC LIMIT 1");
     int ret = 0;
 
     if (rc != SQLITE_OK)
         return query_fail(r, rc, err, errlen, "finding a process");
+    st = r->find;
     sqlite3_bind_int(st, 1, pid);
     sqlite3_bind_int64(st, 2, (int64_t)start_time);
     rc = sqlite3_step(st);
@@ -200,21 +220,19 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
                        start_time ? " and that start time" : "");
     else
         ret = query_fail(r, rc, err, errlen, "finding a process");
-    sqlite3_finalize(st);
+    sqlite3_reset(st);
     if (ret < 0)
         store_process_free(out);
     return ret;
 }
 
 /* Adds to *p its rows of process_energy_recent from the fold watermark on,
- * which its processes row does not count yet: one seek per second there
- * (a few). */
-// clang-format off
+ * which its processes row does not count yet: a read of its chunk per
+ * second there (a few; packed.c). */
 #define UNSETTLED                                                                                  \
-    "WITH RECURSIVE" RECENT_SECONDS("(SELECT t FROM process_fold)", "?2")                           \
-    " SELECT count(*), max(e.t), sum(e.attributed_j), sum(e.standalone_j), sum(e.cpu_s), e.class"  \
-    " FROM recent CROSS JOIN process_energy_recent e ON e.t = recent.t AND e.process_id = ?1"
-// clang-format on
+    "SELECT count(*), max(e.t), sum(e.attributed_j), sum(e.standalone_j), sum(e.cpu_s), e.class"   \
+    " FROM process_energy_recent e WHERE e.process_id = ?1"                                        \
+    " AND e.t >= (SELECT t FROM process_fold) AND e.t <= ?2"
 
 static int add_unsettled(store_reader *r, store_process *p)
 {
@@ -253,7 +271,7 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
                         (long long)recent_s);
     /* one read transaction: a move between the reads would count rows
      * twice or not at all */
-    rc = sqlite3_exec(r->db, "BEGIN", NULL, NULL, NULL);
+    rc = run_kept(r, &r->begin, "BEGIN");
     if (rc != SQLITE_OK)
         return query_fail(r, rc, err, errlen, "reading a process");
     ret = find_process(r, pid, start_time, out, err, errlen);
@@ -270,6 +288,6 @@ int store_get_process(store_reader *r, pid_t pid, uint64_t start_time, int64_t r
     if (ret < 0)
         store_process_free(out);
 out:
-    sqlite3_exec(r->db, "COMMIT", NULL, NULL, NULL);
+    run_kept(r, &r->commit, "COMMIT");
     return ret;
 }

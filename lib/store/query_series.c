@@ -20,7 +20,7 @@
 #define ROW_COLS "t, attributed_j, standalone_j, cpu_s, class, model_id"
 // clang-format off
 #define PROCESS_ROWS                                                                               \
-    "WITH RECURSIVE" RECENT_SECONDS("?2 + 1", "?3") "," BATCH_SPAN ", rows AS ("                   \
+    "WITH" BATCH_SPAN ", rows AS ("                                                                \
     " SELECT " ROW_COLS " FROM process_energy_minute WHERE process_id = ?1 AND t > ?2"             \
     " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s, e.class, e.model_id"          \
     " FROM processes p CROSS JOIN span CROSS JOIN process_energy_batch b"                          \
@@ -28,8 +28,7 @@
     " WHERE p.id = ?1 AND b.t_max >= max(?2 + 1, p.first_seen)"                                    \
     " AND b.t_max <= min(?3, p.last_seen) + span.s AND b.t_min <= ?3 AND e.t > ?2"                 \
     " UNION ALL SELECT e.t, e.attributed_j, e.standalone_j, e.cpu_s, e.class, e.model_id"          \
-    " FROM recent CROSS JOIN process_energy_recent e ON e.t = recent.t AND e.process_id = ?1"      \
-    " WHERE e.t > ?2 AND e.t <= ?3)"
+    " FROM process_energy_recent e WHERE e.process_id = ?1 AND e.t > ?2 AND e.t <= ?3)"
 // clang-format on
 
 /* Process `id`'s rows after `after` up to `last_seen`: `what` selects from

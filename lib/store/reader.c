@@ -143,6 +143,9 @@ void store_reader_close(store_reader *r)
     sqlite3_finalize(r->series);
     sqlite3_finalize(r->classes);
     sqlite3_finalize(r->unsettled);
+    sqlite3_finalize(r->find);
+    sqlite3_finalize(r->begin);
+    sqlite3_finalize(r->commit);
     sqlite3_close(r->db);
     free(r->path);
     free(r);

@@ -2,9 +2,9 @@
  * packed.c, packed_chunks.c, packed_rows.c): each second's rows as chunks
  * of process_energy_packed that fit a page, read back through the virtual table
  * process_energy_recent bit for bit; a second a flush wrote in progress rewritten whole with its
- * later ticks; the constraints the virtual table takes; records too wide for the narrow format;
- * changes by hand; a damaged row reported; the migration from version 9 with every query answering
- * the same; and the loadable extension for the sqlite3 shell. */
+ * later ticks; the constraints the virtual table takes; a process's range of seconds; records too
+ * wide for the narrow format; changes by hand; a damaged row reported; the migration from version 9
+ * with every query answering the same; and the loadable extension for the sqlite3 shell. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -250,6 +250,68 @@ static void test_constraints_select_as_a_filter(void **state)
     sqlite3_finalize(st);
     assert_non_null(strstr(plan, "VIRTUAL TABLE INDEX 0:"));
     assert_true(strstr(plan, ":ep") || strstr(plan, ":pe"));
+    sqlite3_close(db);
+}
+
+/* A process's rows over a range of seconds, read second after second from
+ * the chunk it was in, are those of a filter: across seconds without rows,
+ * seconds it did not run in, and chunks whose first ids move as processes
+ * before it come and go. */
+static void test_process_range_across_gaps(void **state)
+{
+    fixture *f = *state;
+    const int pids[] = {1, 7, 31, 33, 50, 64, 95, 100, 150, 200};
+    const char *ranges[] = {
+        "1",
+        "t > 1700000000 AND t <= 1700000009",
+        "t >= 1700000002 AND t < 1700000008",
+        "t >= 1700000005",
+        "t <= 1700000003",
+    };
+    char sql[900];
+    store_config c;
+    sqlite3 *db;
+    store *s;
+
+    config(&c);
+    s = open_store(f->path, &c);
+    /* the processes' ids, in the order they were first seen (pid 150: none) */
+#define ID "(SELECT id FROM processes WHERE pid = %d)"
+    for (int64_t t = T0; t < T0 + 12; t++) {
+        if (t == T0 + 3 || t == T0 + 4)
+            continue; /* seconds without rows */
+        for (int pid = 1; pid <= 200; pid++) {
+            bool runs = pid <= 100 || (pid == 200 && t == T0 + 10);
+            if ((pid == 50 && t == T0 + 6) || (pid % 7 == 0 && t >= T0 + 8) ||
+                (pid > 90 && pid <= 100 && t < T0 + 2))
+                runs = false;
+            if (runs)
+                assert_int_equal(push_proc(s, t * NS, pid, 1, energy(pid, t), 1.0, 0.1, 0, 0), 0);
+        }
+    }
+    assert_int_equal(store_close(s), 0);
+    db = raw_open(f->path);
+    assert_int_equal(raw_num(db, "SELECT count(DISTINCT t) FROM process_energy_recent"), 10);
+    for (size_t i = 0; i < sizeof(pids) / sizeof(pids[0]); i++)
+        for (size_t j = 0; j < sizeof(ranges) / sizeof(ranges[0]); j++) {
+            snprintf(sql, sizeof(sql),
+                     "SELECT (SELECT count(*) || ',' || total(t * 1000 + process_id) || ',' ||"
+                     " total(attributed_j) FROM process_energy_recent WHERE process_id = " ID
+                     " AND %s) = (SELECT count(*) || ',' || total(t * 1000 + process_id) || ','"
+                     " || total(attributed_j) FROM (SELECT * FROM process_energy_recent"
+                     " LIMIT -1) WHERE process_id = " ID " AND %s)",
+                     pids[i], ranges[j], pids[i], ranges[j]);
+            if (raw_num(db, sql) != 1)
+                fail_msg("process %d, %s: other rows than a filter's", pids[i], ranges[j]);
+        }
+#undef ID
+    /* the process that missed a second, and the one that came late */
+    assert_int_equal(raw_num(db, "SELECT count(*) FROM process_energy_recent"
+                                 " WHERE process_id = (SELECT id FROM processes WHERE pid = 50)"),
+                     9);
+    assert_int_equal(raw_num(db, "SELECT t FROM process_energy_recent"
+                                 " WHERE process_id = (SELECT id FROM processes WHERE pid = 200)"),
+                     T0 + 10);
     sqlite3_close(db);
 }
 
@@ -648,6 +710,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rows_read_back_bit_for_bit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_second_in_progress_rewritten_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_constraints_select_as_a_filter, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_process_range_across_gaps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wide_rows_and_changes_by_hand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ids_past_32_bits_gather, setup, teardown),
         cmocka_unit_test_setup_teardown(test_damaged_row_named, setup, teardown),
