@@ -221,7 +221,10 @@ int schema_errno(sqlite3 *db, int rc);
 #define SETTLED_SUFFIX "-settled"
 /* The schema version that keeps the settled rows in it. */
 #define SETTLED_VERSION 11
-#define SETTLED_VERSION_TEXT "11" /* the same, for SQL text */
+/* The same number as SQL text, made from it. */
+#define SETTLED_TEXT_(v) #v
+#define SETTLED_TEXT(v) SETTLED_TEXT_(v)
+#define SETTLED_VERSION_TEXT SETTLED_TEXT(SETTLED_VERSION)
 /* How long a commit of the settled file waits for readers' locks before
  * maintenance gives up until its next run (retention.c). */
 #define SETTLED_BUSY_MS 100
