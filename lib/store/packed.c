@@ -37,8 +37,6 @@ const sqlite3_api_routines *sqlite3_api;
 #include <stdlib.h>
 #include <string.h>
 
-enum { COL_T, COL_PROCESS_ID, COL_ATTRIBUTED, COL_STANDALONE, COL_CPU, COL_CLASS, COL_MODEL };
-
 /* A guess for the planner: a minute of seconds (the moves' interval) of
  * 200 processes. */
 #define GUESS_SECONDS 60.0
@@ -72,12 +70,10 @@ typedef struct packed_cursor {
     size_t i, end; /* its records [i, end) are this cursor's */
 } packed_cursor;
 
-/* Sets the message SQLite reports for the call that failed (msg from
- * sqlite3_mprintf, NULL when out of memory). */
-static int vtab_error(sqlite3_vtab *v, int rc, char *msg)
+int packed_vtab_error(sqlite3_vtab *vt, int rc, char *msg)
 {
-    sqlite3_free(v->zErrMsg);
-    v->zErrMsg = msg;
+    sqlite3_free(vt->zErrMsg);
+    vt->zErrMsg = msg;
     return rc;
 }
 
@@ -343,10 +339,11 @@ static int keep(packed_cursor *c, const void *data, size_t len)
 
 static int damaged(packed_cursor *c, int64_t len)
 {
-    return vtab_error(c->base.pVtab, SQLITE_CORRUPT_VTAB,
-                      sqlite3_mprintf("process_energy_packed: a chunk of second %lld is not a"
-                                      " packed blob (%lld bytes)",
-                                      (long long)c->t, (long long)len));
+    return packed_vtab_error(
+        c->base.pVtab, SQLITE_CORRUPT_VTAB,
+        sqlite3_mprintf("process_energy_packed: a chunk of second %lld is not a"
+                        " packed blob (%lld bytes)",
+                        (long long)c->t, (long long)len));
 }
 
 /* Takes the chunk the statement st is on (columns k, rows): its records,
@@ -382,7 +379,7 @@ static int prepare(packed_cursor *c, sqlite3_stmt **st, const char *fmt)
     rc = sqlite3_prepare_v3(v->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
     sqlite3_free(sql);
     if (rc != SQLITE_OK)
-        return vtab_error(&v->base, rc, sqlite3_mprintf("%s", sqlite3_errmsg(v->db)));
+        return packed_vtab_error(&v->base, rc, sqlite3_mprintf("%s", sqlite3_errmsg(v->db)));
     return SQLITE_OK;
 }
 
@@ -684,173 +681,21 @@ static int x_rowid(sqlite3_vtab_cursor *base, sqlite3_int64 *rowid)
     int64_t pid = packed_id(&c->blob, c->i);
 
     if (c->t < 0 || c->t > ROWID_T_MAX || pid < 0 || pid > (int64_t)ROWID_PID_MAX)
-        return vtab_error(base->pVtab, SQLITE_RANGE,
-                          sqlite3_mprintf("process_energy_recent: second %lld, process %lld:"
-                                          " beyond the range of rows that can be changed by hand",
-                                          (long long)c->t, (long long)pid));
+        return packed_vtab_error(
+            base->pVtab, SQLITE_RANGE,
+            sqlite3_mprintf("process_energy_recent: second %lld, process %lld:"
+                            " beyond the range of rows that can be changed by hand",
+                            (long long)c->t, (long long)pid));
     *rowid = (int64_t)((uint64_t)c->t << 32 | (uint64_t)pid);
     return SQLITE_OK;
-}
-
-/* ---- Changes by hand ---------------------------------------------------------- */
-
-/* Prepares fmt, which names the schema with %w. */
-static int prepare_v(packed_vtab *v, const char *fmt, sqlite3_stmt **st)
-{
-    char *sql = sqlite3_mprintf(fmt, v->schema);
-    int rc;
-
-    if (!sql)
-        return SQLITE_NOMEM;
-    rc = sqlite3_prepare_v2(v->db, sql, -1, st, NULL);
-    sqlite3_free(sql);
-    return rc;
-}
-
-/* Second t's records, decoded into *r (malloc'd, n + 1 slots). */
-static int read_second(packed_vtab *v, int64_t t, packed_rec **r, size_t *n)
-{
-    sqlite3_stmt *st = NULL;
-    size_t cap = 0;
-    int rc = prepare_v(v,
-                       "SELECT rows FROM \"%w\".process_energy_packed"
-                       " WHERE k BETWEEN ?1 AND ?2 ORDER BY k",
-                       &st);
-
-    *r = NULL;
-    *n = 0;
-    if (rc == SQLITE_OK)
-        rc = packed_read_second(st, t, r, &cap, n);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_CORRUPT)
-        rc = vtab_error(&v->base, SQLITE_CORRUPT_VTAB,
-                        sqlite3_mprintf("process_energy_packed: a chunk of second %lld is not a"
-                                        " packed blob",
-                                        (long long)t));
-    if (rc == SQLITE_OK && *n + 1 > cap) {
-        packed_rec *m = realloc(*r, (*n + 1) * sizeof(**r));
-        if (!m)
-            rc = SQLITE_NOMEM;
-        else
-            *r = m;
-    }
-    return rc;
-}
-
-/* Writes second t's n records, after deleting its chunks. */
-static int write_second(packed_vtab *v, int64_t t, const packed_rec *r, size_t n)
-{
-    sqlite3_stmt *page = NULL, *del = NULL, *put = NULL;
-    uint8_t *buf = NULL;
-    size_t cap = 0;
-    int rc;
-
-    if (t < 0 || t > PACKED_T_MAX)
-        return vtab_error(&v->base, SQLITE_RANGE,
-                          sqlite3_mprintf("process_energy_recent: second %lld is outside 0..%lld,"
-                                          " the seconds the packed rows hold",
-                                          (long long)t, (long long)PACKED_T_MAX));
-    rc = prepare_v(v, "PRAGMA \"%w\".page_size", &page);
-    if (rc == SQLITE_OK)
-        rc = prepare_v(v, "DELETE FROM \"%w\".process_energy_packed WHERE k BETWEEN ?1 AND ?2",
-                       &del);
-    if (rc == SQLITE_OK)
-        rc = prepare_v(v, "INSERT INTO \"%w\".process_energy_packed (k, rows) VALUES (?1, ?2)",
-                       &put);
-    if (rc == SQLITE_OK)
-        rc = sqlite3_step(page) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(v->db);
-    if (rc == SQLITE_OK)
-        rc = packed_write_second(del, put, t, r, n, packed_chunk_max(sqlite3_column_int64(page, 0)),
-                                 &buf, &cap);
-    sqlite3_finalize(page);
-    sqlite3_finalize(del);
-    sqlite3_finalize(put);
-    free(buf);
-    return rc;
-}
-
-static int delete_row(packed_vtab *v, sqlite3_int64 rowid)
-{
-    int64_t t = (int64_t)((uint64_t)rowid >> 32), pid = (int64_t)((uint64_t)rowid & 0xffffffffu);
-    packed_rec *r;
-    size_t n, i = 0;
-    int rc = read_second(v, t, &r, &n);
-
-    while (rc == SQLITE_OK && i < n && r[i].process_id != pid)
-        i++;
-    if (rc == SQLITE_OK && i < n) {
-        memmove(&r[i], &r[i + 1], (n - i - 1) * sizeof(*r));
-        rc = write_second(v, t, r, n - 1);
-    }
-    free(r);
-    return rc;
-}
-
-static bool is_int(sqlite3_value *x)
-{
-    return sqlite3_value_numeric_type(x) == SQLITE_INTEGER;
-}
-
-static bool is_num(sqlite3_value *x)
-{
-    int type = sqlite3_value_numeric_type(x);
-
-    return type == SQLITE_INTEGER || type == SQLITE_FLOAT;
-}
-
-/* argv[2..8]: the new row's columns. */
-static int insert_row(packed_vtab *v, sqlite3_value **col)
-{
-    packed_rec rec = {0}, *r;
-    int64_t t;
-    size_t n, i = 0;
-    int rc;
-
-    if (!is_int(col[COL_T]) || !is_int(col[COL_PROCESS_ID]) || !is_num(col[COL_ATTRIBUTED]) ||
-        !is_num(col[COL_STANDALONE]) || !is_num(col[COL_CPU]) ||
-        !(is_int(col[COL_CLASS]) || sqlite3_value_type(col[COL_CLASS]) == SQLITE_NULL) ||
-        !(is_int(col[COL_MODEL]) || sqlite3_value_type(col[COL_MODEL]) == SQLITE_NULL))
-        return vtab_error(&v->base, SQLITE_MISMATCH,
-                          sqlite3_mprintf("process_energy_recent: t and process_id must be"
-                                          " integers, the energies and CPU time numbers, class"
-                                          " and model_id integers or NULL"));
-    t = sqlite3_value_int64(col[COL_T]);
-    rec.process_id = sqlite3_value_int64(col[COL_PROCESS_ID]);
-    rec.attributed_j = sqlite3_value_double(col[COL_ATTRIBUTED]);
-    rec.standalone_j = sqlite3_value_double(col[COL_STANDALONE]);
-    rec.cpu_s = sqlite3_value_double(col[COL_CPU]);
-    rec.has_class = sqlite3_value_type(col[COL_CLASS]) != SQLITE_NULL;
-    rec.klass = sqlite3_value_int64(col[COL_CLASS]);
-    rec.has_model = sqlite3_value_type(col[COL_MODEL]) != SQLITE_NULL;
-    rec.model_id = sqlite3_value_int64(col[COL_MODEL]);
-    rc = read_second(v, t, &r, &n);
-    while (rc == SQLITE_OK && i < n && r[i].process_id < rec.process_id)
-        i++;
-    if (rc == SQLITE_OK && i < n && r[i].process_id == rec.process_id)
-        rc = vtab_error(&v->base, SQLITE_CONSTRAINT_PRIMARYKEY,
-                        sqlite3_mprintf("process_energy_recent: second %lld already has a row of"
-                                        " process %lld",
-                                        (long long)t, (long long)rec.process_id));
-    if (rc == SQLITE_OK) {
-        memmove(&r[i + 1], &r[i], (n - i) * sizeof(*r));
-        r[i] = rec;
-        rc = write_second(v, t, r, n + 1);
-    }
-    free(r);
-    return rc;
 }
 
 static int x_update(sqlite3_vtab *base, int argc, sqlite3_value **argv, sqlite3_int64 *rowid)
 {
     packed_vtab *v = (packed_vtab *)base;
-    int rc = SQLITE_OK;
 
     (void)rowid;
-    if (sqlite3_value_type(argv[0]) != SQLITE_NULL)
-        rc = delete_row(v, sqlite3_value_int64(argv[0]));
-    if (rc == SQLITE_OK && argc > 1)
-        rc = insert_row(v, argv + 2);
-    return rc;
+    return packed_edit(base, v->db, v->schema, argc, argv);
 }
 
 static const sqlite3_module packed_module = {

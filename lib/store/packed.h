@@ -132,8 +132,30 @@ int packed_read_second(sqlite3_stmt *get, int64_t t, packed_rec **out, size_t *c
 int packed_write_second(sqlite3_stmt *del, sqlite3_stmt *put, int64_t t, const packed_rec *r,
                         size_t n, size_t max_len, uint8_t **buf, size_t *cap);
 
+/* ---- The virtual table (packed.c, packed_edit.c) ------------------------------ */
+
+/* process_energy_recent's columns, in order. */
+enum packed_col {
+    COL_T,
+    COL_PROCESS_ID,
+    COL_ATTRIBUTED,
+    COL_STANDALONE,
+    COL_CPU,
+    COL_CLASS,
+    COL_MODEL
+};
+
 /* Registers the eponymous virtual table process_energy_recent on db,
  * reading main.process_energy_packed: an SQLite code. */
 int packed_register(sqlite3 *db);
+
+/* Sets the message SQLite reports for the call of table vt that failed
+ * (msg from sqlite3_mprintf, NULL when out of memory); returns rc. */
+int packed_vtab_error(sqlite3_vtab *vt, int rc, char *msg);
+
+/* xUpdate of the table vt on db, whose rows are in schema's
+ * process_energy_packed: argv[0] the rowid of a row to delete (NULL: none),
+ * argv[2..8] (argc > 1) the columns of a row to insert. An SQLite code. */
+int packed_edit(sqlite3_vtab *vt, sqlite3 *db, const char *schema, int argc, sqlite3_value **argv);
 
 #endif
