@@ -415,15 +415,20 @@ class Daemon:
         self.proc.send_signal(sig)
         return self.proc.wait(timeout=30)
 
-    def exporter_url(self):
-        """The /metrics address the daemon logged (listen = 127.0.0.1:0)."""
+    def exporter_url(self, timeout=30):
+        """The /metrics address the daemon logged (listen = 127.0.0.1:0).
+        The exporter starts after the socket: under the sanitizers on a
+        loaded host that took over 5 s."""
         import re
-        for _ in range(100):
+        deadline = time.monotonic() + timeout
+        while True:
             m = re.search(r"serving (http://127\.0\.0\.1:\d+/metrics)", self.read_log())
             if m:
                 return m.group(1)
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"no exporter address in the log after {timeout} s:\n"
+                                   + self.read_log())
             time.sleep(0.05)
-        raise RuntimeError("no exporter address in the log:\n" + self.read_log())
 
     def sql(self, query, *args):
         con = connect(self.db)
