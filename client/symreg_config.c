@@ -165,6 +165,8 @@ static int set_evolution(struct config *c, const char *key, const char *v)
         return parse_bool(c, key, v, &p->simplify);
     if (!strcmp(key, "scaling"))
         return parse_bool(c, key, v, &p->scaling);
+    if (!strcmp(key, "migration"))
+        return parse_bool(c, key, v, &p->migration);
     if (!strcmp(key, "time_limit"))
         return parse_range(c, key, v, 0, 1e9, &p->time_limit);
     if (!strcmp(key, "population"))

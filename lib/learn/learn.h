@@ -542,8 +542,9 @@ int expr_fit_consts_search(expr *e, const double *const *cols, const double *y, 
  * operators chosen uniformly (uniform subtree, node replacement, insert,
  * shrink, constant perturbation), fits the constants of every new individual
  * by Levenberg-Marquardt, and keeps `population` of parents + children by
- * double tournament. All random choices are made in the calling thread from
- * one mt19937 stream, so a seed gives the same result with any thread count. */
+ * double tournament (with `migration`, the equations of the error-size
+ * front then replace parents drawn at random). All random choices are made in the calling thread
+ * from one mt19937 stream, so a seed gives the same result with any thread count. */
 
 enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
 
@@ -564,6 +565,8 @@ typedef struct symreg_params {
     size_t max_depth, max_size;            /* bloat limits: 17, 60 */
     size_t init_min_depth, init_max_depth; /* ramped half-and-half: 1, 3 */
     bool simplify;                         /* simplify every new individual before fitting it */
+    bool migration;    /* each generation the archive's front replaces parents drawn at random:
+                          true (pandora: false) */
     bool scaling;      /* linear scaling: an individual becomes a + b * itself, a and b fitted in
                           closed form, when that lowers its error by a tenth or more: false */
     size_t stall;      /* stop after this many generations without progress; 0 = never */

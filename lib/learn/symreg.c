@@ -63,6 +63,7 @@ void symreg_params_default(symreg_params *p)
         .init_max_depth = 3,
         .simplify = true,
         .scaling = false,
+        .migration = true,
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
@@ -81,6 +82,7 @@ int symreg_params_preset(symreg_params *p, const char *name)
     if (strcmp(name, "pandora") == 0) {
         d.selection = SYMREG_SEL_DOUBLE;
         d.simplify = false;
+        d.migration = false;
     } else if (strcmp(name, "default") != 0) {
         return -EINVAL;
     }
@@ -453,6 +455,31 @@ static const struct ind *select_one(struct engine *g, const struct ind *pool, si
 
 /* ---- The generation loop ----------------------------------------------- */
 
+/* With params.migration: each equation of the archive's front (the lowest
+ * error at its size, lower than at every smaller size) replaces one of the
+ * next parents drawn at random. Selection alone loses a small accurate
+ * equation as soon as larger, slightly better ones crowd its tournaments;
+ * back among the parents, its shape keeps being recombined. */
+static int migrate_front(struct engine *g, struct ind *next)
+{
+    size_t n = g->p->population;
+    double lowest = INFINITY;
+
+    for (size_t s = 1; s <= g->p->max_size; s++) {
+        const struct ind *a = &g->archive[s];
+        if (!a->e || !(a->fit < lowest))
+            continue;
+        lowest = a->fit;
+        struct ind *t = &next[gsl_rng_uniform_int(g->rng, n)];
+        expr *c = expr_clone(a->e);
+        if (!c)
+            return -ENOMEM;
+        expr_free(t->e);
+        *t = (struct ind){.e = c, .err = a->err, .fit = a->fit};
+    }
+    return 0;
+}
+
 static void free_inds(struct ind *v, size_t n)
 {
     if (!v)
@@ -651,6 +678,8 @@ static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint6
             r = track_best(best, pool + n, n, &improved);
         if (r == 0)
             r = select_next(g, pool, next);
+        if (r == 0 && p->migration)
+            r = migrate_front(g, next);
         for (size_t i = 0; i < 2 * n; i++)
             expr_free(pool[i].e);
         memset(pool, 0, 2 * n * sizeof(*pool));

@@ -106,6 +106,7 @@ expect_error "c.ini:18: time_limit must be a number in [0, 1e+09], not '-1'" \
   evolution time_limit -1
 expect_error "c.ini:18: simplify must be on or off, not 'later'" evolution simplify later
 expect_error "c.ini:18: scaling must be on or off, not 'twice'" evolution scaling twice
+expect_error "c.ini:18: migration must be on or off, not 'often'" evolution migration often
 expect_error "c.ini:25: cache must be on or off, not 'sometimes'" constants cache sometimes
 expect_error "c.ini:25: unknown key 'colour' in [constants] (lm, lm_iterations, cache)" \
   constants colour red
@@ -130,8 +131,8 @@ done
 for word in --json --seed --threads --front --time-limit --rule --out "[data]" train test \
   target features "[primitives]" functions constants "[evolution]" preset population \
   generations crossover mutation selection tournament_fitness tournament_parsimony max_depth \
-  max_size init_min_depth init_max_depth simplify scaling stall time_limit "[fitness]" metric \
-  "[constants]" lm lm_iterations cache "[selection]" rule; do
+  max_size init_min_depth init_max_depth simplify scaling migration stall time_limit "[fitness]" \
+  metric "[constants]" lm lm_iterations cache "[selection]" rule; do
   grep -qF -- "$word" help.txt || { echo "FAIL: --help does not mention $word"; fails=$((fails + 1)); }
 done
 

@@ -540,6 +540,58 @@ static void test_koza1(void **state)
     assert_true(solved >= 4);
 }
 
+static double keijzer14(double x, double m)
+{
+    return 8 / (2 + x * x + m * m);
+}
+
+/* Runs of Keijzer-14 (8 / (2 + x^2 + m^2) on [-3, 3]^2, four operators,
+ * 100 generations) with seeds 1..10 that end with an exact fit. */
+static int keijzer14_solved(bool migration)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+    int solved = 0;
+
+    make_data(&d, keijzer14, 1);
+    for (int i = 0; i < N; i++) {
+        d.x[i] = d.x[i] * 6 / 9 - 3 - 6.0 / 9, d.m[i] = d.m[i] * 6 / 9 - 3 - 6.0 / 9;
+        d.y[i] = keijzer14(d.x[i], d.m[i]);
+    }
+    for (uint64_t seed = 1; seed <= 10; seed++) {
+        symreg_params_default(&p);
+        p.fitness = SYMREG_RMSE;
+        p.generations = 100;
+        p.migration = migration;
+        p.seed = seed;
+        assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+        solved += res->train_error <= res->floor;
+        symreg_result_free(res);
+    }
+    return solved;
+}
+
+/* Migration is on in the default preset and off in the paper's; the
+ * front's equations back among the parents find the exact form in more
+ * runs than selection alone keeps them. */
+static void test_migration(void **state)
+{
+    symreg_params p;
+
+    symreg_params_default(&p);
+    assert_true(p.migration);
+    assert_int_equal(symreg_params_preset(&p, "pandora"), 0);
+    assert_false(p.migration);
+    assert_int_equal(symreg_params_preset(&p, "default"), 0);
+    assert_true(p.migration);
+    if (!slow_tests())
+        skip();
+    int on = keijzer14_solved(true), off = keijzer14_solved(false);
+    assert_true(on > off);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -557,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_front_refitted),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_koza1),
+        cmocka_unit_test(test_migration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
