@@ -1,7 +1,8 @@
 """Runs a real wattprofd for integration tests and talks to it through the
 independent Varlink client (varlink_peer). Also reads its SQLite file
 directly, as a second, independent view of what it stored."""
-import contextlib, json, os, shutil, signal, socket, sqlite3, subprocess, sys, tempfile, threading
+import contextlib, fcntl, json, os, shutil, signal, socket, sqlite3, subprocess, sys, tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -374,13 +375,25 @@ def energy_by_job(url, command):
     return out
 
 
+def child_log(path):
+    """A new, empty file at `path` for a child's stdout and stderr that this
+    process reads while the child writes. The open file (and its offset) is
+    shared with the child: without O_APPEND a read's seek(0) sent the
+    child's next line to offset 0, over the lines before it (a daemon's
+    "exporter: serving" line was lost so, and the test waited for it in
+    vain). With O_APPEND every write of the child goes to the end."""
+    f = open(path, "w+")
+    fcntl.fcntl(f.fileno(), fcntl.F_SETFL, fcntl.fcntl(f.fileno(), fcntl.F_GETFL) | os.O_APPEND)
+    return f
+
+
 class Daemon:
     def __init__(self, *args, state=None, prefix=()):
         self.dir = state or tempfile.mkdtemp(prefix="wattprofd-test-")
         os.makedirs(self.dir, exist_ok=True)
         self.sock = os.path.join(self.dir, "sock")
         self.db = os.path.join(self.dir, "wattprof.db")
-        self.log = open(os.path.join(self.dir, "daemon.log"), "w+")
+        self.log = child_log(os.path.join(self.dir, "daemon.log"))
         self.proc = subprocess.Popen(
             [*prefix, WATTPROFD, "--state-dir", self.dir, "--socket", self.sock, *args],
             stdout=self.log, stderr=subprocess.STDOUT)
@@ -416,9 +429,8 @@ class Daemon:
         return self.proc.wait(timeout=30)
 
     def exporter_url(self, timeout=30):
-        """The /metrics address the daemon logged (listen = 127.0.0.1:0).
-        The exporter starts after the socket: under the sanitizers on a
-        loaded host that took over 5 s."""
+        """The /metrics address the daemon logged (listen = 127.0.0.1:0)
+        before it began to answer calls."""
         import re
         deadline = time.monotonic() + timeout
         while True:
