@@ -10,13 +10,15 @@ rescans here, sees a pid it tracked come back as another process.
   - churn: CHURN burners, each found while it waits, then burning at a 50 %
     duty cycle for a random 0.1-0.6 s and exiting at whatever moment of a
     tick that is. Each one's stored CPU time (its rows and its lifetime
-    total) is its CPU time from the kernel (rusage) within 5 % + 20 ms: the
-    final read of an exiting process is taken, and taken once.
+    total) is its CPU time from the kernel (rusage) within 5 % + 20 ms (less,
+    below, a burner's start-up CPU, measured): the final read of an exiting
+    process is taken, and taken once.
   - pid reuse, twice: a burner runs and exits; a second one is started on
     its pid, once after the daemon has seen the exit (2 s later) and once
     at once (before the next rescan). Each time the database holds two
     processes on that pid, with their own start times, rows and totals
-    (each its own rusage CPU within 5 % + 20 ms), the first one marked
+    (each its own rusage CPU within 5 % + 20 ms, less the start-up CPU of a
+    burner, which may come before the daemon finds it), the first one marked
     exited, and GetProcess on the pid answers for the second;
   - the daemon's open fds (perf events and a pidfd per tracked process) go
     back to their count before the churn once every process has exited
@@ -67,8 +69,21 @@ def spawn(*args, pid=None):
     raise RuntimeError(f"could not start a process on pid {pid}")
 
 
+# A burner's CPU before its wait ends (exec, the C runtime's start; under
+# ASan on a loaded host 30-60 ms) is in its rusage but may come before the
+# daemon finds it and opens its counters. It is measured here, under the
+# same load, as the rusage of burners that burn 1 ms, under a name the
+# daemon does not track.
+wpstart = os.path.join(work, "wpstart")
+shutil.copy(os.environ["BURN"], wpstart)
+START_S = max(cpu_of(subprocess.Popen([wpstart, "0.001"], env=workload_env())) for _ in range(5))
+print(f"note - a burner's start-up: up to {START_S * 1000:.1f} ms of CPU")
+
+
 def close(stored, truth):
-    return abs(stored - truth) <= 0.05 * truth + 0.02
+    """Stored within 5 % + 20 ms of rusage, or short of it by at most the
+    start-up the daemon may not have seen besides."""
+    return -(0.05 * truth + 0.02 + START_S) <= stored - truth <= 0.05 * truth + 0.02
 
 
 def fds(settled=False):
@@ -144,7 +159,8 @@ for pid, cpu in truth.items():
     if len(rows) != 1 or not close(rows[0][4], cpu) or not close(energy.get(rows[0][0], 0), cpu):
         off.append((pid, round(cpu, 3), [(round(r[4], 3), round(energy.get(r[0], 0), 3))
                                          for r in rows]))
-check(f"churn: each of {CHURN} exiting burners' stored CPU is its rusage (5 % + 20 ms)",
+check(f"churn: each of {CHURN} exiting burners' stored CPU is its rusage (5 % + 20 ms; less by up to"
+      f" {START_S * 1000:.0f} ms of start-up)",
       not off, f"off (pid, rusage, [(total, rows)]): {off[:5]}")
 check("churn: every one is marked exited",
       all(by_pid[p][0][3] is not None for p in truth if p in by_pid),
