@@ -84,6 +84,13 @@ static struct bpf_state {
     struct ring_buffer *ring;
     struct wattprof_change *changes;
     size_t n_changes, cap_changes;
+    /* The final records of a drain (a FINAL change's pad is its index). */
+    struct wattprof_final *finals;
+    size_t n_finals, cap_finals;
+    /* The exited entries the previous drain of the whole map took, sorted:
+     * a final record sent just after it read them is not theirs to adopt. */
+    struct wattprof_key *swept;
+    size_t n_swept;
     __u64 ring_lost; /* the programs' count at the previous drain */
     bool drained;    /* the whole map once: what was there before the ring */
     bool lost;       /* records the daemon had no room for */
@@ -271,6 +278,16 @@ static void bpf_close(backend_handle *h)
     free(h);
 }
 
+/* For bsearch and qsort of keys. */
+static int key_cmp(const void *a, const void *b)
+{
+    const struct wattprof_key *x = a, *y = b;
+
+    if (x->tgid != y->tgid)
+        return x->tgid < y->tgid ? -1 : 1;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
 /* One entry of the map: to its handle, or offered for adoption once it
  * exited; an exited one nobody takes is deleted after the drain, unless
  * `taken`: the drain deleted it as it read it. False when adopt deferred it
@@ -327,40 +344,90 @@ static int drain_all(backend_adopt_fn adopt, void *ctx)
         if (r < 0 && r != -ENOENT)
             return r;
         first = false;
-        for (__u32 i = 0; i < n; i++)
-            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx, false) &&
-                B.n_changes < B.cap_changes)
-                B.changes[B.n_changes++] =
-                    (struct wattprof_change){.key = B.keys[i], .kind = WATTPROF_CH_EXITED};
+        for (__u32 i = 0; i < n; i++) {
+            /* Exited, its last thread not yet switched away: its final
+             * record is still to come, and takes it. */
+            if (B.vals[i].exited && !B.vals[i].finals)
+                continue;
+            if (!drain_one(&B.keys[i], &B.vals[i], adopt, ctx, false)) {
+                if (B.n_changes < B.cap_changes)
+                    B.changes[B.n_changes++] =
+                        (struct wattprof_change){.key = B.keys[i], .kind = WATTPROF_CH_EXITED};
+            } else if (B.vals[i].exited && B.n_swept < WATTPROF_BPF_MAX_PROCS) {
+                B.swept[B.n_swept++] = B.keys[i];
+            }
+        }
         if (r == -ENOENT)
             break;
     }
+    qsort(B.swept, B.n_swept, sizeof(*B.swept), key_cmp);
     return 0;
 }
 
 /* A wanted process's counts from the ring, into its handle: each field the
  * largest seen (a record written beside another thread's adds may hold an
  * older value of a field than the one before it). */
-static void take_counts(const struct wattprof_counts *c)
+static void merge_counts(struct backend_handle *h, __u64 updates, const struct wattprof_ev *ev)
 {
-    struct backend_handle *h = *find(&c->key);
-
-    if (!h || c->updates <= h->cur.updates)
-        return;
-    h->cur.updates = c->updates;
+    if (updates > h->cur.updates)
+        h->cur.updates = updates;
     for (size_t e = 0; e < B.n_events; e++) {
-        if (c->ev[e].count > h->cur.count[e])
-            h->cur.count[e] = c->ev[e].count;
-        if (c->ev[e].enabled > h->cur.enabled[e])
-            h->cur.enabled[e] = c->ev[e].enabled;
-        if (c->ev[e].running > h->cur.running[e])
-            h->cur.running[e] = c->ev[e].running;
+        if (ev[e].count > h->cur.count[e])
+            h->cur.count[e] = ev[e].count;
+        if (ev[e].enabled > h->cur.enabled[e])
+            h->cur.enabled[e] = ev[e].enabled;
+        if (ev[e].running > h->cur.running[e])
+            h->cur.running[e] = ev[e].running;
     }
     h->gen++;
 }
 
+static void take_counts(const struct wattprof_counts *c)
+{
+    struct backend_handle *h = *find(&c->key);
+
+    if (h && c->updates > h->cur.updates)
+        merge_counts(h, c->updates, c->ev);
+}
+
+/* An exited process's final record: into its handle, or offered for
+ * adoption as its entry; false when adopt deferred it (the entry stays for
+ * a later drain's lookup). A record after the process's first that no
+ * handle reads comes from a thread that switched after the process was
+ * taken, and so does one for an entry the previous drain of the whole map
+ * took: dropped, as a lookup would find no entry. The entry is deleted in
+ * a batch: when the handle closes, or after this drain. */
+static bool take_final(const struct wattprof_final *f, backend_adopt_fn adopt, void *ctx)
+{
+    struct backend_handle *h = *find(&f->key);
+    struct wattprof_proc v = {.updates = f->updates,
+                              .cgroup_id = f->cgroup_id,
+                              .uid = f->uid,
+                              .exited = 1,
+                              .ppid = f->ppid,
+                              .finals = f->finals};
+
+    if (h) {
+        merge_counts(h, f->updates, f->ev);
+        h->cur.exited = 1;
+        return true;
+    }
+    if (f->finals > 1 ||
+        (B.n_swept && bsearch(&f->key, B.swept, B.n_swept, sizeof(*B.swept), key_cmp)))
+        return true;
+    for (size_t e = 0; e < B.n_events; e++) {
+        v.count[e] = f->ev[e].count;
+        v.enabled[e] = f->ev[e].enabled;
+        v.running[e] = f->ev[e].running;
+    }
+    memcpy(v.comm, f->comm, sizeof(v.comm));
+    return drain_one(&f->key, &v, adopt, ctx, false);
+}
+
 _Static_assert(WATTPROF_COUNTS_SIZE(WATTPROF_BPF_MAX_EVENTS) == sizeof(struct wattprof_counts),
                "WATTPROF_COUNTS_SIZE is the record's layout");
+_Static_assert(WATTPROF_FINAL_SIZE(WATTPROF_BPF_MAX_EVENTS) == sizeof(struct wattprof_final),
+               "WATTPROF_FINAL_SIZE is the record's layout");
 
 /* One record of the changed ring: counts to their handle, the others kept
  * for the drain. */
@@ -372,7 +439,15 @@ static int take_change(void *ctx, void *data, size_t size)
         take_counts(data);
         return 0;
     }
-    if (size < sizeof(*c) || B.n_changes == B.cap_changes) {
+    bool final = c->kind == WATTPROF_CH_FINAL;
+    if (final && size >= WATTPROF_FINAL_SIZE(B.n_events) && B.n_finals < B.cap_finals &&
+        B.n_changes < B.cap_changes) {
+        memcpy(&B.finals[B.n_finals], data, WATTPROF_FINAL_SIZE(B.n_events));
+        B.changes[B.n_changes++] = (struct wattprof_change){
+            .key = c->key, .kind = WATTPROF_CH_FINAL, .pad = (__u32)B.n_finals++};
+        return 0;
+    }
+    if (final || size < sizeof(*c) || B.n_changes == B.cap_changes) {
         B.drained = false; /* cannot be (see load); if it were, look at everything */
         B.lost = true;
         return 0;
@@ -412,6 +487,12 @@ static void drain_changed(backend_adopt_fn adopt, backend_event_fn event, void *
             hand_event(c, event, ctx);
             continue;
         }
+        if (c->kind == WATTPROF_CH_FINAL) {
+            if (!take_final(&B.finals[c->pad], adopt, ctx))
+                B.changes[kept++] =
+                    (struct wattprof_change){.key = c->key, .kind = WATTPROF_CH_EXITED};
+            continue;
+        }
         bool exited = c->kind == WATTPROF_CH_EXITED;
         if (!exited && !*find(&c->key))
             continue;
@@ -436,6 +517,7 @@ static int bpf_drain(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
 
     flush_closed();
     B.n_dead = 0;
+    B.n_finals = 0;
     /* From here on changes go to the next drain's records. */
     __atomic_add_fetch(&B.skel->bss->drain_gen, 1, __ATOMIC_SEQ_CST);
     if (ring_buffer__consume(B.ring) < 0 || lost != B.ring_lost || !B.drained) {
@@ -446,11 +528,13 @@ static int bpf_drain(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
         B.drained = true;
         B.lost = false;
         B.n_changes = 0;
+        B.n_swept = 0;
         r = drain_all(adopt, ctx);
         if (r == 0 && missed)
             r = 1;
     } else {
         drain_changed(adopt, event, ctx);
+        B.n_swept = 0;
     }
     delete_keys(B.dead, B.n_dead);
     return r;
@@ -576,7 +660,11 @@ static int load(const sample_eventset *es, uint64_t period_ns, char *err, size_t
      * 8-byte header). */
     B.cap_changes = WATTPROF_BPF_MAX_PROCS + WATTPROF_BPF_RING_BYTES / (sizeof(*B.changes) + 8);
     B.changes = calloc(B.cap_changes, sizeof(*B.changes));
-    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead || !B.closed || !B.changes)
+    B.cap_finals = WATTPROF_BPF_RING_BYTES / (WATTPROF_FINAL_SIZE(es->n) + 8);
+    B.finals = calloc(B.cap_finals, sizeof(*B.finals));
+    B.swept = calloc(WATTPROF_BPF_MAX_PROCS, sizeof(*B.swept));
+    if (!B.fds || !B.timer_links || !B.keys || !B.vals || !B.dead || !B.closed || !B.changes ||
+        !B.finals || !B.swept)
         return -ENOMEM;
     for (size_t i = 0; i < B.n_cpus * (B.n_events + 1); i++)
         B.fds[i] = -1;
@@ -640,6 +728,8 @@ void backend_bpf_unload(void)
     free(B.dead);
     free(B.closed);
     free(B.changes);
+    free(B.finals);
+    free(B.swept);
     memset(&B, 0, sizeof(B));
 }
 

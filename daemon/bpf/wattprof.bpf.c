@@ -14,8 +14,10 @@
  * pids as the daemon's pid namespace sees them. Fork, exec and exit
  * create, rename and close entries: a process that lives a millisecond has
  * one, and after its exit the entry keeps its final counts until the
- * daemon has taken them (it deletes the entry). Forks, execs, exits and
- * renames are also told in the `changed` ring, in order: the daemon opens
+ * daemon has taken them (it deletes the entries in a batch): an exited
+ * process's threads put the entry in the ring whole at their switches after
+ * its exit (wattprof_final), so the daemon looks nothing up for an exit.
+ * Forks, execs, exits and renames are also told in the `changed` ring, in order: the daemon opens
  * no proc connector beside these programs. A process the daemon reads (its
  * bit in `wanted`) has its counts put in that ring at its first switch
  * away of a drain generation, so the daemon looks up no entry for it
@@ -220,6 +222,40 @@ static __always_inline void send_counts(const struct wattprof_key *k, const stru
     bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
 }
 
+/* An exited process's entry, for the daemon to take without a lookup (see
+ * wattprof_final); a record the full ring refused leaves the entry for the
+ * daemon's drain of the whole map. */
+static __always_inline void send_final(const struct wattprof_key *k, struct wattprof_proc *p)
+{
+    struct wattprof_final *f;
+
+    if (nr_events > WATTPROF_BPF_MAX_EVENTS)
+        return;
+    f = bpf_ringbuf_reserve(&changed, WATTPROF_FINAL_SIZE(nr_events), 0);
+    if (!f) {
+        __sync_fetch_and_add(&ring_lost, 1);
+        return;
+    }
+    f->key = *k;
+    f->kind = WATTPROF_CH_FINAL;
+    /* Not atomic (the BPF target has no fetch-and-add that returns): two
+     * threads ending at once on two CPUs may both send 1. One drain reads
+     * both (the second goes into the handle the first made); only a drain
+     * falling between the two would adopt the process twice. */
+    f->finals = ++p->finals;
+    f->updates = p->updates;
+    f->cgroup_id = p->cgroup_id;
+    f->uid = p->uid;
+    f->ppid = p->ppid;
+    __builtin_memcpy(f->comm, p->comm, sizeof(f->comm));
+    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
+        f->ev[e].count = p->count[e];
+        f->ev[e].enabled = p->enabled[e];
+        f->ev[e].running = p->running[e];
+    }
+    bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+}
+
 static __always_inline bool make_key(struct task_struct *t, struct wattprof_key *k)
 {
     struct task_struct *leader = t->group_leader;
@@ -383,6 +419,14 @@ static __always_inline struct wattprof_proc *account(struct task_struct *t, bool
         __sync_fetch_and_add(&p->running[e], dr);
     }
     __sync_fetch_and_add(&p->updates, 1);
+    /* A thread of a process that has exited, at a switch after its exit
+     * (it has no other kind: its process's exit hook ran in the last of
+     * them): the entry goes to the daemon whole, instead of a record that
+     * names it for a lookup. */
+    if (!quiet && p->exited && t->exit_state) {
+        send_final(&s->key, p);
+        return p;
+    }
     /* After the counts (the locked adds order them before this load): a
      * generation read before the daemon bumped it means its coming drain
      * reads the ring, and looks the entry up, after these counts are in.
@@ -508,7 +552,6 @@ int BPF_PROG(wattprof_exit, struct task_struct *t)
         bpf_probe_read_kernel_str(p->comm, sizeof(p->comm), t->group_leader->comm);
         p->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
         p->exited = 1;
-        queue(&s->key, WATTPROF_CH_EXITED);
     }
     return 0;
 }

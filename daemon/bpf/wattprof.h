@@ -39,7 +39,7 @@ struct wattprof_proc {
     __u32 uid;
     __u32 exited; /* the whole thread group has exited */
     __u32 ppid;   /* its parent's thread group id when the entry was made; 0: not visible */
-    __u32 pad;
+    __u32 finals; /* final records sent (wattprof_final) */
     __u64 queued; /* the drain generation it was last named in the changed ring for */
     __u64 sent;   /* the drain generation its counts were last put in the ring for */
     char comm[16];
@@ -48,11 +48,13 @@ struct wattprof_proc {
 /* What a record of the changed ring says of its process. */
 enum wattprof_change_kind {
     WATTPROF_CH_RAN,    /* its entry has new counts since the previous drain */
-    WATTPROF_CH_EXITED, /* it has exited: its entry holds its final counts */
+    WATTPROF_CH_EXITED, /* it has exited: its entry holds its final counts (the daemon's own
+                         * mark, for an exit it looks the entry up for: the ring has FINAL) */
     WATTPROF_CH_FORK,   /* it is new (forked; not a new thread) */
     WATTPROF_CH_EXEC,   /* it has exec'd */
     WATTPROF_CH_COMM,   /* its leader was renamed (PR_SET_NAME, /proc/PID/comm): comm */
     WATTPROF_CH_COUNTS, /* a wanted process's counts at a switch or timer (wattprof_counts) */
+    WATTPROF_CH_FINAL,  /* it has exited: its entry as its last thread left it (wattprof_final) */
 };
 
 /* A record of the changed ring, in the order things happened. Fork, exec
@@ -63,6 +65,11 @@ struct wattprof_change {
     __u32 kind; /* enum wattprof_change_kind */
     __u32 pad;
     char comm[16]; /* WATTPROF_CH_COMM: the new name */
+};
+
+/* One event's totals in a record of the ring. */
+struct wattprof_ev {
+    __u64 count, enabled, running;
 };
 
 /* The counts of a process the daemon reads (its bit set in `wanted`), as
@@ -79,12 +86,30 @@ struct wattprof_counts {
     __u32 kind; /* WATTPROF_CH_COUNTS */
     __u32 pad;
     __u64 updates;
-    struct {
-        __u64 count, enabled, running;
-    } ev[WATTPROF_BPF_MAX_EVENTS];
+    struct wattprof_ev ev[WATTPROF_BPF_MAX_EVENTS];
 };
 
 #define WATTPROF_COUNTS_SIZE(n_events) (32 + 24 * (n_events))
+
+/* A process that has exited, as its entry stood at a final switch of one
+ * of its threads (one that switched after its exit hook marked the entry):
+ * what the daemon needs to read or adopt it without looking the entry up.
+ * The entry stays until the daemon deletes it (in a batch); a thread that
+ * switches after this sends another record, with `finals` one more, and
+ * the daemon keeps the largest of each field as for wattprof_counts. */
+struct wattprof_final {
+    struct wattprof_key key;
+    __u32 kind;   /* WATTPROF_CH_FINAL */
+    __u32 finals; /* 1: the process's first such record */
+    __u64 updates;
+    __u64 cgroup_id;
+    __u32 uid;
+    __u32 ppid;
+    char comm[16];
+    struct wattprof_ev ev[WATTPROF_BPF_MAX_EVENTS];
+};
+
+#define WATTPROF_FINAL_SIZE(n_events) (64 + 24 * (n_events))
 
 #define WATTPROF_BPF_RING_BYTES (1u << 20) /* the changed ring: ~21,000 records */
 

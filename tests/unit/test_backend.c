@@ -6,7 +6,9 @@
  * millisecond is offered for adoption with its count and its command after
  * exec (again later when deferred, and as exited when found again as a
  * zombie), a reused pid (another start time) is another process, and a
- * pid's counts come in the ring while a handle has that pid. Its tests
+ * pid's counts come in the ring while a handle has that pid, and a
+ * process whose threads end together is offered once, with what all of
+ * them ran. Its tests
  * skip, saying why, where BPF cannot load (not root, no BTF). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,10 +20,13 @@
 #include "util/util.h"
 
 #include <errno.h>
+#include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -306,6 +311,69 @@ static void test_bpf_reuse_exec(void **state)
     events_free(es);
 }
 
+static void *burn_until_killed(void *arg)
+{
+    volatile unsigned long x = 0;
+
+    (void)arg;
+    for (;;)
+        x++;
+    return NULL;
+}
+
+/* A process of four threads that all burn until its main thread exits
+ * (exit_group): its threads leave after its exit hook has marked the
+ * entry, each with a final record. Offered once over several drains, the
+ * count is what rusage says the process ran (not one thread's, nor twice
+ * anyone's); and the entry is gone after. */
+static void test_bpf_threads_exit(void **state)
+{
+    sample_eventset *es;
+    counters_delta d;
+    struct rusage ru;
+    int status, go[2];
+
+    es = bpf_task_clock(&d, go);
+    assert_int_equal(backend_bpf.drain(NULL, NULL, NULL), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        pthread_t th;
+        for (int i = 0; i < 3; i++)
+            if (pthread_create(&th, NULL, burn_until_killed, NULL) != 0)
+                _exit(2);
+        for (double t0 = cpu_s(); cpu_s() - t0 < 0.05;)
+            ;
+        _exit(0);
+    }
+    siginfo_t si;
+    assert_int_equal(waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT), 0); /* all threads gone */
+    usleep(2000); /* the last one's final switch */
+    struct offers f = {.pid = pid, .es = es};
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(backend_bpf.drain(offer, NULL, &f), 0);
+        usleep(5000);
+    }
+    assert_int_equal(f.n, 1);
+    assert_non_null(f.h);
+    assert_int_equal(backend_bpf.read(f.h, &d), 0);
+    assert_int_equal(wait4(pid, &status, 0, &ru), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    double ran = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    print_message("4 threads: counted %.4f s, rusage %.4f s\n", d.scaled[0] / 1e9, ran);
+    assert_true(ran >= 0.05);
+    assert_true(fabs(d.scaled[0] / 1e9 - ran) <= 0.002 + 0.03 * ran);
+    backend_bpf.close(f.h);
+    f = (struct offers){.pid = pid};
+    assert_int_equal(backend_bpf.drain(offer, NULL, &f), 0);
+    assert_int_equal(f.n, 0);
+    close(go[0]);
+    close(go[1]);
+    counters_delta_free(&d);
+    backend_bpf_unload();
+    events_free(es);
+}
+
 /* A pid's counts come in the ring while any handle has that pid: closing
  * the handle of a reused pid's other start keeps them coming for this one;
  * closing the last one stops them. */
@@ -427,7 +495,7 @@ int main(void)
         cmocka_unit_test(test_process_perf),      cmocka_unit_test(test_process_bpf),
         cmocka_unit_test(test_bpf_short_process), cmocka_unit_test(test_bpf_reuse_exec),
         cmocka_unit_test(test_bpf_events),        cmocka_unit_test(test_bpf_wanted),
-        cmocka_unit_test(test_cpu_refused),
+        cmocka_unit_test(test_bpf_threads_exit),  cmocka_unit_test(test_cpu_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
