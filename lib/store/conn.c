@@ -44,6 +44,10 @@ static const char *const statements[ST_COUNT] = {
                     " WHERE id = ?1",
     [ST_FOLD_SET] = "UPDATE process_totals SET attributed_j = ?2, standalone_j = ?3, cpu_s = ?4,"
                     " last_seen = ?5, class = ?6 WHERE id = ?1",
+    /* The same when last_seen stays (a process that ended within its
+     * second, most under churn): its index entry is not rewritten. */
+    [ST_FOLD_SUMS] = "UPDATE process_totals SET attributed_j = ?2, standalone_j = ?3, cpu_s = ?4,"
+                     " class = ?6 WHERE id = ?1",
     [ST_FOLD_MARK] = "UPDATE process_fold SET t = ?1",
     [ST_FOLD_GET] = "SELECT t FROM process_fold",
     /* Not RETURNING on ST_PROC: that opens a temporary b-tree (a pager and a

@@ -10,6 +10,7 @@
 /* A process's row as a fold adds to it. */
 typedef struct fold_row {
     int64_t id, last_seen;
+    int64_t was_seen; /* last_seen as read */
     double a, sa, c;
     int klass;
     bool has_class;
@@ -28,7 +29,7 @@ static int fold_read(store *s, int64_t id, fold_row *f)
         f->a = sqlite3_column_double(st, 0);
         f->sa = sqlite3_column_double(st, 1);
         f->c = sqlite3_column_double(st, 2);
-        f->last_seen = sqlite3_column_int64(st, 3);
+        f->last_seen = f->was_seen = sqlite3_column_int64(st, 3);
         f->has_class = sqlite3_column_type(st, 4) != SQLITE_NULL;
         f->klass = sqlite3_column_int(st, 4);
     }
@@ -39,13 +40,14 @@ static int fold_read(store *s, int64_t id, fold_row *f)
 
 static int fold_write(store *s, const fold_row *f)
 {
-    sqlite3_stmt *st = s->stmt[ST_FOLD_SET];
+    sqlite3_stmt *st = s->stmt[f->last_seen == f->was_seen ? ST_FOLD_SUMS : ST_FOLD_SET];
 
     sqlite3_bind_int64(st, 1, f->id);
     sqlite3_bind_double(st, 2, f->a);
     sqlite3_bind_double(st, 3, f->sa);
     sqlite3_bind_double(st, 4, f->c);
-    sqlite3_bind_int64(st, 5, f->last_seen);
+    if (st == s->stmt[ST_FOLD_SET])
+        sqlite3_bind_int64(st, 5, f->last_seen);
     if (f->has_class)
         sqlite3_bind_int(st, 6, f->klass);
     else

@@ -368,6 +368,7 @@ enum conn_stmt {
     ST_FOLD,
     ST_FOLD_ROW,
     ST_FOLD_SET,
+    ST_FOLD_SUMS,
     ST_FOLD_MARK,
     ST_FOLD_GET,
     ST_PROC_ID,
