@@ -1,28 +1,28 @@
 /* backend-bpf: the sampler's counter backend on per-CPU counters and BPF
  * programs (bpf/wattprof.bpf.c). Each event of the set is opened once per
- * CPU (the software events the scheduler keeps per thread are taken from
- * the thread instead); at every context switch, and on a per-CPU timer
- * each tick period, the kernel adds the counters' change to the running
- * process's entry in one map, keyed by thread group id and start time, and
- * names the process in a ring once per drain generation (and when it
- * exits); a process the daemon has a handle for (its pid's bit set in the
- * programs' `wanted` bitmap) has its counts put in the ring instead, at
- * its first switch away of a generation (and is named if it runs again
- * in it). Once a tick the daemon drains (drain): it
- * reads the ring, takes the counts records into their handles, looks up
- * the entries the other records name that a handle reads or whose process
- * exited, hands each handle its process's counts, and offers the
- * processes that exited unseen (a 1 ms child) to be adopted (at most as
- * many a tick as the sampler takes: the rest wait for the next drain); the
- * whole map, in batches, the first time and after the ring was full. The
- * ring's fork, exec and rename records go to the sampler as process events
- * (it opens no proc connector with this backend). An exited process's
- * entry is read and deleted in one call; the other taken entries are
- * deleted in one batch. A read is a subtraction; the quiet word is the
- * handle's count of changes. The cost follows context switches and the
- * processes that ran, not process starts nor the processes that sleep; a
- * tracked process that ran once in a tick costs the daemon no system
- * call, one that switched often one lookup.
+ * CPU (the software events the scheduler keeps per thread are taken from the
+ * thread instead); at every context switch, and on a per-CPU timer each tick
+ * period, the kernel adds the counters' change to the running process's
+ * entry in one map, keyed by thread group id and start time, and names the
+ * process in a ring once per drain generation; an exited process's entry
+ * comes in the ring whole, at its threads' last switches (wattprof_final); a
+ * process the daemon has a handle for (its pid's bit set in the programs'
+ * `wanted` bitmap) has its counts put in the ring instead, at its first
+ * switch away of a generation (and is named if it runs again in it). Once a
+ * tick the daemon drains (drain): it reads the ring, takes the counts and
+ * final records into their handles, looks up the entries the other records
+ * name that a handle reads, hands each handle its process's counts, and
+ * offers the processes that exited unseen (a 1 ms child) to be adopted (at
+ * most as many a tick as the sampler takes: the rest wait for the next
+ * drain); the whole map, in batches, the first time and after the ring was
+ * full. The ring's fork, exec and rename records go to the sampler as
+ * process events (it opens no proc connector with this backend). Taken
+ * entries are deleted in batches; one whose adoption was deferred stays, and
+ * the next drain reads and deletes it in one call. A read is a subtraction;
+ * the quiet word is the handle's count of changes. The cost follows context
+ * switches and the processes that ran, not process starts nor the processes
+ * that sleep; a tracked process that ran once in a tick costs the daemon no
+ * system call, one that switched often one lookup.
  *
  * Built without libbpf (meson -Dbpf=disabled), backend_bpf_load says so and
  * the daemon counts with the perf backend. The contract is in backend.h. */

@@ -2,26 +2,26 @@
  *
  * The daemon opens each event of its set once per CPU and puts the file
  * descriptors in `events` (index: event * nr_cpus + cpu). At every context
- * switch away from a user task the counters' change since the previous
- * read on that CPU is added to the outgoing task's process entry in
- * `procs`, keyed by thread group id and start time; a timer event per CPU
- * (the daemon's tick period) does the same for the task that is running,
- * so a process that never leaves its CPU is counted by tick time too.
- * The software events the scheduler also keeps per thread are taken from
- * the thread instead (what rusage gives): perf::TASK-CLOCK from its run
- * time, perf::CONTEXT-SWITCHES, perf::CPU-MIGRATIONS and perf::PAGE-FAULTS
- * from its counts; a set of only those reads no counter at all. Keys carry
- * pids as the daemon's pid namespace sees them. Fork, exec and exit
- * create, rename and close entries: a process that lives a millisecond has
- * one, and after its exit the entry keeps its final counts until the
- * daemon has taken them (it deletes the entries in a batch): an exited
- * process's threads put the entry in the ring whole at their switches after
- * its exit (wattprof_final), so the daemon looks nothing up for an exit.
- * Forks, execs, exits and renames are also told in the `changed` ring, in order: the daemon opens
- * no proc connector beside these programs. A process the daemon reads (its
- * bit in `wanted`) has its counts put in that ring at its first switch
- * away of a drain generation, so the daemon looks up no entry for it
- * unless it ran again in that generation; the others are named there
+ * switch away from a user task the counters' change since the previous read
+ * on that CPU is added to the outgoing task's process entry in `procs`,
+ * keyed by thread group id and start time; a timer event per CPU (the
+ * daemon's tick period) does the same for the task that is running, so a
+ * process that never leaves its CPU is counted by tick time too. The
+ * software events the scheduler also keeps per thread are taken from the
+ * thread instead (what rusage gives): perf::TASK-CLOCK from its run time,
+ * perf::CONTEXT-SWITCHES, perf::CPU-MIGRATIONS and perf::PAGE-FAULTS from
+ * its counts; a set of only those reads no counter at all. Keys carry pids
+ * as the daemon's pid namespace sees them. Fork, exec and exit create,
+ * rename and close entries: a process that lives a millisecond has one, and
+ * after its exit the entry keeps its final counts until the daemon has taken
+ * them (it deletes the entries in a batch): an exited process's threads put
+ * the entry in the ring whole at their switches after its exit
+ * (wattprof_final), so the daemon looks nothing up for an exit. Forks,
+ * execs, exits and renames are also told in the `changed` ring, in order:
+ * the daemon opens no proc connector beside these programs. A process the
+ * daemon reads (its bit in `wanted`) has its counts put in that ring at its
+ * first switch away of a drain generation, so the daemon looks up no entry
+ * for it unless it ran again in that generation; the others are named there
  * once per drain generation, for a lookup if the daemon wants it.
  *
  * A context switch is the hot path (thousands a second on a quiet node),
