@@ -135,7 +135,7 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
 
         if (!c->usable)
             continue;
-        if (c->iColumn == COL_T) {
+        if (c->iColumn == PACKED_COL_T) {
             switch (c->op) {
             case SQLITE_INDEX_CONSTRAINT_EQ:
                 op = 'e';
@@ -158,7 +158,7 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
                 t_hi = true;
                 break;
             }
-        } else if (c->iColumn == COL_PROCESS_ID && c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
+        } else if (c->iColumn == PACKED_COL_PROCESS_ID && c->op == SQLITE_INDEX_CONSTRAINT_EQ) {
             op = 'p';
             pid_eq = true;
         }
@@ -181,11 +181,11 @@ static int x_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
     if (t_eq && pid_eq)
         info->idxFlags |= SQLITE_INDEX_SCAN_UNIQUE;
     info->idxNum = 0;
-    if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == COL_T) {
+    if (info->nOrderBy == 1 && info->aOrderBy[0].iColumn == PACKED_COL_T) {
         info->idxNum = info->aOrderBy[0].desc ? 1 : 0;
         info->orderByConsumed = 1;
-    } else if (info->nOrderBy == 2 && info->aOrderBy[0].iColumn == COL_T &&
-               info->aOrderBy[1].iColumn == COL_PROCESS_ID && !info->aOrderBy[0].desc &&
+    } else if (info->nOrderBy == 2 && info->aOrderBy[0].iColumn == PACKED_COL_T &&
+               info->aOrderBy[1].iColumn == PACKED_COL_PROCESS_ID && !info->aOrderBy[0].desc &&
                !info->aOrderBy[1].desc) {
         info->orderByConsumed = 1;
     }
@@ -636,32 +636,32 @@ static int x_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col)
     packed_cursor *c = (packed_cursor *)base;
     packed_rec r;
 
-    if (col == COL_T) {
+    if (col == PACKED_COL_T) {
         sqlite3_result_int64(ctx, c->t);
         return SQLITE_OK;
     }
-    if (col == COL_PROCESS_ID) {
+    if (col == PACKED_COL_PROCESS_ID) {
         sqlite3_result_int64(ctx, packed_id(&c->blob, c->i));
         return SQLITE_OK;
     }
     packed_get(&c->blob, c->i, &r);
     switch (col) {
-    case COL_ATTRIBUTED:
+    case PACKED_COL_ATTRIBUTED:
         sqlite3_result_double(ctx, r.attributed_j);
         break;
-    case COL_STANDALONE:
+    case PACKED_COL_STANDALONE:
         sqlite3_result_double(ctx, r.standalone_j);
         break;
-    case COL_CPU:
+    case PACKED_COL_CPU:
         sqlite3_result_double(ctx, r.cpu_s);
         break;
-    case COL_CLASS:
+    case PACKED_COL_CLASS:
         if (r.has_class)
             sqlite3_result_int64(ctx, r.klass);
         else
             sqlite3_result_null(ctx);
         break;
-    case COL_MODEL:
+    case PACKED_COL_MODEL:
         if (r.has_model)
             sqlite3_result_int64(ctx, r.model_id);
         else

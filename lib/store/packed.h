@@ -136,13 +136,13 @@ int packed_write_second(sqlite3_stmt *del, sqlite3_stmt *put, int64_t t, const p
 
 /* process_energy_recent's columns, in order. */
 enum packed_col {
-    COL_T,
-    COL_PROCESS_ID,
-    COL_ATTRIBUTED,
-    COL_STANDALONE,
-    COL_CPU,
-    COL_CLASS,
-    COL_MODEL
+    PACKED_COL_T,
+    PACKED_COL_PROCESS_ID,
+    PACKED_COL_ATTRIBUTED,
+    PACKED_COL_STANDALONE,
+    PACKED_COL_CPU,
+    PACKED_COL_CLASS,
+    PACKED_COL_MODEL
 };
 
 /* Registers the eponymous virtual table process_energy_recent on db,

@@ -134,24 +134,27 @@ static int insert_row(edit_ctx *v, sqlite3_value **col)
     size_t n, i = 0;
     int rc;
 
-    if (!is_int(col[COL_T]) || !is_int(col[COL_PROCESS_ID]) || !is_num(col[COL_ATTRIBUTED]) ||
-        !is_num(col[COL_STANDALONE]) || !is_num(col[COL_CPU]) ||
-        !(is_int(col[COL_CLASS]) || sqlite3_value_type(col[COL_CLASS]) == SQLITE_NULL) ||
-        !(is_int(col[COL_MODEL]) || sqlite3_value_type(col[COL_MODEL]) == SQLITE_NULL))
+    if (!is_int(col[PACKED_COL_T]) || !is_int(col[PACKED_COL_PROCESS_ID]) ||
+        !is_num(col[PACKED_COL_ATTRIBUTED]) || !is_num(col[PACKED_COL_STANDALONE]) ||
+        !is_num(col[PACKED_COL_CPU]) ||
+        !(is_int(col[PACKED_COL_CLASS]) ||
+          sqlite3_value_type(col[PACKED_COL_CLASS]) == SQLITE_NULL) ||
+        !(is_int(col[PACKED_COL_MODEL]) ||
+          sqlite3_value_type(col[PACKED_COL_MODEL]) == SQLITE_NULL))
         return packed_vtab_error(
             v->base, SQLITE_MISMATCH,
             sqlite3_mprintf("process_energy_recent: t and process_id must be"
                             " integers, the energies and CPU time numbers, class"
                             " and model_id integers or NULL"));
-    t = sqlite3_value_int64(col[COL_T]);
-    rec.process_id = sqlite3_value_int64(col[COL_PROCESS_ID]);
-    rec.attributed_j = sqlite3_value_double(col[COL_ATTRIBUTED]);
-    rec.standalone_j = sqlite3_value_double(col[COL_STANDALONE]);
-    rec.cpu_s = sqlite3_value_double(col[COL_CPU]);
-    rec.has_class = sqlite3_value_type(col[COL_CLASS]) != SQLITE_NULL;
-    rec.klass = sqlite3_value_int64(col[COL_CLASS]);
-    rec.has_model = sqlite3_value_type(col[COL_MODEL]) != SQLITE_NULL;
-    rec.model_id = sqlite3_value_int64(col[COL_MODEL]);
+    t = sqlite3_value_int64(col[PACKED_COL_T]);
+    rec.process_id = sqlite3_value_int64(col[PACKED_COL_PROCESS_ID]);
+    rec.attributed_j = sqlite3_value_double(col[PACKED_COL_ATTRIBUTED]);
+    rec.standalone_j = sqlite3_value_double(col[PACKED_COL_STANDALONE]);
+    rec.cpu_s = sqlite3_value_double(col[PACKED_COL_CPU]);
+    rec.has_class = sqlite3_value_type(col[PACKED_COL_CLASS]) != SQLITE_NULL;
+    rec.klass = sqlite3_value_int64(col[PACKED_COL_CLASS]);
+    rec.has_model = sqlite3_value_type(col[PACKED_COL_MODEL]) != SQLITE_NULL;
+    rec.model_id = sqlite3_value_int64(col[PACKED_COL_MODEL]);
     rc = read_second(v, t, &r, &n);
     while (rc == SQLITE_OK && i < n && r[i].process_id < rec.process_id)
         i++;

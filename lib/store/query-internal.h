@@ -31,6 +31,9 @@ struct store_reader {
 /* -errno with "PATH: WHAT: SQLite's message" in err; -ETIME naming the
  * time budget when a statement ran past it. */
 int query_fail(store_reader *r, int rc, char *err, size_t errlen, const char *what);
+/* *st: `sql` prepared on first use (persistent), kept in the reader for
+ * the calls after; SQLITE_OK when it is there. */
+int query_kept(store_reader *r, sqlite3_stmt **st, const char *sql);
 /* Appends one zeroed element to *v (n elements of `size`); NULL on ENOMEM. */
 void *query_push(void **v, size_t *n, size_t *cap, size_t size);
 /* Column i as a malloc'ed string, NULL for NULL (or ENOMEM). */

@@ -112,7 +112,7 @@ static int list_statement(store_reader *r, store_sort sort, sqlite3_stmt **out)
                  " ORDER BY %s DESC, p.id LIMIT ?5 OFFSET ?7",
                  sort_column(sort));
         // clang-format on
-        rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->list[sort], NULL);
+        rc = query_kept(r, &r->list[sort], sql);
         if (rc != SQLITE_OK)
             return rc;
     }
@@ -176,18 +176,10 @@ int store_list_processes(store_reader *r, const store_process_query *q, store_pr
     return 0;
 }
 
-/* *st: `sql` prepared on first use, kept for the next call. */
-static int kept(store_reader *r, sqlite3_stmt **st, const char *sql)
-{
-    if (*st)
-        return SQLITE_OK;
-    return sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
-}
-
 /* Runs a kept statement without rows (BEGIN, COMMIT). */
 static int run_kept(store_reader *r, sqlite3_stmt **st, const char *sql)
 {
-    int rc = kept(r, st, sql);
+    int rc = query_kept(r, st, sql);
 
     if (rc != SQLITE_OK)
         return rc;
@@ -200,10 +192,10 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
                         char *err, size_t errlen)
 {
     sqlite3_stmt *st;
-    int rc = kept(r, &r->find,
-                  "SELECT " PROCESS_COLS " FROM processes p WHERE p.pid = ?1"
-                  " AND (?2 = 0 OR p.start_time = ?2)"
-                  " ORDER BY p.last_seen DESC, p.id DESC LIMIT 1");
+    int rc = query_kept(r, &r->find,
+                        "SELECT " PROCESS_COLS " FROM processes p WHERE p.pid = ?1"
+                        " AND (?2 = 0 OR p.start_time = ?2)"
+                        " ORDER BY p.last_seen DESC, p.id DESC LIMIT 1");
     int ret = 0;
 
     if (rc != SQLITE_OK)
@@ -237,11 +229,8 @@ static int find_process(store_reader *r, pid_t pid, uint64_t start_time, store_p
 static int add_unsettled(store_reader *r, store_process *p)
 {
     sqlite3_stmt *st;
-    int rc = SQLITE_OK;
+    int rc = query_kept(r, &r->unsettled, UNSETTLED);
 
-    if (!r->unsettled)
-        rc = sqlite3_prepare_v3(r->db, UNSETTLED, -1, SQLITE_PREPARE_PERSISTENT, &r->unsettled,
-                                NULL);
     if (rc != SQLITE_OK)
         return rc;
     st = r->unsettled;

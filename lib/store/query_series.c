@@ -41,8 +41,7 @@ static int process_rows(store_reader *r, sqlite3_stmt **st, const char *what, in
 
     if (!*st) {
         snprintf(sql, sizeof(sql), PROCESS_ROWS " %s", what);
-        rc = sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
-        if (rc != SQLITE_OK)
+        if ((rc = query_kept(r, st, sql)) != SQLITE_OK)
             return rc;
     }
     sqlite3_bind_int64(*st, 1, id);

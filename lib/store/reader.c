@@ -152,6 +152,13 @@ void store_reader_close(store_reader *r)
 }
 
 /* Appends one zeroed element to *v (n elements of `size`); NULL on ENOMEM. */
+int query_kept(store_reader *r, sqlite3_stmt **st, const char *sql)
+{
+    if (*st)
+        return SQLITE_OK;
+    return sqlite3_prepare_v3(r->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL);
+}
+
 void *query_push(void **v, size_t *n, size_t *cap, size_t size)
 {
     if (*n == *cap) {
