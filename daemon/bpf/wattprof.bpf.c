@@ -228,6 +228,13 @@ static __always_inline void send_counts(const struct wattprof_key *k, const stru
 static __always_inline void send_final(const struct wattprof_key *k, struct wattprof_proc *p)
 {
     struct wattprof_final *f;
+    /* Counted before the record is made: an entry whose record the full
+     * ring refused is one the daemon's drain of the whole map takes. Not
+     * atomic (the BPF target has no fetch-and-add that returns): two
+     * threads ending at once on two CPUs may both send 1. One drain reads
+     * both (the second goes into the handle the first made); only a drain
+     * falling between the two would adopt the process twice. */
+    __u32 finals = ++p->finals;
 
     if (nr_events > WATTPROF_BPF_MAX_EVENTS)
         return;
@@ -238,11 +245,7 @@ static __always_inline void send_final(const struct wattprof_key *k, struct watt
     }
     f->key = *k;
     f->kind = WATTPROF_CH_FINAL;
-    /* Not atomic (the BPF target has no fetch-and-add that returns): two
-     * threads ending at once on two CPUs may both send 1. One drain reads
-     * both (the second goes into the handle the first made); only a drain
-     * falling between the two would adopt the process twice. */
-    f->finals = ++p->finals;
+    f->finals = finals;
     f->updates = p->updates;
     f->cgroup_id = p->cgroup_id;
     f->uid = p->uid;

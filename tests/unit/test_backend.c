@@ -8,7 +8,8 @@
  * zombie), a reused pid (another start time) is another process, and a
  * pid's counts come in the ring while a handle has that pid, and a
  * process whose threads end together is offered once, with what all of
- * them ran. Its tests
+ * them ran, as is each of more exited processes than the ring holds. Its
+ * tests
  * skip, saying why, where BPF cannot load (not root, no BTF). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -374,6 +376,71 @@ static void test_bpf_threads_exit(void **state)
     events_free(es);
 }
 
+/* Offers of the children of test_bpf_ring_full (pids sorted), none adopted. */
+struct many {
+    const pid_t *pid;
+    size_t n;
+    int *offered; /* per child */
+};
+
+static int cmp_pid(const void *a, const void *b)
+{
+    pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int count_offer(void *ctx, const backend_orphan *o)
+{
+    struct many *m = ctx;
+    const pid_t *p = bsearch(&o->pid, m->pid, m->n, sizeof(*m->pid), cmp_pid);
+
+    if (p)
+        m->offered[p - m->pid]++;
+    return 0;
+}
+
+#define RING_FULL_CHILDREN 9000 /* a fork and a final record each: more than the ring holds */
+
+/* More processes start and exit between two drains than the ring has room
+ * for: the drain says records were lost, reads the whole map instead, and
+ * offers every one of them once, those whose final record the full ring
+ * refused too; the next drain offers none again. */
+static void test_bpf_ring_full(void **state)
+{
+    static pid_t pid[RING_FULL_CHILDREN];
+    static int offered[RING_FULL_CHILDREN];
+    sample_eventset *es;
+    counters_delta d;
+    int status, go[2];
+
+    es = bpf_task_clock(&d, go);
+    assert_int_equal(backend_bpf.drain(NULL, NULL, NULL), 0);
+    for (size_t i = 0; i < RING_FULL_CHILDREN; i++) {
+        if ((pid[i] = fork()) == 0)
+            _exit(0);
+        assert_true(pid[i] > 0);
+        assert_int_equal(waitpid(pid[i], &status, 0), pid[i]);
+    }
+    usleep(2000);
+    qsort(pid, RING_FULL_CHILDREN, sizeof(pid[0]), cmp_pid);
+    struct many m = {.pid = pid, .n = RING_FULL_CHILDREN, .offered = offered};
+    assert_int_equal(backend_bpf.drain(count_offer, NULL, &m), 1); /* records were lost */
+    size_t once = 0;
+    for (size_t i = 0; i < RING_FULL_CHILDREN; i++)
+        once += offered[i] == 1;
+    print_message("%zu of %d children offered once\n", once, RING_FULL_CHILDREN);
+    assert_int_equal(once, RING_FULL_CHILDREN);
+    memset(offered, 0, sizeof(offered));
+    assert_int_equal(backend_bpf.drain(count_offer, NULL, &m), 0);
+    for (size_t i = 0; i < RING_FULL_CHILDREN; i++)
+        assert_int_equal(offered[i], 0);
+    close(go[0]);
+    close(go[1]);
+    counters_delta_free(&d);
+    backend_bpf_unload();
+    events_free(es);
+}
+
 /* A pid's counts come in the ring while any handle has that pid: closing
  * the handle of a reused pid's other start keeps them coming for this one;
  * closing the last one stops them. */
@@ -495,7 +562,8 @@ int main(void)
         cmocka_unit_test(test_process_perf),      cmocka_unit_test(test_process_bpf),
         cmocka_unit_test(test_bpf_short_process), cmocka_unit_test(test_bpf_reuse_exec),
         cmocka_unit_test(test_bpf_events),        cmocka_unit_test(test_bpf_wanted),
-        cmocka_unit_test(test_bpf_threads_exit),  cmocka_unit_test(test_cpu_refused),
+        cmocka_unit_test(test_bpf_threads_exit),  cmocka_unit_test(test_bpf_ring_full),
+        cmocka_unit_test(test_cpu_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
