@@ -197,6 +197,16 @@ static __always_inline bool is_wanted(__u32 tgid)
     return (*(volatile __u64 *)&wanted[w] >> (tgid % 64)) & 1;
 }
 
+/* p's counts of the set's events, into a record of the ring. */
+static __always_inline void copy_counts(struct wattprof_ev *ev, const struct wattprof_proc *p)
+{
+    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
+        ev[e].count = p->count[e];
+        ev[e].enabled = p->enabled[e];
+        ev[e].running = p->running[e];
+    }
+}
+
 /* Puts p's counts in the ring for the daemon (see wanted). */
 static __always_inline void send_counts(const struct wattprof_key *k, const struct wattprof_proc *p)
 {
@@ -214,11 +224,7 @@ static __always_inline void send_counts(const struct wattprof_key *k, const stru
     c->kind = WATTPROF_CH_COUNTS;
     c->pad = 0;
     c->updates = p->updates;
-    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
-        c->ev[e].count = p->count[e];
-        c->ev[e].enabled = p->enabled[e];
-        c->ev[e].running = p->running[e];
-    }
+    copy_counts(c->ev, p);
     bpf_ringbuf_submit(c, BPF_RB_NO_WAKEUP);
 }
 
@@ -251,11 +257,7 @@ static __always_inline void send_final(const struct wattprof_key *k, struct watt
     f->uid = p->uid;
     f->ppid = p->ppid;
     __builtin_memcpy(f->comm, p->comm, sizeof(f->comm));
-    for (__u32 e = 0; e < WATTPROF_BPF_MAX_EVENTS && e < nr_events; e++) {
-        f->ev[e].count = p->count[e];
-        f->ev[e].enabled = p->enabled[e];
-        f->ev[e].running = p->running[e];
-    }
+    copy_counts(f->ev, p);
     bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
 }
 
