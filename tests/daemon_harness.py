@@ -406,7 +406,12 @@ class Daemon:
                 return
             except OSError:
                 time.sleep(0.02)
-        raise RuntimeError("wattprofd did not start:\n" + self.read_log())
+        rc = self.proc.poll()
+        why = f"it exited with {rc}" if rc is not None else "no answer on its socket after 10 s"
+        if rc is None:  # not left running behind the failed test
+            self.proc.kill()
+            self.proc.wait()
+        raise RuntimeError(f"wattprofd did not start ({why}):\n" + self.read_log())
 
     def read_log(self):
         self.log.seek(0)
