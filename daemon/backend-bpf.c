@@ -205,9 +205,13 @@ static int bpf_open(const sample_eventset *es, pid_t pid, uint64_t start, int cp
         h->cur = *B.adopting; /* the drain has it: no lookup */
     } else {
         flush_closed();
-        if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0 &&
-            exited_already(pid))
-            h->cur.exited = 1;
+        if (bpf_map_lookup_elem(bpf_map__fd(B.skel->maps.procs), &k, &h->cur) < 0) {
+            h->cur.exited = exited_already(pid);
+        } else {
+            /* Exited, but its final record (or deferred adoption) is to
+             * come: that, into this handle, is its end (see drain_changed). */
+            h->cur.exited = 0;
+        }
     }
     h->next = B.bucket[bucket_of(&k)];
     B.bucket[bucket_of(&k)] = h;
@@ -322,8 +326,10 @@ static bool drain_one(const struct wattprof_key *k, const struct wattprof_proc *
         return true;
     }
     h->taken = taken;
-    if (v->updates != h->cur.updates || v->exited != h->cur.exited) {
+    if (v->updates != h->cur.updates || (v->exited && !h->cur.exited)) {
+        __u32 exited = h->cur.exited | v->exited; /* once exited, always */
         h->cur = *v;
+        h->cur.exited = exited;
         h->gen++;
     }
     return true;
@@ -504,6 +510,12 @@ static void drain_changed(backend_adopt_fn adopt, backend_event_fn event, void *
                        : bpf_map_lookup_elem(fd, &c->key, &v);
         if (r < 0)
             continue; /* deleted already: an earlier record of a process taken since */
+        /* Looked up, not taken: one that has exited since has its final
+         * record still to come (or in the next drain's ring), and the
+         * handle must be there to take it, or it would be adopted anew and
+         * its counts taken twice. */
+        if (!exited)
+            v.exited = 0;
         if (!drain_one(&c->key, &v, adopt, ctx, exited))
             B.changes[kept++] = *c;
     }
