@@ -64,6 +64,27 @@ static void child_main(int go, int done)
     _exit(0);
 }
 
+/* A child that runs body(go, done) on two new pipes; the parent keeps
+ * the write end of `go` (*go_w) and the read end of `done` (*done_r). */
+static pid_t spawn_on_pipes(void (*body)(int go, int done), int *go_w, int *done_r)
+{
+    int go[2], done[2];
+
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(go[1]); /* or its read of `go` never sees the end */
+        close(done[0]);
+        body(go[0], done[1]);
+    }
+    close(go[0]);
+    close(done[1]);
+    *go_w = go[1];
+    *done_r = done[0];
+    return pid;
+}
+
 /* The bpf backend loaded for `es`, or a skip that says why not. */
 static void load_bpf(const sample_eventset *es)
 {
@@ -108,23 +129,14 @@ static void run_process(const backend *be)
     sample_eventset *es;
     backend_handle *h;
     counters_delta d;
-    int go[2], done[2], status;
+    int go, done, status;
     char err[UTIL_ERRLEN], b;
 
     assert_int_equal(events_encode(names, 1, &es, err, sizeof(err)), 0);
     if (be == &backend_bpf)
         load_bpf(es);
     assert_int_equal(counters_delta_new(es, &d), 0);
-    assert_int_equal(pipe(go), 0);
-    assert_int_equal(pipe(done), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(go[1]); /* or its read of `go` never sees the end */
-        close(done[0]);
-        child_main(go[0], done[1]);
-    }
-    close(go[0]);
-    close(done[1]);
+    pid_t pid = spawn_on_pipes(child_main, &go, &done);
     int r = be->open(es, pid, start_of(pid), -1, &h, err, sizeof(err));
     if (r < 0) {
         kill(pid, SIGKILL);
@@ -136,8 +148,8 @@ static void run_process(const backend *be)
     assert_true(be->alive(h));
     assert_int_equal(be->read(h, &d), 0); /* from the open until now */
 
-    assert_int_equal(write(go[1], "g", 1), 1);
-    assert_int_equal(read(done[0], &b, 1), 1);
+    assert_int_equal(write(go, "g", 1), 1);
+    assert_int_equal(read(done, &b, 1), 1);
     usleep(1000); /* off its CPU: the switch has counted it */
     drain(be);
     assert_int_equal(be->read(h, &d), 0);
@@ -162,9 +174,9 @@ static void run_process(const backend *be)
         print_message("reads are not skipped here: %s\n", strerror(-be->skip_error(h)));
 
     /* It burns again and exits: the final read still has the burn. */
-    assert_int_equal(write(go[1], "g", 1), 1);
-    assert_int_equal(read(done[0], &b, 1), 1);
-    close(go[1]);
+    assert_int_equal(write(go, "g", 1), 1);
+    assert_int_equal(read(done, &b, 1), 1);
+    close(go);
     assert_int_equal(waitpid(pid, &status, 0), pid);
     drain(be);
     assert_false(be->alive(h));
@@ -173,7 +185,7 @@ static void run_process(const backend *be)
     burn_within(&d, "the burn before the exit");
     be->close(h);
     be->close(NULL);
-    close(done[0]);
+    close(done);
     counters_delta_free(&d);
     if (be == &backend_bpf)
         backend_bpf_unload();
@@ -438,22 +450,13 @@ static void test_bpf_exit_pending(void **state)
     counters_delta d;
     struct rusage ru;
     char err[UTIL_ERRLEN], b;
-    int go[2], done[2], status;
+    int go, done, status;
     double cs = 0;
 
     assert_int_equal(events_encode(names, 2, &es, err, sizeof(err)), 0);
     load_bpf(es);
     assert_int_equal(counters_delta_new(es, &d), 0);
-    assert_int_equal(pipe(go), 0);
-    assert_int_equal(pipe(done), 0);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(go[1]);
-        close(done[0]);
-        sleep_on_go(go[0], done[1]);
-    }
-    close(go[0]);
-    close(done[1]);
+    pid_t pid = spawn_on_pipes(sleep_on_go, &go, &done);
     struct wattprof_key k = {.tgid = (__u32)pid, .start = start_of(pid)};
     assert_int_equal(backend_bpf.open(es, pid, k.start, -1, &h, err, sizeof(err)), 0);
     assert_int_equal(backend_bpf.drain(NULL, NULL, NULL), 0);
@@ -464,8 +467,8 @@ static void test_bpf_exit_pending(void **state)
     assert_int_equal(bpf_map_lookup_elem(fd, &k, &v), 0);
     v.exited = 1; /* the exit hook's mark; no final record yet (finals 0) */
     assert_int_equal(bpf_map_update_elem(fd, &k, &v, BPF_EXIST), 0);
-    assert_int_equal(write(go[1], "g", 1), 1);
-    assert_int_equal(read(done[0], &b, 1), 1);
+    assert_int_equal(write(go, "g", 1), 1);
+    assert_int_equal(read(done, &b, 1), 1);
     usleep(1000);
     assert_int_equal(backend_bpf.drain(NULL, NULL, NULL), 0);
     assert_true(backend_bpf.alive(h));
@@ -473,7 +476,7 @@ static void test_bpf_exit_pending(void **state)
     cs += d.scaled[1];
 
     /* It exits: its final record ends the handle; nothing is offered. */
-    close(go[1]);
+    close(go);
     assert_int_equal(wait4(pid, &status, 0, &ru), pid);
     struct offers f = {.pid = pid};
     for (int i = 0; i < 100 && backend_bpf.alive(h); i++) {
@@ -493,7 +496,7 @@ static void test_bpf_exit_pending(void **state)
                   f.n);
     assert_int_equal(f.n, 0);
     assert_true(switches >= 5 && fabs(cs - (double)switches) <= 2);
-    close(done[0]);
+    close(done);
     counters_delta_free(&d);
     backend_bpf_unload();
     events_free(es);
