@@ -148,6 +148,8 @@ def snap(e, truth):
     reps = {}
     for f in e.atoms(sp.Float):
         v, tol = float(f), 1e-6 * max(1.0, abs(float(f)))
+        if not math.isfinite(v * 12 / math.pi):  # near the float's limit: nothing to name
+            continue
         near = [c for c in known if abs(float(c) - v) <= tol]
         if not near:
             near = [sp.Rational(round(v * q / math.pi), q) * sp.pi for q in range(1, 13)
