@@ -23,6 +23,42 @@ def steal_s():
     return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
 
 
+# A daemon starts in a quarter of a second here; one that took over 10 s
+# once, on a loaded CI machine, failed a test and left nothing to say why.
+# Past SLOW_START_S the harness notes where each thread is, and waits on.
+SLOW_START_S = 10
+START_TIMEOUT_S = 30
+
+
+def where_is(pid):
+    """What each thread of `pid` is doing: its state, CPU seconds, the
+    kernel function it waits in and (as root) its kernel stack; and the
+    load and steal so far, to tell a busy machine from a hung daemon."""
+    tick = os.sysconf("SC_CLK_TCK")
+    lines = [f"  load {os.getloadavg()[0]:.1f}, steal so far {steal_s():.2f} s"]
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError as e:
+        return f"  /proc/{pid}/task: {e}"
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/stat") as f:
+                stat = f.read()
+            with open(f"{base}/wchan") as f:
+                wchan = f.read().strip() or "-"
+        except OSError:
+            continue  # ended meanwhile
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        rest = stat[stat.rindex(")") + 2:].split()
+        cpu = (int(rest[11]) + int(rest[12])) / tick
+        lines.append(f"  thread {tid} ({comm}): state {rest[0]}, {cpu:.2f} CPU s, in {wchan}")
+        with contextlib.suppress(OSError):
+            with open(f"{base}/stack") as f:
+                lines += ["    " + ln.split(" ", 1)[-1] for ln in f.read().splitlines()[:8]]
+    return "\n".join(lines)
+
+
 failures = 0
 
 
@@ -397,18 +433,26 @@ class Daemon:
         self.proc = subprocess.Popen(
             [*prefix, WATTPROFD, "--state-dir", self.dir, "--socket", self.sock, *args],
             stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        start = time.monotonic()
+        slow = None  # where it was after SLOW_START_S, if it was not up then
+        while time.monotonic() < start + START_TIMEOUT_S:
             if self.proc.poll() is not None:
                 break
             try:
                 self.call("org.varlink.service.GetInfo")
+                if slow:
+                    print(f"note: wattprofd answered only after {time.monotonic() - start:.1f} s;"
+                          f" at {SLOW_START_S} s:\n{slow}")
                 return
             except OSError:
                 time.sleep(0.02)
+            if slow is None and time.monotonic() >= start + SLOW_START_S:
+                slow = where_is(self.proc.pid)
         rc = self.proc.poll()
-        why = f"it exited with {rc}" if rc is not None else "no answer on its socket after 10 s"
+        why = (f"it exited with {rc}" if rc is not None
+               else f"no answer on its socket after {START_TIMEOUT_S} s")
         if rc is None:  # not left running behind the failed test
+            why += "; where it was:\n" + where_is(self.proc.pid)
             self.proc.kill()
             self.proc.wait()
         raise RuntimeError(f"wattprofd did not start ({why}):\n" + self.read_log())
