@@ -151,8 +151,12 @@ static void print_status(const query_opts *q, json_object *st)
     printf("%.1f Hz asked, %.2f Hz achieved; timer late by %.3f ms (p50), %.3f ms (p99)",
            query_num(st, "rate_hz"), query_num(st, "achieved_hz"), query_num(st, "lateness_p50_ms"),
            query_num(st, "lateness_p99_ms"));
-    if (query_str(st, "backend")) /* absent from daemons before the bpf backend */
-        printf("; counters: %s", query_str(st, "backend"));
+    const char *backend = query_str(st, "backend"), *why = query_str(st, "backend_reason");
+    if (backend) /* absent from daemons before the bpf backend */
+        printf("; counters: %s", backend);
+    /* auto's fallback to perf is news (bpf did not load); a choice is not */
+    if (backend && why && strcmp(backend, "perf") == 0 && strncmp(why, "auto: ", 6) == 0)
+        printf(" (%s)", why);
     printf("\n");
     label(q, "Host");
     printf("measured %s, modeled %s, idle %s, attributed %s",

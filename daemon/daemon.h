@@ -180,7 +180,8 @@ typedef struct daemon_status {
     double reads_skipped;     /* share of counter reads skipped (nothing ran), last second */
     size_t reads_unskippable; /* tracked processes read every tick (no switch buffer) */
     bool proc_connector;
-    const char *backend; /* the counter backend in use: "bpf" or "perf" */
+    const char *backend;     /* the counter backend in use: "bpf" or "perf" */
+    const char *backend_why; /* why: "auto: it loaded" (the sampler's, which outlives this) */
     /* With the proc connector, since start: processes that exited before
      * their counters could be opened (not stored), and times the kernel
      * dropped process events (each answered by a rescan). */
@@ -270,9 +271,11 @@ void sampler_free(sampler *s);
 snapshot *sampler_snapshot(sampler *s);
 void sampler_snapshot_unref(snapshot *snap);
 /* Sources for status: RAPL zones and the event set. */
-/* The counter backend in use and why it was chosen ("bpf (auto: it
- * loaded)"), for the startup log. */
+/* Why the counter backend in use was chosen ("auto: it loaded"), for
+ * the startup log and GetStatus. */
 const char *sampler_backend_why(const sampler *s);
+/* Its name: "bpf", "perf", or "none" in a replay. */
+const char *sampler_backend_name(const sampler *s);
 const rapl *sampler_rapl(const sampler *s);
 const sample_eventset *sampler_events(const sampler *s);
 /* True when a tick was stored since the previous call (for the watchdog:

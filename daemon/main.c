@@ -457,7 +457,8 @@ static void log_start(const daemon_ctx *ctx)
              ctx->model->training.present ? "" : ", uncalibrated", es->n, power->state);
     log_info("database %s, socket %s%s", ctx->cfg->db_path, ctx->cfg->socket_path,
              watches_everyone() ? "" : "; no CAP_PERFMON: watching only this user's processes");
-    log_info("counter backend: %s", sampler_backend_why(ctx->smp));
+    log_info("counter backend: %s (%s)", sampler_backend_name(ctx->smp),
+             sampler_backend_why(ctx->smp));
 }
 
 static int run(config *cfg)

@@ -254,6 +254,8 @@ int m_get_status(rpc_call *call, json_object *params, const rpc_peer *peer, void
     json_object_object_add(o, "reads_skipped", methods_num_or_null(st->reads_skipped));
     json_object_object_add(o, "reads_unskippable", json_object_new_int((int)st->reads_unskippable));
     json_object_object_add(o, "backend", snap ? json_object_new_string(st->backend) : NULL);
+    json_object_object_add(o, "backend_reason",
+                           snap ? json_object_new_string(st->backend_why) : NULL);
     json_object_object_add(o, "procs_missed",
                            st->proc_connector ? json_object_new_int64((int64_t)st->procs_missed)
                                               : NULL);

@@ -109,7 +109,7 @@ struct sampler {
     } *forked;
     size_t n_forked, cap_forked;
     uint64_t n_drains;
-    char backend_why[UTIL_ERRLEN + 64]; /* which backend runs and why, for the log */
+    char backend_why[UTIL_ERRLEN + 64]; /* why s->be was chosen, for the log and status */
     int task_clock;                     /* index in es, or -1 */
     rapl *power;
     double *zone_delta;

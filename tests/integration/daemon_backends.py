@@ -29,9 +29,10 @@ run, one daemon after the other, on the same workload:
   rename and exec hooks; it opens no proc connector, and says in GetStatus
   that process events arrive as they happen);
 - GetStatus and `wattprof status` say which backend runs;
-- auto runs perf, with one log line that says why; bpf asked for without
-  CAP_BPF (nor CAP_SYS_ADMIN: setpriv drops both from the bounding set)
-  stops the daemon with a line that names it.
+- auto runs bpf where it loads and perf where it does not (the build
+  without libbpf, or no CAP_BPF), with one log line that says why; bpf
+  asked for without CAP_BPF (nor CAP_SYS_ADMIN: setpriv drops both from
+  the bounding set) stops the daemon with a line that names it.
 
 Needs root (the proc connector, BPF): skips otherwise; the bpf parts skip,
 saying why, where BPF cannot load here."""
@@ -229,9 +230,22 @@ def run(backend):
 
 perf, _ = run("perf")
 bpf, extra = run("bpf")
+# auto: bpf where it loads, else perf; either way one log line saying why.
+d = Daemon(state=os.path.join(state, "auto"))
+st = wait_status(d)
+d.stop()
+lines = [x for x in d.read_log().splitlines() if "counter backend" in x]
 if bpf is None:
+    check("auto, where bpf cannot load: perf", st.get("backend") == "perf", str(st.get("backend")))
+    check("... with one log line that says why, and GetStatus's reason", len(lines) == 1
+          and "perf (auto: " in lines[0] and lines[0].endswith(f"({st.get('backend_reason')})"),
+          f"{lines} {st.get('backend_reason')}")
     print("skip: the bpf backend cannot load here: " + " ".join(extra.split())[-300:])
 else:
+    check("auto, where bpf loads: bpf", st.get("backend") == "bpf", str(st.get("backend")))
+    check("... with one log line that says so, and GetStatus's reason",
+          lines == ["wattprofd: counter backend: bpf (auto: it loaded)"]
+          and st.get("backend_reason") == "auto: it loaded", f"{lines} {st.get('backend_reason')}")
     for i, ((a, over), (b, _)) in enumerate(zip(perf, bpf)):
         check(f"burner {i}: bpf and perf agree (stored/rusage {b:.4f} vs {a:.4f}, perf's "
               f"with {over:.4f} of steal time)", -0.03 <= a - b <= 0.03 + over)
@@ -242,14 +256,6 @@ else:
     check(f"bpf: the 1 ms process {short} is stored", stored == 1, str(stored))
     check(f"bpf: with its CPU time, {short_cpu * 1e3:.2f} ms", 0.0009 <= short_cpu <= 0.02)
 
-    # auto: perf, and one line saying why (bpf is taken only when asked).
-    d = Daemon(state=os.path.join(state, "auto"))
-    st = wait_status(d)
-    check("auto: perf", st.get("backend") == "perf", str(st.get("backend")))
-    d.stop()
-    lines = [x for x in d.read_log().splitlines() if "counter backend" in x]
-    check("... with one log line that says why", len(lines) == 1 and "auto:" in lines[0],
-          str(lines))
     # bpf asked for without the capabilities it needs: the daemon stops,
     # naming them.
     if shutil.which("setpriv"):
@@ -261,6 +267,20 @@ else:
         except RuntimeError as e:
             check("bpf without CAP_BPF: the daemon refuses to start, naming it",
                   "CAP_BPF" in str(e), str(e)[-300:])
+        # auto without CAP_BPF: perf, and one line naming what was missing.
+        d = Daemon(state=os.path.join(state, "auto-nocap"),
+                   prefix=("setpriv", "--bounding-set=-bpf,-sys_admin"))
+        st = wait_status(d)
+        out = subprocess.run([os.environ["WATTPROF"], "status", "--socket", d.sock],
+                             capture_output=True, text=True).stdout
+        check("auto without CAP_BPF: perf", st.get("backend") == "perf", str(st.get("backend")))
+        d.stop()
+        lines = [x for x in d.read_log().splitlines() if "counter backend" in x]
+        check("... with one log line that says why", len(lines) == 1 and "perf (auto:" in lines[0]
+              and "CAP_BPF" in lines[0], str(lines))
+        why = st.get("backend_reason") or ""
+        check("... GetStatus's reason says it", why.startswith("auto: ") and "CAP_BPF" in why, why)
+        check("... and wattprof status shows it", f"; counters: perf ({why})\n" in out, out[:400])
     else:
-        print("skip: no setpriv for the check without CAP_BPF")
+        print("skip: no setpriv for the checks without CAP_BPF")
 finish()

@@ -21,6 +21,9 @@ loaded machine a normal thread waits longer than that for a CPU: with 6 busy
 loops on 2 CPUs it missed 1.5-14 % (10 runs); at this priority 0 % in each
 of 10 runs at load 14-20.
 
+The perf backend (--backend perf): the bpf backend, which auto takes as
+root, learns of processes from its own hooks and opens no connector.
+
 Needs the proc connector (root, initial namespaces): skips otherwise."""
 import json, os, signal, subprocess, sys, tempfile, time
 
@@ -33,7 +36,7 @@ state = tempfile.mkdtemp(prefix="wattprofd-churn-")
 conf = os.path.join(state, "wattprofd.conf")
 with open(conf, "w") as f:
     f.write("[sampler]\npriority = 10\n")
-d = Daemon("--config", conf, "--rate", "50", state=os.path.join(state, "d"))
+d = Daemon("--backend", "perf", "--config", conf, "--rate", "50", state=os.path.join(state, "d"))
 try:
     deadline = time.monotonic() + 5
     while True:  # the first status is published after a second of ticks

@@ -2,7 +2,10 @@
 """wattprofd live, with real software events: it samples at 50 Hz, finds a
 new process and measures its CPU time, stores per-second rows whose host
 split adds up, answers the socket, and flushes on SIGTERM. A --record of the
-run replayed with --speed max gives every process the same energy."""
+run replayed with --speed max gives every process the same energy. The
+perf backend (--backend perf): its per-process reads are skipped for
+processes that slept, through their context-switch buffers; the bpf
+backend, which auto takes as root, has its own test (daemon_backends)."""
 import os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.environ["SRCDIR"], "tests"))
@@ -11,7 +14,8 @@ from daemon_harness import Daemon, check, cpu_of, finish, steal_s, workload_env 
 burn = os.environ["BURN"]
 state = tempfile.mkdtemp(prefix="wattprofd-live-")
 trace = os.path.join(state, "run.trace")
-d = Daemon("--rate", "50", "--record", trace, state=os.path.join(state, "live"))
+d = Daemon("--backend", "perf", "--rate", "50", "--record", trace,
+           state=os.path.join(state, "live"))
 
 # The shell sleeps first so that even a daemon without the proc connector
 # (not root) finds it by rescanning before it execs the burner: same pid.

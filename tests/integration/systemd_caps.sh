@@ -82,7 +82,7 @@ hardened() {
     fi
     exec "$@"' - prlimit --memlock="${MEMLOCK:-$unit_memlock}" setpriv --reuid=$nobody --regid=$nobody --clear-groups --no-new-privs \
     "${capargs[@]}" "$wattprofd" --config "$work/empty.conf" --state-dir "$state" \
-    --socket "$state/sock" ${BACKEND:+--backend "$BACKEND"} >"$state/log" 2>&1 &
+    --socket "$state/sock" >"$state/log" 2>&1 &
   pid=$!
   pids+=("$pid")
   "$PYTHON" - "$state/sock" "$pid" "$work/$name.json" "$name" <<'PY'
@@ -173,6 +173,8 @@ if check "as nobody with CAP_PERFMON, CAP_DAC_READ_SEARCH, CAP_NET_ADMIN and rea
   check "it counts a root process: the burner (uid 0) is listed with CPU time" \
     test "$(q full 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
   echo "    burner: $(q full '{k: mine[0][k] for k in ("pid", "uid", "comm", "total_j")} if mine else None')"
+  check "without CAP_BPF auto takes perf, and says why: $(q full 's.get("backend_reason")')" \
+    test "$(q full 's.get("backend") == "perf" and s.get("backend_reason", "").startswith("auto: ")')" = True
   # With CAP_NET_ADMIN the listen request is accepted on any kernel, unless
   # this whole machine is outside the initial pid namespace (then nobody can).
   if grep -q "initial user and pid namespaces" "$work/full/log"; then
@@ -207,19 +209,20 @@ if [ $rc = 0 ]; then
 fi
 
 # ---- With CAP_BPF too (the unit's full set): the bpf counter backend ----------
-# The runs above leave it out so that they test the perf backend's needs;
-# with it, bpf (asked for: auto takes perf) loads as nobody and counts the
-# root process.
-if BACKEND=bpf hardened bpf +perfmon,+bpf,+dac_read_search,+net_admin; then
-  check "as nobody with the unit's set, CAP_BPF included, the bpf backend loads" true
-  check "its counter backend is bpf: $(q bpf 's.get("backend")')" \
-    test "$(q bpf 's.get("backend")')" = bpf
-  check "it counts the root process with it" \
-    test "$(q bpf 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
-elif grep -q "wattprofd was built without" "$work/bpf/log"; then
-  skip_note "the bpf backend: this build has none (meson -Dbpf)"
+# The runs above leave it out so that they test the perf backend's needs
+# (auto falls back to it); with it, auto, as the unit sets no backend, takes
+# bpf, which loads as nobody and counts the root process.
+if hardened bpf +perfmon,+bpf,+dac_read_search,+net_admin; then
+  if grep -q "wattprofd was built without" "$work/bpf/log"; then
+    skip_note "the bpf backend: this build has none (meson -Dbpf)"
+  else
+    check "as nobody with the unit's set, CAP_BPF included, auto takes bpf: $(q bpf 's.get("backend")')" \
+      test "$(q bpf 's.get("backend")')" = bpf
+    check "it counts the root process with it" \
+      test "$(q bpf 'bool(mine) and mine[0]["uid"] == 0 and mine[0]["total_j"] > 0')" = True
+  fi
 else
-  check "as nobody with the unit's set, CAP_BPF included, the bpf backend loads" false
+  check "as nobody with the unit's set, CAP_BPF included, the daemon starts" false
   tail -5 "$work/bpf/log"
 fi
 
