@@ -189,6 +189,8 @@ static int set_evolution(struct config *c, const char *key, const char *v)
         return parse_size(c, key, v, 0, &p->init_min_depth);
     if (!strcmp(key, "init_max_depth"))
         return parse_size(c, key, v, 0, &p->init_max_depth);
+    if (!strcmp(key, "restarts"))
+        return parse_size(c, key, v, 0, &p->restarts);
     if (!strcmp(key, "stall"))
         return parse_size(c, key, v, 0, &p->stall);
     if (!strcmp(key, "seed")) {

@@ -543,7 +543,8 @@ int expr_fit_consts_search(expr *e, const double *const *cols, const double *y, 
  * shrink, constant perturbation), fits the constants of every new individual
  * by Levenberg-Marquardt, and keeps `population` of parents + children by
  * double tournament (with `migration`, the equations of the error-size
- * front then replace parents drawn at random). All random choices are made in the calling thread
+ * front then replace parents drawn at random; with `restarts`, fresh
+ * populations take over part of the budget). All random choices are made in the calling thread
  * from one mt19937 stream, so a seed gives the same result with any thread count. */
 
 enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
@@ -569,6 +570,8 @@ typedef struct symreg_params {
                           true (pandora: false) */
     bool scaling;      /* linear scaling: an individual becomes a + b * itself, a and b fitted in
                           closed form, when that lowers its error by a tenth or more: false */
+    size_t restarts;   /* fresh populations after the first, each run as long as all before
+                          it, sharing only the reported front: 2 (pandora: 0) */
     size_t stall;      /* stop after this many generations without progress; 0 = never */
     double time_limit; /* stop after the generation that passes this many seconds; 0 = never */
     enum symreg_fitness fitness; /* SYMREG_MAPE */

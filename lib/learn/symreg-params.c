@@ -7,6 +7,10 @@
 #include <math.h>
 #include <string.h>
 
+/* The first epoch gets 2^-restarts of the budget: more restarts would leave
+ * it no generation. */
+#define SYMREG_MAX_RESTARTS 30
+
 void symreg_params_default(symreg_params *p)
 {
     *p = (symreg_params){
@@ -26,6 +30,7 @@ void symreg_params_default(symreg_params *p)
         .simplify = true,
         .scaling = false,
         .migration = true,
+        .restarts = 2,
         .stall = 0,
         .fitness = SYMREG_MAPE,
         .lm = true,
@@ -45,6 +50,7 @@ int symreg_params_preset(symreg_params *p, const char *name)
         d.selection = SYMREG_SEL_DOUBLE;
         d.simplify = false;
         d.migration = false;
+        d.restarts = 0;
     } else if (strcmp(name, "default") != 0) {
         return -EINVAL;
     }
@@ -97,6 +103,8 @@ int symreg_params_check(const symreg_params *p, char *err, size_t errlen)
         return util_err(err, errlen, -EINVAL, "unknown fitness %d", (int)p->fitness);
     if (p->lm_iterations < 0)
         return util_err(err, errlen, -EINVAL, "lm_iterations must not be negative");
+    if (p->restarts > SYMREG_MAX_RESTARTS)
+        return util_err(err, errlen, -EINVAL, "restarts must be at most %d", SYMREG_MAX_RESTARTS);
     if (p->threads < 1)
         return util_err(err, errlen, -EINVAL, "threads must be at least 1");
     return 0;

@@ -43,6 +43,7 @@ struct engine {
     double floor;               /* symreg_error_floor */
     double rss_goal;            /* a fit's (weighted) RSS well under the floor: LM stops there */
     struct ind *archive;        /* the lowest error seen at each size 1..max_size */
+    struct ind *epoch;          /* the same since the last restart (== archive without restarts) */
 };
 
 /* ---- Evaluation, spread over threads ------------------------------------ */
@@ -323,7 +324,7 @@ static int migrate_front(struct engine *g, struct ind *next)
     double lowest = INFINITY;
 
     for (size_t s = 1; s <= g->p->max_size; s++) {
-        const struct ind *a = &g->archive[s];
+        const struct ind *a = &g->epoch[s];
         if (!a->e || !(a->fit < lowest))
             continue;
         lowest = a->fit;
@@ -439,6 +440,21 @@ static int select_next(struct engine *g, struct ind *pool, struct ind *next)
     return 0;
 }
 
+/* Keeps a copy of `in` in arch when it has the lowest error of its size. */
+static int archive_offer(struct ind *arch, const struct ind *in, size_t max_size)
+{
+    struct ind *a = &arch[in->e->n];
+
+    if (in->e->n > max_size || !(in->fit < a->fit))
+        return 0;
+    expr *c = expr_clone(in->e);
+    if (!c)
+        return -ENOMEM;
+    expr_free(a->e);
+    *a = (struct ind){.e = c, .err = in->err, .fit = in->fit};
+    return 0;
+}
+
 static int evaluate_changed(struct engine *g, struct ind *v, const bool *changed, size_t n)
 {
     struct ind **todo = malloc(n * sizeof(*todo));
@@ -450,19 +466,12 @@ static int evaluate_changed(struct engine *g, struct ind *v, const bool *changed
         if (!changed || changed[i])
             todo[k++] = &v[i];
     int r = evaluate_all(g, todo, k);
-    /* The archive: the lowest error seen at each size, whatever the
+    /* The archives: the lowest error seen at each size, whatever the
      * selection later does with the individual. */
     for (size_t i = 0; i < k && r == 0; i++) {
-        struct ind *a = &g->archive[todo[i]->e->n];
-        if (todo[i]->e->n > g->p->max_size || !(todo[i]->fit < a->fit))
-            continue;
-        expr *c = expr_clone(todo[i]->e);
-        if (!c) {
-            r = -ENOMEM;
-            break;
-        }
-        expr_free(a->e);
-        *a = (struct ind){.e = c, .err = todo[i]->err, .fit = todo[i]->fit};
+        r = archive_offer(g->archive, todo[i], g->p->max_size);
+        if (r == 0 && g->epoch != g->archive)
+            r = archive_offer(g->epoch, todo[i], g->p->max_size);
     }
     free(todo);
     return r;
@@ -496,12 +505,48 @@ static double seconds_since(uint64_t t0)
     return (double)(util_now_ns(CLOCK_MONOTONIC) - t0) / 1e9;
 }
 
+/* Whether restart `epoch` (0 for the first population) has had its share of
+ * the budget: the last epoch gets half, the one before a quarter, and so on,
+ * the first two alike, so each runs as long as all before it. Equations
+ * found early (which is when most are) then get several independent
+ * chances, while the longest epoch can still refine. */
+static bool epoch_over(const struct engine *g, uint64_t t0, size_t gens, size_t epoch)
+{
+    const symreg_params *p = g->p;
+    double share = ldexp(1, (int)epoch - (int)p->restarts);
+
+    if (epoch >= p->restarts)
+        return false;
+    return (p->time_limit > 0 && seconds_since(t0) >= share * p->time_limit) ||
+           (double)gens >= share * (double)p->generations;
+}
+
+/* A fresh population and an empty front to migrate from; the archive the
+ * result comes from is kept. */
+static int restart(struct engine *g, struct ind **pop_io)
+{
+    const symreg_params *p = g->p;
+
+    free_inds(*pop_io, p->population);
+    *pop_io = NULL;
+    for (size_t s = 0; s <= p->max_size; s++) {
+        expr_free(g->epoch[s].e);
+        g->epoch[s] = (struct ind){.e = NULL, .err = INFINITY, .fit = INFINITY};
+    }
+    struct ind *pop = calloc(p->population, sizeof(*pop));
+    if (!pop)
+        return -ENOMEM;
+    *pop_io = pop;
+    int r = init_population(g, pop);
+    return r < 0 ? r : evaluate_changed(g, pop, NULL, p->population);
+}
+
 /* The generations after the initial one; *gens gets how many ran. */
 static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint64_t t0,
                   symreg_progress_fn progress, void *ctx, size_t *gens, enum symreg_stop *stop)
 {
     const symreg_params *p = g->p;
-    size_t n = p->population, stall = 0;
+    size_t n = p->population, stall = 0, epoch = 0;
     struct ind *pool = calloc(2 * n, sizeof(*pool)), *next = NULL;
     bool *changed = calloc(n, sizeof(*changed)), improved = false;
     int r = 0;
@@ -519,6 +564,11 @@ static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint6
         if (p->time_limit > 0 && seconds_since(t0) >= p->time_limit) {
             *stop = SYMREG_STOP_TIME;
             break;
+        }
+        if (epoch_over(g, t0, *gens, epoch)) {
+            epoch++;
+            if ((r = restart(g, pop_io)) < 0)
+                goto out;
         }
         next = calloc(n, sizeof(*next));
         if (!next) {
@@ -659,8 +709,11 @@ static int engine_init(struct engine *g, const symreg_params *p, const double *c
     g->archive = calloc(p->max_size + 1, sizeof(*g->archive));
     if (!g->archive)
         return -ENOMEM;
+    g->epoch = g->archive;
+    if (p->restarts > 0 && !(g->epoch = calloc(p->max_size + 1, sizeof(*g->epoch))))
+        return -ENOMEM;
     for (size_t s = 0; s <= p->max_size; s++)
-        g->archive[s].fit = INFINITY;
+        g->archive[s].fit = g->epoch[s].fit = INFINITY;
     symreg_prims_init(&g->ps, p->ops, n_features, p->constants);
     /* Only fitted constants depend on the shape alone. */
     if (p->cache && p->lm && p->lm_iterations > 0 &&
@@ -729,6 +782,8 @@ int symreg_run(const symreg_params *p, const double *const *x, size_t n_features
     gsl_rng_free(g.rng);
     symreg_cache_free(g.cache);
     free(g.w);
+    if (g.epoch && g.epoch != g.archive)
+        free_inds(g.epoch, p->max_size + 1);
     if (g.archive)
         free_inds(g.archive, p->max_size + 1);
     return r;

@@ -247,7 +247,8 @@ static void test_limits_hold(void **state)
         }
     }
     assert_int_equal(res->generations, 15);
-    assert_true(res->evaluations > 60 && res->evaluations <= 60 * 16);
+    /* Each restart scores a fresh population besides the generations' children. */
+    assert_true(res->evaluations > 60 && res->evaluations <= 60 * (16 + p.restarts));
     symreg_result_free(res);
 }
 
@@ -565,6 +566,7 @@ static int keijzer14_solved(bool migration)
         p.fitness = SYMREG_RMSE;
         p.generations = 100;
         p.migration = migration;
+        p.restarts = 0; /* migration's effect alone */
         p.seed = seed;
         assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
         solved += res->train_error <= res->floor;
@@ -592,6 +594,43 @@ static void test_migration(void **state)
     assert_true(on > off);
 }
 
+/* Restarts are on in the default preset and off in the paper's. The first
+ * population's share of 8 generations with two restarts is a quarter: those
+ * 2 generations draw what a 2-generation run without restarts draws, and
+ * the fronts come from every population, so the longer run reports no
+ * worse an equation. */
+static void test_restarts(void **state)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *once, *again;
+    char err[UTIL_ERRLEN];
+
+    symreg_params_default(&p);
+    assert_int_equal(p.restarts, 2);
+    assert_int_equal(symreg_params_preset(&p, "pandora"), 0);
+    assert_int_equal(p.restarts, 0);
+    assert_int_equal(symreg_params_preset(&p, "default"), 0);
+    assert_int_equal(p.restarts, 2);
+    p.restarts = 31;
+    assert_int_equal(symreg_params_check(&p, err, sizeof(err)), -EINVAL);
+    make_data(&d, memory_shape, 1);
+    symreg_params_default(&p);
+    p.population = 60;
+    p.restarts = 0;
+    p.generations = 2;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &once, err, sizeof(err)), 0);
+    p.restarts = 2;
+    p.generations = 8;
+    assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &again, err, sizeof(err)), 0);
+    assert_int_equal(again->generations, 8);
+    /* Three initial populations of 60 and at most 60 children a generation. */
+    assert_true(again->evaluations > once->evaluations && again->evaluations <= 60 * (3 + 8));
+    assert_true(again->front[again->n_front - 1].error <= once->front[once->n_front - 1].error);
+    symreg_result_free(once);
+    symreg_result_free(again);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -610,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_koza1),
         cmocka_unit_test(test_migration),
+        cmocka_unit_test(test_restarts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

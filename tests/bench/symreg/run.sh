@@ -63,6 +63,7 @@ max_depth = 17
 max_size = 60
 init_min_depth = 1
 init_max_depth = 3
+restarts = 0
 stall = 0
 [fitness]
 metric = $fit
