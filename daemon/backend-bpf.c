@@ -477,6 +477,14 @@ static void hand_event(const struct wattprof_change *c, backend_event_fn event, 
     event(ctx, &ev);
 }
 
+/* Only the fork, exec and rename records of the ring, in order. */
+static void hand_events(backend_event_fn event, void *ctx)
+{
+    for (size_t i = 0; i < B.n_changes; i++)
+        if (B.changes[i].kind >= WATTPROF_CH_FORK && B.changes[i].kind <= WATTPROF_CH_COMM)
+            hand_event(&B.changes[i], event, ctx);
+}
+
 /* The records of the ring in order: fork, exec and rename ones to `event`;
  * the entries the others name: those with a handle, and exited ones (to
  * adopt or delete); a live process nobody tracks needs no lookup. Exited
@@ -532,10 +540,18 @@ static int bpf_drain(backend_adopt_fn adopt, backend_event_fn event, void *ctx)
     B.n_finals = 0;
     /* From here on changes go to the next drain's records. */
     __atomic_add_fetch(&B.skel->bss->drain_gen, 1, __ATOMIC_SEQ_CST);
-    if (ring_buffer__consume(B.ring) < 0 || lost != B.ring_lost || !B.drained) {
+    int consumed = ring_buffer__consume(B.ring);
+    if (consumed < 0 || lost != B.ring_lost || !B.drained) {
         /* Records were lost (or none yet): look at everything once; the
          * events among them are gone (the sampler rescans /proc). */
-        bool missed = B.drained || lost != B.ring_lost || B.lost;
+        bool missed = B.drained || consumed < 0 || lost != B.ring_lost || B.lost;
+        /* The first time, with nothing lost: the forks and execs since the
+         * load still count. The sampler's first rescan came before this
+         * drain, and a process started in between (a job launched as the
+         * daemon came up) would otherwise be seen only at its exit, without
+         * the job its environment names. */
+        if (!missed)
+            hand_events(event, ctx);
         B.ring_lost = lost;
         B.drained = true;
         B.lost = false;
