@@ -34,13 +34,19 @@ def pane(session):
 
 
 def wait_for(session, pred, timeout=10):
-    """Waits until pred(lines) holds; returns the last lines seen."""
+    """Waits until pred(lines) holds on a settled screen; returns the last lines seen.
+
+    A capture can land while top is half-way through writing a frame (curses
+    sends only the characters that changed), which mixes rows of two frames;
+    a screen counts as settled when two captures 0.1 s apart are the same."""
     deadline = time.monotonic() + timeout
+    last = None
     while True:
         lines = pane(session)
-        if pred(lines) or time.monotonic() > deadline:
+        if (pred(lines) and lines == last) or time.monotonic() > deadline:
             return lines
-        time.sleep(0.2)
+        last = lines
+        time.sleep(0.1)
 
 
 def row_pids(lines):
