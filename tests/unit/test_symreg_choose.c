@@ -131,6 +131,43 @@ static void test_rule_exact(void **state)
     assert_int_equal(symreg_rule_from_name("aic"), -EINVAL);
 }
 
+/* bic on few rows: an inexact equation with as many nodes as rows is never
+ * reported, however small its error; an exact one still is. */
+static void test_bic_few_rows(void **state)
+{
+    symreg_front_item items[3] = {
+        {.size = 5, .error = 0.1},
+        {.size = 19, .error = 0.09},
+        {.size = 25, .error = 1e-6},
+    };
+    symreg_result res = {.front = items, .n_front = 3, .floor = 1e-12};
+    double y[20] = {0};
+    const double *cols[1] = {y};
+    symreg_choice c;
+
+    (void)state;
+    /* Unguarded, 20 ln(1e-12) + 25 ln(20) is far below 20 ln(0.01) + 5 ln(20). */
+    assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y, 20, &c), 0);
+    assert_int_equal(c.index, 0);
+    assert_non_null(strstr(c.why, "n or more nodes left out"));
+    /* With 30 rows the 25-node equation counts, and wins. */
+    double y30[30] = {0};
+    cols[0] = y30;
+    assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y30, 30, &c), 0);
+    assert_int_equal(c.index, 2);
+    assert_null(strstr(c.why, "left out"));
+    /* Exact at 25 nodes on 20 rows: kept, the smallest exact fit. */
+    cols[0] = y;
+    items[2].error = 1e-14;
+    assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y, 20, &c), 0);
+    assert_int_equal(c.index, 2);
+    assert_non_null(strstr(c.why, "smallest exact fit"));
+    /* One row: nothing has fewer nodes; the smallest is reported. */
+    items[2].error = 1e-6;
+    assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y, 1, &c), 0);
+    assert_int_equal(c.index, 0);
+}
+
 static void test_polish_rounds_to_the_data(void **state)
 {
     struct data d;
@@ -325,6 +362,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rules_noisy),
         cmocka_unit_test(test_rule_exact),
+        cmocka_unit_test(test_bic_few_rows),
         cmocka_unit_test(test_polish_rounds_to_the_data),
         cmocka_unit_test(test_polish_pairs_constants_after_reordering),
         cmocka_unit_test(test_polish_drops_leftovers),
