@@ -158,7 +158,7 @@ static void write_csv(FILE *f, const struct row *rows, size_t n)
 {
     fprintf(f, "t,time,pid,comm,user,uid,class,energy_j,cpu_s\n");
     for (size_t i = 0; i < n; i++) {
-        char a[FMT_LEN];
+        char a[FMT_LEN], e[FMT_LEN], c[FMT_LEN];
         fprintf(f, "%.0f,%s,%lld,", rows[i].t, fmt_iso8601(a, rows[i].t),
                 (long long)query_int(rows[i].proc, "pid", 0));
         fmt_csv_field(f, query_str(rows[i].proc, "comm"));
@@ -166,7 +166,7 @@ static void write_csv(FILE *f, const struct row *rows, size_t n)
         fmt_csv_field(f, query_str(rows[i].proc, "user"));
         fprintf(f, ",%lld,", (long long)query_int(rows[i].proc, "uid", -1));
         fmt_csv_field(f, query_str(rows[i].proc, "class"));
-        fprintf(f, ",%.9g,%.9g\n", rows[i].energy_j, rows[i].cpu_s);
+        fprintf(f, ",%s,%s\n", fmt_number(e, rows[i].energy_j), fmt_number(c, rows[i].cpu_s));
     }
 }
 

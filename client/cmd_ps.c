@@ -234,9 +234,10 @@ static void show_csv(json_object *reply)
     printf("t,time,energy_j,power_w,cpu\n");
     for (size_t i = 0; i < json_object_array_length(series); i++) {
         json_object *s = json_object_array_get_idx(series, i);
-        char a[FMT_LEN];
-        printf("%.0f,%s,%.6g,%.6g,%.6g\n", query_num(s, "t"), fmt_iso8601(a, query_num(s, "t")),
-               query_num(s, "energy_j"), query_num(s, "power_w"), query_num(s, "cpu"));
+        char a[FMT_LEN], e[FMT_LEN], p[FMT_LEN], c[FMT_LEN];
+        printf("%.0f,%s,%s,%s,%s\n", query_num(s, "t"), fmt_iso8601(a, query_num(s, "t")),
+               fmt_number(e, query_num(s, "energy_j")), fmt_number(p, query_num(s, "power_w")),
+               fmt_number(c, query_num(s, "cpu")));
     }
 }
 

@@ -57,6 +57,19 @@ char *fmt_power(char buf[FMT_LEN], double watts)
     return pick_unit(buf, watts, steps, sizeof(steps) / sizeof(steps[0]));
 }
 
+char *fmt_number(char buf[FMT_LEN], double v)
+{
+    /* Start at the integer digits so that 80 prints as "80", not "8e+01". */
+    int prec = fabs(v) >= 1 && fabs(v) < 1e12 ? (int)log10(fabs(v)) + 1 : 1;
+
+    for (; prec <= FMT_NUMBER_DIGITS; prec++) {
+        snprintf(buf, FMT_LEN, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 char *fmt_bytes(char buf[FMT_LEN], double bytes)
 {
     static const char *units[] = {"KiB", "MiB", "GiB", "TiB"};

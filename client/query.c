@@ -543,12 +543,11 @@ int query_close_out(const char *path, FILE *f)
 
 int query_table_num(fmt_table *t, const char *text, double raw)
 {
-    char buf[64];
+    char buf[FMT_LEN];
 
     if (isnan(raw))
         return fmt_table_add(t, text, "");
-    snprintf(buf, sizeof(buf), "%.6g", raw);
-    return fmt_table_add(t, text, buf);
+    return fmt_table_add(t, text, fmt_number(buf, raw));
 }
 
 struct fmt_table *query_process_table(json_object *processes)

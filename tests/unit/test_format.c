@@ -170,6 +170,27 @@ static void test_csv_quoting(void **state)
     free(s);
 }
 
+/* CSV numbers keep what the data can tell: a bucket split over a minute
+ * boundary (16/15 J and 1184/15 J) still sums to 80 J once printed and
+ * parsed, and the last-bit noise of a sum is not printed. */
+static void test_number_digits(void **state)
+{
+    char a[FMT_LEN], b[FMT_LEN];
+
+    assert_string_equal(fmt_number(a, 80), "80");
+    assert_string_equal(fmt_number(a, 80.00000000000006), "80");
+    assert_string_equal(fmt_number(a, 0.012500000000000006), "0.0125");
+    assert_string_equal(fmt_number(a, 0.04), "0.04");
+    assert_string_equal(fmt_number(a, 123456789), "123456789");
+    assert_string_equal(fmt_number(a, -2.5e-7), "-2.5e-07");
+    assert_string_equal(fmt_number(a, 3.6e15), "3.6e+15");
+    assert_string_equal(fmt_number(a, NAN), "nan");
+    assert_string_equal(fmt_number(a, 16.0 / 15), "1.06666666667");
+    assert_string_equal(fmt_number(b, 1184.0 / 15), "78.9333333333");
+    assert_true(fabs(strtod(a, NULL) + strtod(b, NULL) - 80) < 1e-9);
+    (void)state;
+}
+
 static fmt_table *sample_table(void)
 {
     static const char *head[] = {"PID", "COMMAND", "POWER"};
@@ -346,11 +367,17 @@ static void test_socket_path(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_energy_units),   cmocka_unit_test(test_power_bytes_units),
-        cmocka_unit_test(test_durations),      cmocka_unit_test(test_parse_duration),
-        cmocka_unit_test(test_parse_time),     cmocka_unit_test(test_csv_quoting),
-        cmocka_unit_test(test_table_layout),   cmocka_unit_test(test_color_not_on_pipes),
-        cmocka_unit_test(test_terminal_chart), cmocka_unit_test(test_png),
+        cmocka_unit_test(test_energy_units),
+        cmocka_unit_test(test_power_bytes_units),
+        cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_parse_duration),
+        cmocka_unit_test(test_parse_time),
+        cmocka_unit_test(test_csv_quoting),
+        cmocka_unit_test(test_number_digits),
+        cmocka_unit_test(test_table_layout),
+        cmocka_unit_test(test_color_not_on_pipes),
+        cmocka_unit_test(test_terminal_chart),
+        cmocka_unit_test(test_png),
         cmocka_unit_test(test_socket_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
