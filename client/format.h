@@ -26,9 +26,9 @@ char *fmt_iso8601(char buf[FMT_LEN], double t);
 /* A number for scripts (CSV): the shortest %g form that reads back as the
  * same double, with FMT_NUMBER_DIGITS significant digits at most ("80",
  * "0.04", "1.06666666667"). Twelve digits are finer than any meter or model
- * here, keep sums of printed values within a relative 1e-11 of the stored sums, and
- * drop the last-bit noise of summed doubles (80.00000000000006 prints as
- * "80"). Returns buf. */
+ * here, keep sums of printed values within a relative 1e-11 of the stored
+ * sums, and drop the last-bit noise of summed doubles (80.00000000000006
+ * prints as "80"). Returns buf. */
 #define FMT_NUMBER_DIGITS 12
 char *fmt_number(char buf[FMT_LEN], double v);
 
