@@ -274,7 +274,7 @@ void sampler_snapshot_unref(snapshot *snap);
 /* Why the counter backend in use was chosen ("auto: it loaded"), for
  * the startup log and GetStatus. */
 const char *sampler_backend_why(const sampler *s);
-/* Its name: "bpf", "perf", or "none" in a replay. */
+/* Its name: "bpf", "perf", or "replay" (GetStatus says the same). */
 const char *sampler_backend_name(const sampler *s);
 const rapl *sampler_rapl(const sampler *s);
 const sample_eventset *sampler_events(const sampler *s);

@@ -140,7 +140,7 @@ static void fill_status(sampler *s, daemon_status *st, double secs)
     st->proc_connector = s->watch != NULL || s->be_events; /* events as they happen */
     power_fault(s, st->power_fault, sizeof(st->power_fault));
     st->procs_missed = s->procs_missed + (s->be == &backend_bpf ? backend_bpf_overflows() : 0);
-    st->backend = s->rep ? "replay" : s->be->name;
+    st->backend = sampler_backend_name(s);
     st->backend_why = sampler_backend_why(s);
     st->connector_overruns = s->connector_overruns;
     st->calib = s->cal;

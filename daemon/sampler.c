@@ -450,12 +450,12 @@ static void open_connector(sampler *s)
 
 const char *sampler_backend_name(const sampler *s)
 {
-    return s->rep ? "none" : s->be->name;
+    return s->rep ? "replay" : s->be->name;
 }
 
 const char *sampler_backend_why(const sampler *s)
 {
-    return s->backend_why[0] ? s->backend_why : "a replay";
+    return s->backend_why[0] ? s->backend_why : "counts read back from a recording";
 }
 
 static int alloc_scratch(sampler *s)

@@ -97,6 +97,11 @@ def replay(name):
     check(f"{name}: replay finished", d.wait_log("finished after"), d.read_log()[-400:])
     st = d.call("io.wattprof.Monitor.GetStatus")["status"]
     check(f"{name}: the 22-event model is in use", st["model"]["name"] == "paper-22")
+    logged = [x for x in d.read_log().splitlines() if "counter backend:" in x]
+    check(f"{name}: the log and GetStatus name the backend alike",
+          st["backend"] == "replay" and
+          logged == [f"wattprofd: counter backend: replay ({st['backend_reason']})"],
+          f"{st['backend']!r} {st['backend_reason']!r} {logged}")
     check(f"{name}: stops cleanly", d.stop() == 0)
     return d
 
