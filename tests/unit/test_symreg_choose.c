@@ -132,13 +132,14 @@ static void test_rule_exact(void **state)
 }
 
 /* bic on few rows: an inexact equation with as many nodes as rows is never
- * reported, however small its error; an exact one still is. */
+ * reported, however small its error; an exact one still is, unless it has
+ * as many constants as rows. */
 static void test_bic_few_rows(void **state)
 {
     symreg_front_item items[3] = {
-        {.size = 5, .error = 0.1},
-        {.size = 19, .error = 0.09},
-        {.size = 25, .error = 1e-6},
+        {.size = 5, .error = 0.1, .e = parse_ok("0.5 * x")},
+        {.size = 19, .error = 0.09, .e = parse_ok("0.5 * x + 0.25")},
+        {.size = 25, .error = 1e-6, .e = parse_ok("square(x) * x + 0.125")},
     };
     symreg_result res = {.front = items, .n_front = 3, .floor = 1e-12};
     double y[20] = {0};
@@ -162,10 +163,25 @@ static void test_bic_few_rows(void **state)
     assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y, 20, &c), 0);
     assert_int_equal(c.index, 2);
     assert_non_null(strstr(c.why, "smallest exact fit"));
+    /* Exact with 20 constants on 20 rows: any 20 numbers can be met so, and
+     * it is left out like an inexact one, under bic and under cv. */
+    char text[400] = "0";
+    for (int k = 1; k < 20; k++)
+        snprintf(text + strlen(text), sizeof(text) - strlen(text), " + %d.5 * x", k);
+    expr_free(items[2].e);
+    items[2].e = parse_ok(text);
+    assert_int_equal(expr_n_consts(items[2].e), 20);
+    assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y, 20, &c), 0);
+    assert_int_equal(c.index, 0);
+    assert_non_null(strstr(c.why, "n or more nodes left out"));
+    assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_CV, cols, 1, y, 20, &c), 0);
+    assert_null(strstr(c.why, "exactly"));
     /* One row: nothing has fewer nodes; the smallest is reported. */
     items[2].error = 1e-6;
     assert_int_equal(symreg_choose(&res, SYMREG_RMSE, SYMREG_RULE_BIC, cols, 1, y, 1, &c), 0);
     assert_int_equal(c.index, 0);
+    for (int i = 0; i < 3; i++)
+        expr_free(items[i].e);
 }
 
 static void test_polish_rounds_to_the_data(void **state)
