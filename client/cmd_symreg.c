@@ -324,16 +324,6 @@ static void print_json(const struct report *rp)
     json_object_put(o);
 }
 
-/* The shortest %g form of v that reads back as v. */
-static void shortest(char buf[40], double v)
-{
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, 40, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
-}
-
 static void print_text(const struct report *rp)
 {
     const symreg_result *res = rp->res;
@@ -345,9 +335,9 @@ static void print_text(const struct report *rp)
            res->front[res->n_front - 1].size);
     printf("chosen:      %s\n", rp->choice.why);
     for (size_t i = 0; i < rp->n_consts; i++) {
-        char v[40], fitted[40];
-        shortest(v, rp->consts[i].value);
-        shortest(fitted, rp->consts[i].fitted);
+        char v[UTIL_NUMLEN], fitted[UTIL_NUMLEN];
+        util_format_double(v, rp->consts[i].value, 17);
+        util_format_double(fitted, rp->consts[i].fitted, 17);
         if (isnan(rp->consts[i].se))
             printf("%-13s%s (standard error unknown)\n", i ? "" : "constants:", v);
         else

@@ -1,6 +1,7 @@
 /* format: units, durations, times and tables for the query commands
  * (format.h has the contract). */
 #include "format.h"
+#include "util/util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -59,15 +60,7 @@ char *fmt_power(char buf[FMT_LEN], double watts)
 
 char *fmt_number(char buf[FMT_LEN], double v)
 {
-    /* Start at the integer digits so that 80 prints as "80", not "8e+01". */
-    int prec = fabs(v) >= 1 && fabs(v) < 1e12 ? (int)log10(fabs(v)) + 1 : 1;
-
-    for (; prec <= FMT_NUMBER_DIGITS; prec++) {
-        snprintf(buf, FMT_LEN, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    return buf;
+    return util_format_double(buf, v, FMT_NUMBER_DIGITS);
 }
 
 char *fmt_bytes(char buf[FMT_LEN], double bytes)

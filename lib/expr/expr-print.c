@@ -2,6 +2,7 @@
  * rewrites) and printing as readable infix text that parses back to the
  * same tree. */
 #include "expr/expr-internal.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -331,17 +332,12 @@ static int node_prec(const struct expr_node *nd)
     }
 }
 
-/* The shortest %g form that reads back as the same double. */
+/* The shortest form that reads back as the same double ("80", not "8e+01"). */
 static void print_number(FILE *f, double v)
 {
-    char buf[40];
+    char buf[UTIL_NUMLEN];
 
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, sizeof(buf), "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    fputs(buf, f);
+    fputs(util_format_double(buf, v, 17), f);
 }
 
 static void print_name(FILE *f, const char *name)

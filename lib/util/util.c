@@ -141,6 +141,25 @@ void util_line_col(const char *text, size_t off, int *line, int *col)
     *col = c;
 }
 
+char *util_format_double(char buf[UTIL_NUMLEN], double v, int max_digits)
+{
+    double a = fabs(v);
+    int prec = a >= 1 && a < 1e12 ? (int)log10(a) + 1 : 1;
+
+    if (max_digits > 17)
+        max_digits = 17;
+    if (max_digits < 1)
+        max_digits = 1;
+    if (prec > max_digits)
+        prec = max_digits;
+    for (; prec <= max_digits; prec++) {
+        snprintf(buf, UTIL_NUMLEN, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 int util_parse_double(const char *s, double *out)
 {
     char *end;

@@ -59,6 +59,13 @@ uint64_t util_now_ns(int clock_id);
 /* Line and column (both 1-based) of byte offset `off` in `text`. */
 void util_line_col(const char *text, size_t off, int *line, int *col);
 
+/* The shortest %g form of v, with at most max_digits (1..17) significant
+ * digits, that reads back as v; failing that, the max_digits form. A
+ * magnitude from 1 to 1e12 keeps its integer digits: "80", not "8e+01".
+ * 17 digits always read back. Returns buf. */
+#define UTIL_NUMLEN 32 /* enough for any %.17g */
+char *util_format_double(char buf[UTIL_NUMLEN], double v, int max_digits);
+
 /* Strict number parsing: the whole string must be a finite number. */
 int util_parse_double(const char *s, double *out);
 int util_parse_long(const char *s, long *out);

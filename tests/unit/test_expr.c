@@ -69,6 +69,11 @@ static void test_print_round_trip(void **state)
     check_print("\"L1-dcache-loads\" * 1e-9", "1e-09 * \"L1-dcache-loads\"");
     check_print("0.1 + x", "x + 0.1");
     check_print("1.0000000000000002 * x", "1.0000000000000002 * x");
+    /* Whole numbers keep their digits: "80", not "8e+01". */
+    check_print("80 * x + 100", "80 * x + 100");
+    check_print("x * 123456789012", "123456789012 * x");
+    check_print("x * 1e12", "1e+12 * x");
+    check_print("20.000000000000078 * x - 1250.5", "20.000000000000078 * x - 1250.5");
 }
 
 static void test_simplification(void **state)
@@ -180,11 +185,11 @@ static void test_distribute_constant(void **state)
  * printed "inf", which does not parse back.  Such folds are left undone. */
 static void test_no_infinite_folds(void **state)
 {
-    check_print("1e308 * 10", "1e+308 * 1e+01");
+    check_print("1e308 * 10", "1e+308 * 10");
     check_print("square(1e200)", "square(1e+200)");
     check_print("(x + 1e308) + 1e308", "x + 1e+308 + 1e+308");
-    check_print("1e308 * (10 * x)", "1e+308 * (1e+01 * x)");
-    check_print("2 * (3 * x) + 1e308 * 10", "6 * x + 1e+308 * 1e+01");
+    check_print("1e308 * (10 * x)", "1e+308 * (10 * x)");
+    check_print("2 * (3 * x) + 1e308 * 10", "6 * x + 1e+308 * 10");
 }
 
 static void check_error(const char *text, const char *want)
