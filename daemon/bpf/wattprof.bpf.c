@@ -235,12 +235,11 @@ static __always_inline void send_final(const struct wattprof_key *k, struct watt
 {
     struct wattprof_final *f;
     /* Counted before the record is made: an entry whose record the full
-     * ring refused is one the daemon's drain of the whole map takes. Not
-     * atomic (the BPF target has no fetch-and-add that returns): two
-     * threads ending at once on two CPUs may both send 1. One drain reads
-     * both (the second goes into the handle the first made); only a drain
-     * falling between the two would adopt the process twice. */
-    __u32 finals = ++p->finals;
+     * ring refused is one the daemon's drain of the whole map takes. An
+     * atomic fetch-and-add (BPF ISA v3), so that two threads ending at
+     * once on two CPUs cannot both send 1: the daemon adopts the process
+     * for the record numbered 1 only, and once. */
+    __u32 finals = __sync_fetch_and_add(&p->finals, 1) + 1;
 
     if (nr_events > WATTPROF_BPF_MAX_EVENTS)
         return;
