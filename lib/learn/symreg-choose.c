@@ -215,8 +215,9 @@ int symreg_choose(symreg_result *res, enum symreg_fitness f, enum symreg_rule ru
             /* With as many nodes as rows an equation can thread every
              * point, and ln(MSE) falls without bound while the penalty
              * stays finite: on 20 noisy rows a 58-node equation won at 7
-             * times the noise. Exact fits are kept (the truth may be that
-             * big); the rest must have fewer nodes than rows. */
+             * times the noise. Exact fits with fewer constants than rows
+             * are kept (the truth may be that big; see exact_fit); the rest
+             * must have fewer nodes than rows. */
             if (it->size >= n && !exact_fit(res, i, n)) {
                 skipped = true;
                 continue;
