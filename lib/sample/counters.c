@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef PERF_FLAG_FD_CLOEXEC
@@ -35,6 +36,9 @@
 
 /* Descriptors counters leave free below the limit of open files. */
 #define COUNTERS_FD_RESERVE 256
+
+/* Retries of a group read that fails with ECHILD (see counters_read_group). */
+#define COUNTERS_ECHILD_TRIES 10
 
 /* One group of events open on one thread. */
 struct counters_group {
@@ -296,8 +300,21 @@ static int counters_read_group(counters_proc *p, struct counters_group *grp, dou
                                uint64_t *en, uint64_t *run, uint64_t *group0_enabled)
 {
     size_t want = (3 + grp->n) * sizeof(uint64_t);
-    ssize_t got = read(grp->fds[0], p->buf, want);
+    ssize_t got;
 
+    /* A read of an inherited group can fail with ECHILD while a child
+     * task's events are being detached at its exit (kernel 6.18: in about
+     * one run in five of a shell starting 20 commands, read every 1 ms).
+     * The detach is brief: a retry after a short sleep read the group, the
+     * child's counts folded in, every time it was seen (after 0.2-0.3 ms at
+     * most); yielding instead took up to 30 tries. */
+    for (int tries = 0;; tries++) {
+        got = read(grp->fds[0], p->buf, want);
+        if (got >= 0 || errno != ECHILD || tries == COUNTERS_ECHILD_TRIES)
+            break;
+        struct timespec ts = {0, 1000L << tries}; /* 1 us, doubling: 1 ms in all */
+        nanosleep(&ts, NULL);
+    }
     if (got < 0)
         return -errno;
     if (got == 0) /* group in error state: it could never be scheduled */
