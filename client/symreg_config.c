@@ -161,6 +161,15 @@ static int set_evolution(struct config *c, const char *key, const char *v)
             return cfg_err(c, "selection must be double or pareto, not '%s'", v);
         return 0;
     }
+    if (!strcmp(key, "tie")) {
+        if (!strcmp(v, "bic"))
+            p->tie = SYMREG_TIE_BIC;
+        else if (!strcmp(v, "exact"))
+            p->tie = SYMREG_TIE_EXACT;
+        else
+            return cfg_err(c, "tie must be bic or exact, not '%s'", v);
+        return 0;
+    }
     if (!strcmp(key, "simplify"))
         return parse_bool(c, key, v, &p->simplify);
     if (!strcmp(key, "scaling"))

@@ -554,6 +554,12 @@ enum symreg_fitness { SYMREG_MAPE, SYMREG_MSE, SYMREG_RMSE };
  * candidates, one of those no other beats on both error and size. */
 enum symreg_selection { SYMREG_SEL_DOUBLE, SYMREG_SEL_PARETO };
 
+/* The error below which selection sees only size, the smaller winning a
+ * tie: the round-off floor (symreg_error_floor), or the training error of
+ * the equation the bic rule would report from the front found so far,
+ * updated each generation. */
+enum symreg_tie { SYMREG_TIE_EXACT, SYMREG_TIE_BIC };
+
 typedef struct symreg_params {
     uint32_t ops;                          /* bit (1u << op) for each enum expr_op allowed */
     bool constants;                        /* random constants among the terminals */
@@ -561,6 +567,7 @@ typedef struct symreg_params {
     size_t generations;                    /* 150 */
     double crossover, mutation;            /* probabilities: 1.0, 0.5 */
     enum symreg_selection selection;       /* see symreg_params_default */
+    enum symreg_tie tie;                   /* SYMREG_TIE_BIC (pandora: SYMREG_TIE_EXACT) */
     size_t tournament_fitness;             /* tournament size: 3 */
     double tournament_parsimony;           /* in [1,2]: the smaller wins with p/2: 1.1 */
     size_t max_depth, max_size;            /* bloat limits: 17, 60 */

@@ -57,6 +57,23 @@ static bool exact_fit(const symreg_result *res, size_t i, size_t n)
     return res->front[i].error <= res->floor && expr_n_consts(res->front[i].e) < n;
 }
 
+double symreg_bic(enum symreg_fitness f, double err, double floor, size_t size, size_t n)
+{
+    double e = err > floor ? err : floor, mse = f == SYMREG_MSE ? e : e * e;
+
+    return (double)n * log(mse) + (double)size * log((double)n);
+}
+
+/* With as many nodes as rows an equation can thread every point, and
+ * ln(MSE) falls without bound while the penalty stays finite: on 20 noisy
+ * rows a 58-node equation won at 7 times the noise. Exact fits with fewer
+ * constants than rows are kept (the truth may be that big; see exact_fit);
+ * the rest must have fewer nodes than rows. */
+bool symreg_bic_admits(double err, double floor, size_t size, size_t k, size_t n)
+{
+    return size < n || (err <= floor && k < n);
+}
+
 /* ---- Cross-validation ----------------------------------------------------
  * An equation that fits noise (a sin of a large constant through 20 points)
  * has a low training error and a high error on points it was not fitted
@@ -211,19 +228,11 @@ int symreg_choose(symreg_result *res, enum symreg_fitness f, enum symreg_rule ru
         bool skipped = false;
         for (size_t i = 0; i <= last; i++) {
             const symreg_front_item *it = &res->front[i];
-            double e = it->error > fl ? it->error : fl;
-            /* With as many nodes as rows an equation can thread every
-             * point, and ln(MSE) falls without bound while the penalty
-             * stays finite: on 20 noisy rows a 58-node equation won at 7
-             * times the noise. Exact fits with fewer constants than rows
-             * are kept (the truth may be that big; see exact_fit); the rest
-             * must have fewer nodes than rows. */
-            if (it->size >= n && !exact_fit(res, i, n)) {
+            if (!symreg_bic_admits(it->error, fl, it->size, expr_n_consts(it->e), n)) {
                 skipped = true;
                 continue;
             }
-            double mse = f == SYMREG_MSE ? e : e * e;
-            double bic = (double)n * log(mse) + (double)it->size * log((double)n);
+            double bic = symreg_bic(f, it->error, fl, it->size, n);
             if (bic < lowest) {
                 lowest = bic;
                 out->index = i;

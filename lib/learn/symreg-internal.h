@@ -64,4 +64,12 @@ bool symreg_cache_take(const struct symreg_cache *c, expr *e, uint64_t hash, dou
 int symreg_cache_put(struct symreg_cache *c, const expr *key, const expr *e, uint64_t hash,
                      double err);
 
+/* symreg-choose.c: the bic rule's criterion, n ln(MSE) + size ln(n), for an
+ * equation of `size` nodes with training error err under f (an error below
+ * the round-off floor counts as the floor), and whether the rule considers
+ * the equation at all: fewer nodes than the n rows, or an exact fit with
+ * fewer constants (k) than rows. The search's tie = bic uses the same. */
+double symreg_bic(enum symreg_fitness f, double err, double floor, size_t size, size_t n);
+bool symreg_bic_admits(double err, double floor, size_t size, size_t k, size_t n);
+
 #endif

@@ -21,6 +21,7 @@ void symreg_params_default(symreg_params *p)
         .crossover = 1.0,
         .mutation = 0.5,
         .selection = SYMREG_SEL_DOUBLE,
+        .tie = SYMREG_TIE_BIC,
         .tournament_fitness = 3,
         .tournament_parsimony = 1.1,
         .max_depth = 17,
@@ -51,6 +52,7 @@ int symreg_params_preset(symreg_params *p, const char *name)
         d.simplify = false;
         d.migration = false;
         d.restarts = 0;
+        d.tie = SYMREG_TIE_EXACT;
     } else if (strcmp(name, "default") != 0) {
         return -EINVAL;
     }
@@ -96,6 +98,8 @@ int symreg_params_check(const symreg_params *p, char *err, size_t errlen)
         return util_err(err, errlen, -EINVAL, "max_size must be at least 1");
     if (p->selection > SYMREG_SEL_PARETO)
         return util_err(err, errlen, -EINVAL, "unknown selection %d", (int)p->selection);
+    if (p->tie > SYMREG_TIE_BIC)
+        return util_err(err, errlen, -EINVAL, "unknown tie %d", (int)p->tie);
     if (!(p->time_limit >= 0))
         return util_err(err, errlen, -EINVAL, "time_limit must not be negative, not %g",
                         p->time_limit);

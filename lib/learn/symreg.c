@@ -44,6 +44,7 @@ struct engine {
     double rss_goal;            /* a fit's (weighted) RSS well under the floor: LM stops there */
     struct ind *archive;        /* the lowest error seen at each size 1..max_size */
     struct ind *epoch;          /* the same since the last restart (== archive without restarts) */
+    double tie;                 /* with tie = bic: selection sees errors below this as this */
 };
 
 /* ---- Evaluation, spread over threads ------------------------------------ */
@@ -248,6 +249,21 @@ static int evaluate_all(struct engine *g, struct ind **todo, size_t n_todo)
 
 /* ---- Selection ---------------------------------------------------------- */
 
+/* The error selection compares: with tie = bic, none below g->tie. */
+static double sel_fit(const struct engine *g, const struct ind *a)
+{
+    return g->p->tie == SYMREG_TIE_BIC && a->fit < g->tie ? g->tie : a->fit;
+}
+
+/* Whether selection prefers a to b on error; with tie = bic, on size when
+ * their errors tie. */
+static bool fitter(const struct engine *g, const struct ind *a, const struct ind *b)
+{
+    double fa = sel_fit(g, a), fb = sel_fit(g, b);
+
+    return fa < fb || (g->p->tie == SYMREG_TIE_BIC && fa == fb && a->e->n < b->e->n);
+}
+
 static bool better(const struct ind *a, const struct ind *b)
 {
     return a->fit < b->fit || (a->fit == b->fit && a->e->n < b->e->n);
@@ -259,7 +275,7 @@ static const struct ind *fitness_tournament(struct engine *g, const struct ind *
 
     for (size_t k = 1; k < g->p->tournament_fitness; k++) {
         const struct ind *c = &pool[gsl_rng_uniform_int(g->rng, n)];
-        if (c->fit < best->fit)
+        if (fitter(g, c, best))
             best = c;
     }
     return best;
@@ -296,9 +312,12 @@ static const struct ind *pareto_tournament(struct engine *g, const struct ind *p
         cand[i] = &pool[gsl_rng_uniform_int(g->rng, n)];
     for (size_t i = 0; i < k; i++) {
         bool beaten = false;
-        for (size_t j = 0; j < k && !beaten; j++)
-            beaten = cand[j]->fit <= cand[i]->fit && cand[j]->e->n <= cand[i]->e->n &&
-                     (cand[j]->fit < cand[i]->fit || cand[j]->e->n < cand[i]->e->n);
+        double fi = sel_fit(g, cand[i]);
+        for (size_t j = 0; j < k && !beaten; j++) {
+            double fj = sel_fit(g, cand[j]);
+            beaten = fj <= fi && cand[j]->e->n <= cand[i]->e->n &&
+                     (fj < fi || cand[j]->e->n < cand[i]->e->n);
+        }
         if (!beaten)
             front[nf++] = cand[i];
     }
@@ -423,6 +442,35 @@ static int vary(struct engine *g, const struct ind *pop, struct ind *off, bool *
         changed[i] |= r > 0;
     }
     return 0;
+}
+
+/* With tie = bic: the training error of the equation the bic rule would
+ * report from the archive's front so far. Selection then sees every error
+ * below it as equal, and the smaller equation wins: the rule takes a lower
+ * error as worth no more nodes, so on noisy data that pressure would only
+ * grow equations that fit the noise, crowding out small ones of the right
+ * shape (noisy Nguyen-6 settled on a 10-node single sine). An equation
+ * that does lower the criterion enters the archive, and the tie drops to
+ * it in the next generation; on exact data the tie reaches the round-off
+ * floor once an exact fit is found. */
+static void update_tie(struct engine *g)
+{
+    double lowest = INFINITY, front = INFINITY;
+
+    g->tie = g->floor;
+    for (size_t s = 1; s <= g->p->max_size; s++) {
+        const struct ind *a = &g->archive[s];
+        if (!a->e || !(a->fit < front))
+            continue;
+        front = a->fit;
+        if (!symreg_bic_admits(a->err, g->floor, s, expr_n_consts(a->e), g->n))
+            continue;
+        double b = symreg_bic(g->p->fitness, a->err, g->floor, s, g->n);
+        if (b < lowest) {
+            lowest = b;
+            g->tie = a->fit;
+        }
+    }
 }
 
 /* Plus-selection: the next parents are drawn from parents and children. */
@@ -583,6 +631,8 @@ static int evolve(struct engine *g, struct ind **pop_io, struct ind *best, uint6
             r = evaluate_changed(g, pool + n, changed, n);
         if (r == 0)
             r = track_best(best, pool + n, n, &improved);
+        if (r == 0 && p->tie == SYMREG_TIE_BIC)
+            update_tie(g);
         if (r == 0)
             r = select_next(g, pool, next);
         if (r == 0 && p->migration)

@@ -90,6 +90,7 @@ expect_error "./empty.csv: no data rows" data test empty.csv
 expect_error "./zero.csv:3: target 'mem' is 0; the mape fitness needs non-zero targets" \
   data train zero.csv
 expect_error "c.ini:18: unknown key 'colour' in [evolution]" evolution colour red
+expect_error "c.ini:18: tie must be bic or exact, not 'noise'" evolution tie noise
 expect_error "c.ini:11: constants must be on or off, not 'maybe'" primitives constants maybe
 expect_error "c.ini:20: unknown fitness metric 'r2' (mape, mse, rmse)" fitness metric r2
 expect_error "c.ini:14: population must be a whole number of at least 2, not '1'" \
@@ -130,7 +131,7 @@ done
 "$WATTPROF" symreg --help >help.txt
 for word in --json --seed --threads --front --time-limit --rule --out "[data]" train test \
   target features "[primitives]" functions constants "[evolution]" preset population \
-  generations crossover mutation selection tournament_fitness tournament_parsimony max_depth \
+  generations crossover mutation selection tournament_fitness tournament_parsimony tie max_depth \
   max_size init_min_depth init_max_depth simplify scaling migration stall time_limit "[fitness]" \
   metric "[constants]" lm lm_iterations cache "[selection]" rule; do
   grep -qF -- "$word" help.txt || { echo "FAIL: --help does not mention $word"; fails=$((fails + 1)); }

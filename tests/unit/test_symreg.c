@@ -631,6 +631,59 @@ static void test_restarts(void **state)
     symreg_result_free(again);
 }
 
+/* Nodes of the most accurate equation of runs with seeds 1..5 on
+ * memory_shape with 1 % Gaussian noise, under the given tie. */
+static size_t noisy_best_nodes(enum symreg_tie tie)
+{
+    struct data d;
+    symreg_params p;
+    symreg_result *res;
+    char err[UTIL_ERRLEN];
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    size_t nodes = 0;
+
+    assert_non_null(r);
+    gsl_rng_set(r, 7);
+    make_data(&d, memory_shape, 5);
+    for (int i = 0; i < N; i++)
+        d.y[i] *= 1 + 0.01 * gsl_ran_gaussian(r, 1);
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        symreg_params_default(&p);
+        p.fitness = SYMREG_RMSE;
+        p.population = 100;
+        p.generations = 40;
+        p.tie = tie;
+        p.seed = seed;
+        assert_int_equal(symreg_run(&p, d.cols, 2, d.y, N, NULL, NULL, &res, err, sizeof(err)), 0);
+        nodes += res->best->n;
+        symreg_result_free(res);
+    }
+    gsl_rng_free(r);
+    return nodes;
+}
+
+/* tie = bic is the default and off in the paper's preset. On noisy data,
+ * errors below the bic pick's tie and the smaller equation wins them, so
+ * the search grows smaller equations than when only round-off ties. */
+static void test_tie(void **state)
+{
+    symreg_params p;
+    char err[UTIL_ERRLEN];
+
+    symreg_params_default(&p);
+    assert_int_equal(p.tie, SYMREG_TIE_BIC);
+    assert_int_equal(symreg_params_preset(&p, "pandora"), 0);
+    assert_int_equal(p.tie, SYMREG_TIE_EXACT);
+    assert_int_equal(symreg_params_preset(&p, "default"), 0);
+    assert_int_equal(p.tie, SYMREG_TIE_BIC);
+    p.tie = 2;
+    assert_int_equal(symreg_params_check(&p, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, "unknown tie 2");
+    size_t bic = noisy_best_nodes(SYMREG_TIE_BIC), exact = noisy_best_nodes(SYMREG_TIE_EXACT);
+    print_message("nodes of the most accurate equations: tie = bic %zu, exact %zu\n", bic, exact);
+    assert_true(bic < exact);
+}
+
 int main(void)
 {
     gsl_set_error_handler_off();
@@ -650,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_koza1),
         cmocka_unit_test(test_migration),
         cmocka_unit_test(test_restarts),
+        cmocka_unit_test(test_tie),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
