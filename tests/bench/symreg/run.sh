@@ -59,6 +59,7 @@ crossover = 1.0
 mutation = 0.5
 tournament_fitness = 3
 tournament_parsimony = 1.1
+tie = exact
 max_depth = 17
 max_size = 60
 init_min_depth = 1
