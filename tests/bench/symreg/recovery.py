@@ -38,7 +38,6 @@ import ast
 import json
 import math
 import os
-import random
 import signal
 import statistics as st
 import subprocess
