@@ -261,6 +261,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, truth, ranges, n_train, prims in problems:
+            truth_sym, truth_size = to_sympy(truth, ranges), true_size(truth)
             # The standard sets first; then, for the Nguyen problems (20
             # points), noisy data with `more` training rows: where the data
             # cannot tell the truth from other equations, more rows can.
@@ -271,10 +272,10 @@ def main():
                 data = make_data(tmp, name, truth, ranges, n, noisy)
                 for seed in range(1, seeds + 1):
                     for tool in tools:
-                        r = run_one(wattprof, tmp, name, truth, ranges, data, prims, seed,
-                                    seconds, tool)
+                        r = run_one(wattprof, tmp, name, ranges, data, prims, seed, seconds,
+                                    tool, truth_sym)
                         r.update(noisy=noisy, seed=seed, tool=tool, more=n != n_train,
-                                 rows=n)
+                                 true_size=truth_size)
                         rows.append(r)
                     print(f"{name} {'noisy' if noisy else 'clean'}, {n} rows, seed {seed}: " +
                           ", ".join(f"{r['tool']} {'exact' if r['exact'] else 'no'} size "
@@ -284,7 +285,7 @@ def main():
            [r for r in rows if r["more"]], more)
 
 
-def run_one(wattprof, tmp, name, truth, ranges, data, prims, seed, seconds, tool):
+def run_one(wattprof, tmp, name, ranges, data, prims, seed, seconds, tool, truth_sym):
     feats = list(ranges)
     if tool == "DEAP":
         r = run_deap(tmp, name, data, feats, prims, seed, seconds)
@@ -292,12 +293,10 @@ def run_one(wattprof, tmp, name, truth, ranges, data, prims, seed, seconds, tool
         r = run_wattprof(wattprof, tmp, name, data, feats, prims, seed, seconds,
                          tool.split()[1])
     try:
-        r["exact"] = equivalent(to_sympy(r["equation"], ranges), to_sympy(truth, ranges),
-                                ranges)
+        r["exact"] = equivalent(to_sympy(r["equation"], ranges), truth_sym, ranges)
     except (sp.SympifyError, TypeError, SyntaxError):
         r["exact"] = False
-    r.update(problem=name, true_size=true_size(truth), floor=data["floor"],
-             train_floor=data["train_floor"])
+    r.update(problem=name, floor=data["floor"], train_floor=data["train_floor"])
     return r
 
 
